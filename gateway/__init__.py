@@ -1,0 +1,8 @@
+"""Higgs-Audio adaptive serving gateway."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("higgs-gateway")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0+local"

@@ -1,0 +1,302 @@
+"""The gateway's whole configuration: one validated document.
+
+Sources, lowest priority first: defaults, the YAML file, ``HIGGS_GATEWAY_*`` environment
+variables (nested keys joined by ``__``, e.g. ``HIGGS_GATEWAY_SERVER__PORT=9000``), and
+``HIGGS_GATEWAY_ADMIN_TOKEN`` as a shorthand for ``auth.admin_token``. Every model forbids
+unknown keys, so a typo fails at start-up with the key's path instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from gateway.types import PoolName
+
+DEFAULT_MODEL = "bosonai/higgs-audio-v3-tts-4b"
+ENV_PREFIX = "HIGGS_GATEWAY_"
+
+# The real worker's launch command; {placeholders} are filled per worker by the supervisor.
+VLLM_OMNI_COMMAND: list[str] = [
+    "vllm-omni", "serve", "{model}", "--omni", "--trust-remote-code",
+    "--deploy-config", "{profile}", "--host", "{host}", "--port", "{port}",
+    "--served-model-name", "{served_model_name}",
+    "--log-stats", "--enable-server-load-tracking",
+]  # fmt: skip
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names every bad key path."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ServerConfig(Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    # Largest request body accepted (voice uploads are at most 10 MB of audio + form fields).
+    max_body_bytes: int = Field(11 * 1024 * 1024, gt=0)
+    # CORS stays off unless origins are listed.
+    cors_origins: list[str] = Field(default_factory=list)
+    # Seconds to let in-flight requests finish on SIGTERM before workers are stopped.
+    shutdown_grace_s: float = Field(30.0, ge=0)
+
+
+class WarmupConfig(Strict):
+    """Requests sent to a fresh worker before it becomes routable (not counted as traffic)."""
+
+    enabled: bool = True
+    text: str = "Warming up the speech engine before real traffic arrives."
+    max_new_tokens: int = Field(50, gt=0)
+    # Concurrent bursts at each size, so lazily captured graphs exist before users come.
+    # None = the pool's default: [1] for low-latency, [1, 2, 4, 8, 16, 32, 64] for high-throughput
+    # (clipped to the profile's max_num_seqs).
+    batch_sizes: list[int] | None = None
+    timeout_s: float = Field(600.0, gt=0)
+
+
+class LaunchConfig(Strict):
+    """Workers the gateway starts and supervises itself, one per GPU."""
+
+    gpus: list[str] = Field(min_length=1)  # one worker per entry, as CUDA_VISIBLE_DEVICES
+    host: str = "127.0.0.1"
+    port_start: int = Field(0, ge=0, le=65535)  # worker i listens on port_start + i; 0 = any free port
+    model: str = DEFAULT_MODEL
+    served_model_name: str | None = None  # default: the gateway's served model name
+    stage_overrides: dict[str, dict[str, Any]] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    command: list[str] = Field(default_factory=lambda: list(VLLM_OMNI_COMMAND))
+    start_timeout_s: float = Field(900.0, gt=0)  # real workers take minutes
+    stop_timeout_s: float = Field(30.0, gt=0)  # SIGTERM, then SIGKILL after this
+    restart_backoff_initial_s: float = Field(1.0, gt=0)
+    restart_backoff_max_s: float = Field(60.0, gt=0)
+    crash_loop_restarts: int = Field(5, gt=0)  # this many exits within the window = failed
+    crash_loop_window_s: float = Field(300.0, gt=0)
+    log_dir: Path | None = None  # default: <data_dir>/logs
+    log_max_bytes: int = Field(20 * 1024 * 1024, gt=0)
+    log_backups: int = Field(3, ge=0)
+    warmup: WarmupConfig = Field(default_factory=WarmupConfig)
+
+
+class DiscoveryConfig(Strict):
+    """How a pool finds workers that run elsewhere."""
+
+    mode: Literal["static", "dns", "kubernetes"] = "static"
+    # dns: every address behind a (headless Service) name, re-resolved every interval_s.
+    dns_name: str | None = None
+    port: int = Field(8091, ge=1, le=65535)
+    scheme: Literal["http", "https"] = "http"
+    interval_s: float = Field(10.0, gt=0)
+    # kubernetes: EndpointSlices of a Service, or pods matching a label selector.
+    namespace: str = "default"
+    service: str | None = None
+    label_selector: str | None = None
+
+
+class PoolConfig(Strict):
+    profile: str  # deploy YAML (path or bare name in profiles/)
+    workers: list[str] = Field(default_factory=list)  # static base URLs
+    launch: LaunchConfig | None = None
+    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
+    # None = default per pool (low_latency: 4, high_throughput: the profile's max_num_seqs).
+    slots_per_worker: int | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PoolConfig:
+        sources = [bool(self.workers), self.launch is not None, self.discovery.mode != "static"]
+        if sum(sources) > 1:
+            raise ValueError("give workers (static URLs), launch, or a non-static discovery: only one")
+        return self
+
+
+class PoolsConfig(Strict):
+    low_latency: PoolConfig = Field(
+        default_factory=lambda: PoolConfig(profile="higgs_multimodal_qwen3_low_latency.yaml")
+    )
+    high_throughput: PoolConfig = Field(
+        default_factory=lambda: PoolConfig(profile="higgs_multimodal_qwen3_high_throughput.yaml")
+    )
+
+    def get(self, name: PoolName) -> PoolConfig:
+        return getattr(self, name.value)
+
+    def items(self) -> list[tuple[PoolName, PoolConfig]]:
+        return [(name, self.get(name)) for name in PoolName]
+
+
+PolicyName = Literal["adaptive", "low_latency_only", "high_throughput_only", "round_robin", "least_loaded"]
+
+
+class RoutingThresholds(Strict):
+    """Every knob of the routing policy; changeable at run time through the admin API."""
+
+    # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
+    # None = the low-latency pool's capacity (its routable workers x slots_per_worker).
+    balanced_threshold: int | None = Field(None, ge=0)
+    # Once over the threshold, `balanced` returns to low-latency only below threshold - hysteresis.
+    balanced_hysteresis: int = Field(2, ge=0)
+    # Low-latency slots per worker that `throughput` requests must leave free when borrowing.
+    reserve_for_latency: int = Field(2, ge=0)
+    # How long a `latency` request may wait for a low-latency slot before spilling, when it
+    # sends no x-sla-ttfp-ms budget.
+    latency_queue_budget_ms: float = Field(150.0, ge=0)
+    # Part of an x-sla-ttfp-ms budget that may be spent queueing (the rest is the worker's TTFP).
+    ttfp_budget_queue_fraction: float = Field(0.5, ge=0, le=1)
+
+
+class RoutingConfig(Strict):
+    policy: PolicyName = "adaptive"
+    thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
+
+
+class AdmissionConfig(Strict):
+    """Bounded per-class queues in front of the pools."""
+
+    queue_size: dict[str, int] = Field(
+        default_factory=lambda: {"latency": 64, "balanced": 256, "throughput": 512}
+    )
+    max_wait_s: dict[str, float] = Field(
+        default_factory=lambda: {"latency": 2.0, "balanced": 30.0, "throughput": 120.0}
+    )
+    # A queued throughput request older than this is served like a balanced one: no starvation.
+    promote_after_s: float = Field(5.0, ge=0)
+    retry_after_s: int = Field(1, ge=1)
+
+
+class UpstreamConfig(Strict):
+    """The relay to workers."""
+
+    transport: Literal["aiohttp", "httpx"] = "aiohttp"
+    max_connections: int = Field(1024, gt=0)  # >= every request admission can let through
+    connect_timeout_s: float = Field(2.0, gt=0)
+    # Until the worker's first byte; a real cold worker can take seconds, a hung one forever.
+    first_byte_timeout_s: float = Field(30.0, gt=0)
+    # Longest silence between two chunks once audio flows.
+    read_timeout_s: float = Field(30.0, gt=0)
+    # Retries on another worker when a worker fails before the first byte.
+    retries: int = Field(1, ge=0)
+
+
+class HealthConfig(Strict):
+    interval_s: float = Field(2.0, gt=0)
+    jitter: float = Field(0.2, ge=0, le=1)  # +-20% so probes of many workers do not align
+    timeout_s: float = Field(2.0, gt=0)
+    eject_after_failures: int = Field(3, gt=0)  # consecutive transport failures
+    half_open_after_s: float = Field(5.0, gt=0)  # an ejected worker gets one probe after this
+
+
+class LoadReportConfig(Strict):
+    """Polling each worker's /load and /metrics for load other gateway replicas put on it."""
+
+    enabled: bool = True
+    interval_s: float = Field(1.0, gt=0)
+    stale_after_s: float = Field(3.0, gt=0)
+
+
+class ModelsConfig(Strict):
+    served_model_name: str = DEFAULT_MODEL
+    aliases: list[str] = Field(
+        default_factory=lambda: ["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "higgs-audio-v3"]
+    )
+
+
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "nova",
+    "sage", "shimmer", "verse", "marin", "cedar",
+)  # fmt: skip
+
+
+class VoicesConfig(Strict):
+    # OpenAI voice name -> registered voice name; a name not listed, or mapped to null,
+    # gets the model's default voice.
+    aliases: dict[str, str | None] = Field(default_factory=dict)
+    openai_voices: list[str] = Field(default_factory=lambda: list(OPENAI_VOICES))
+    max_upload_bytes: int = Field(10 * 1024 * 1024, gt=0)
+
+
+class AuthConfig(Strict):
+    # sha256 hex digests of accepted API keys; empty = /v1 open.
+    api_key_sha256: list[str] = Field(default_factory=list)
+    # Requests per second allowed per key (token bucket); 0 = unlimited.
+    rate_limit_rps: float = Field(0.0, ge=0)
+    rate_limit_burst: int = Field(20, gt=0)
+    admin_token: SecretStr | None = None  # admin routes are off without one
+    # ref_audio URLs are refused unless their host is listed (data: URIs are always fine).
+    ref_audio_url_hosts: list[str] = Field(default_factory=list)
+
+
+class LoggingConfig(Strict):
+    level: str = "INFO"
+    access_log: bool = True
+    log_input_text: bool = False
+
+
+class GatewayConfig(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_assignment=True
+    )
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    pools: PoolsConfig = Field(default_factory=PoolsConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+    upstream: UpstreamConfig = Field(default_factory=UpstreamConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    load_reports: LoadReportConfig = Field(default_factory=LoadReportConfig)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    voices: VoicesConfig = Field(default_factory=VoicesConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    data_dir: Path = Path("./data")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment over the file (passed as init kwargs): operators override one key
+        # of a mounted config without rewriting it.
+        return (env_settings, init_settings)
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> GatewayConfig:
+    """Read the YAML file (if any), apply environment overrides, validate everything."""
+    document: dict[str, Any] = {}
+    if path is not None:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}") from exc
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the config must be a mapping at the top level")
+        document = loaded
+    if overrides:
+        from gateway.deploy_profile import deep_merge
+
+        document = deep_merge(document, overrides)
+    admin_token = os.environ.get(f"{ENV_PREFIX}ADMIN_TOKEN")
+    if admin_token:
+        document.setdefault("auth", {})["admin_token"] = admin_token
+    try:
+        return GatewayConfig(**document)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, source=str(path or "config"))) from exc
+
+
+def format_validation_error(exc: ValidationError, source: str = "config") -> str:
+    lines = [f"invalid {source}:"]
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "<root>"
+        lines.append(f"  {key}: {error['msg']}")
+    return "\n".join(lines)

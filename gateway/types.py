@@ -1,0 +1,45 @@
+"""The vocabulary every part of the gateway shares: pools, SLA classes, worker states."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PoolName(StrEnum):
+    """The two worker pools; each runs one vllm-omni deploy profile."""
+
+    LOW_LATENCY = "low_latency"
+    HIGH_THROUGHPUT = "high_throughput"
+
+
+class SlaClass(StrEnum):
+    """What the client asked for with the ``x-sla-class`` header (absent = balanced)."""
+
+    LATENCY = "latency"
+    BALANCED = "balanced"
+    THROUGHPUT = "throughput"
+
+
+class WorkerState(StrEnum):
+    """A worker's place in its life cycle; only ``READY`` workers are routable."""
+
+    STARTING = "starting"  # launched or discovered; not yet answering /health or not warm
+    READY = "ready"  # routable
+    DRAINING = "draining"  # finishes what it has, takes nothing new (operator or shutdown)
+    EJECTED = "ejected"  # consecutive transport failures; half-open probes bring it back
+    FAILED = "failed"  # crash loop or start timeout; the supervisor gave up on it
+    STOPPED = "stopped"  # removed from the fleet
+
+
+SLA_CLASS_HEADER = "x-sla-class"
+SLA_TTFP_HEADER = "x-sla-ttfp-ms"
+POOL_HEADER = "x-gateway-pool"
+ROUTE_REASON_HEADER = "x-gateway-route-reason"
+DROPPED_REASON_HEADER = "x-gateway-dropped-reason"
+REQUEST_ID_HEADER = "x-request-id"
+
+# Workers' audio: 24 kHz mono signed 16-bit little-endian PCM.
+SAMPLE_RATE = 24_000
+CHANNELS = 1
+SAMPLE_WIDTH = 2
+BYTES_PER_SECOND = SAMPLE_RATE * CHANNELS * SAMPLE_WIDTH
