@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from gateway.types import PoolName
@@ -98,6 +106,17 @@ class DiscoveryConfig(Strict):
     namespace: str = "default"
     service: str | None = None
     label_selector: str | None = None
+    # kubernetes: the API server ends each watch after this long; the pool is then re-listed.
+    watch_timeout_s: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> DiscoveryConfig:
+        # Fail at start-up, not as a pool that silently never finds a worker.
+        if self.mode == "dns" and not self.dns_name:
+            raise ValueError("discovery mode dns needs dns_name")
+        if self.mode == "kubernetes" and (self.service is None) == (self.label_selector is None):
+            raise ValueError("discovery mode kubernetes needs exactly one of service, label_selector")
+        return self
 
 
 class PoolConfig(Strict):
@@ -156,18 +175,38 @@ class RoutingConfig(Strict):
     thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
 
 
+DEFAULT_QUEUE_SIZE: dict[str, int] = {"latency": 64, "balanced": 256, "throughput": 512}
+DEFAULT_MAX_WAIT_S: dict[str, float] = {"latency": 2.0, "balanced": 30.0, "throughput": 120.0}
+
+
 class AdmissionConfig(Strict):
     """Bounded per-class queues in front of the pools."""
 
-    queue_size: dict[str, int] = Field(
-        default_factory=lambda: {"latency": 64, "balanced": 256, "throughput": 512}
-    )
-    max_wait_s: dict[str, float] = Field(
-        default_factory=lambda: {"latency": 2.0, "balanced": 30.0, "throughput": 120.0}
-    )
+    # Per SLA class; a class left out keeps its default.
+    queue_size: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_QUEUE_SIZE))
+    max_wait_s: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_MAX_WAIT_S))
     # A queued throughput request older than this is served like a balanced one: no starvation.
     promote_after_s: float = Field(5.0, ge=0)
     retry_after_s: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _per_class(self) -> AdmissionConfig:
+        problems = []
+        for key, table in (("queue_size", self.queue_size), ("max_wait_s", self.max_wait_s)):
+            for name, value in table.items():
+                if name not in DEFAULT_QUEUE_SIZE:
+                    problems.append(f"{key}.{name}: not an SLA class ({', '.join(DEFAULT_QUEUE_SIZE)})")
+                elif value < 0:
+                    problems.append(f"{key}.{name}: must be >= 0")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def queue_limit(self, sla_class: str) -> int:
+        return self.queue_size.get(sla_class, DEFAULT_QUEUE_SIZE[sla_class])
+
+    def max_wait(self, sla_class: str) -> float:
+        return self.max_wait_s.get(sla_class, DEFAULT_MAX_WAIT_S[sla_class])
 
 
 class UpstreamConfig(Strict):
@@ -219,6 +258,21 @@ class VoicesConfig(Strict):
     aliases: dict[str, str | None] = Field(default_factory=dict)
     openai_voices: list[str] = Field(default_factory=lambda: list(OPENAI_VOICES))
     max_upload_bytes: int = Field(10 * 1024 * 1024, gt=0)
+    # Higgs clones from 1-30 s of reference audio; checked at upload so a bad sample fails
+    # once, clearly, instead of on every speech request that names the voice.
+    min_duration_s: float = Field(1.0, ge=0)
+    max_duration_s: float = Field(30.0, gt=0)
+    # On replay, delete voices a worker holds that the registry does not (deleted while
+    # the worker was down). Turn off only if something besides this gateway uploads voices.
+    replay_prune: bool = True
+    # Per-request timeout for voice uploads/deletes/listings sent to one worker.
+    worker_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _duration_range(self) -> VoicesConfig:
+        if self.min_duration_s > self.max_duration_s:
+            raise ValueError("min_duration_s must not exceed max_duration_s")
+        return self
 
 
 class AuthConfig(Strict):
@@ -229,7 +283,20 @@ class AuthConfig(Strict):
     rate_limit_burst: int = Field(20, gt=0)
     admin_token: SecretStr | None = None  # admin routes are off without one
     # ref_audio URLs are refused unless their host is listed (data: URIs are always fine).
+    # Entries: "host" (any port), "host:port", "*.domain" (subdomains only), IP literals.
     ref_audio_url_hosts: list[str] = Field(default_factory=list)
+    # Largest decoded ref_audio data: URI.
+    ref_audio_max_bytes: int = Field(10 * 1024 * 1024, gt=0)
+
+    @field_validator("api_key_sha256")
+    @classmethod
+    def _hex_digests(cls, digests: list[str]) -> list[str]:
+        # A pasted raw key or a truncated digest would otherwise never match, silently.
+        normalized = [d.strip().lower() for d in digests]
+        for digest in normalized:
+            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                raise ValueError("each entry must be a sha256 hex digest (64 hex characters) of a key")
+        return normalized
 
 
 class LoggingConfig(Strict):

@@ -7,7 +7,8 @@ frozen data is what lets the policy be a pure function with table-driven tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gateway.types import PoolName, SlaClass
@@ -20,6 +21,9 @@ class RequestInfo:
     sla_class: SlaClass
     ttfp_budget_ms: float | None
     input_chars: int
+    # Set by admission once a latency request has spent its queueing budget waiting for a
+    # low-latency slot: from then on the policy may spill it to high-throughput.
+    waited_out: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +72,51 @@ class LoadView:
     def fleet_load(self) -> int:
         return sum(w.load for w in self.workers)
 
+    def has_workers(self, pool: PoolName) -> bool:
+        return any(w.pool == pool and w.routable for w in self.workers)
+
+    def with_leases(self, leases: Mapping[str, int]) -> LoadView:
+        """This view as if ``leases[worker_id]`` more requests were already running there.
+
+        Admission uses it for slots it has handed out but whose lease is not taken yet.
+        Both counts grow, so ``load`` grows even when the worker's report dominates.
+        """
+        if not leases:
+            return self
+        return LoadView(tuple(_with_extra(w, leases.get(w.worker_id, 0)) for w in self.workers))
+
+
+def _with_extra(worker: WorkerLoad, extra: int) -> WorkerLoad:
+    if extra == 0:
+        return worker
+    reported = None if worker.reported is None else worker.reported + extra
+    return replace(worker, inflight=worker.inflight + extra, reported=reported)
+
 
 class Action(StrEnum):
     ROUTE = "route"  # send it to ``worker_id`` now
     WAIT = "wait"  # nothing suitable is free; admission queues it and asks again
     REJECT = "reject"  # nothing can serve it (e.g. no routable worker at all)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    """A policy's memory between decisions, passed in and returned so ``decide`` stays pure.
+
+    Treat as immutable: the ``with_*`` helpers return a new state (``last_picked`` is never
+    mutated in place).
+    """
+
+    # Hysteresis mode of `balanced`: True once fleet load crossed the threshold, until it
+    # falls below threshold - hysteresis.
+    balanced_on_high_throughput: bool = False
+    # Round-robin tie-breaks: the worker last picked in each scope (a pool name, or "fleet").
+    last_picked: Mapping[str, str] = field(default_factory=dict)
+    # The `round_robin` baseline's next pool to try first.
+    next_pool: PoolName = PoolName.LOW_LATENCY
+
+    def with_picked(self, scope: str, worker_id: str) -> PolicyState:
+        return replace(self, last_picked={**self.last_picked, scope: worker_id})
 
 
 @dataclass(frozen=True, slots=True)

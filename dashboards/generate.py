@@ -1,0 +1,429 @@
+"""Generate the Grafana dashboards in this folder from code.
+
+    python dashboards/generate.py           # rewrite gateway-overview.json and workers.json
+    python dashboards/generate.py --check   # exit 1 if the committed JSON is out of date
+
+Built with grafana-foundation-sdk (the test extra installs it). The committed JSON is
+what Grafana provisions; tests compare it with this script's output, and evaluate every
+panel expression against a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from grafana_foundation_sdk.builders import stat, timeseries
+from grafana_foundation_sdk.builders.common import VizLegendOptions, VizTooltipOptions
+from grafana_foundation_sdk.builders.dashboard import (
+    CustomVariable,
+    Dashboard,
+    DatasourceVariable,
+    QueryVariable,
+    Row,
+)
+from grafana_foundation_sdk.builders.prometheus import Dataquery
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement, SortOrder, TooltipDisplayMode
+from grafana_foundation_sdk.models.dashboard import (
+    DashboardCursorSync,
+    DataSourceRef,
+    DynamicConfigValue,
+    VariableOption,
+    VariableRefresh,
+    VariableSort,
+)
+
+HERE = Path(__file__).resolve().parent
+DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
+RATE = "$__rate_interval"
+# Options of $ttfp_target must equal TTFP histogram bucket bounds as exported (le="0.5").
+TTFP_TARGETS = ("0.2", "0.25", "0.3", "0.4", "0.5", "0.75", "1.0", "2.0")
+DEFAULT_TTFP_TARGET = "0.5"
+TAGS = ["higgs-gateway", "generated"]
+
+
+@dataclass(frozen=True)
+class Q:
+    """One panel query; ``guide`` marks reference lines (targets, thresholds): drawn dashed."""
+
+    expr: str
+    legend: str
+    guide: bool = False
+
+
+def m(*matchers: str) -> str:
+    """A label selector body from matcher strings, e.g. m(INST, POOL) -> '{instance=~"$instance",...}'."""
+    return "{" + ", ".join(matchers) + "}"
+
+
+INST = 'instance=~"$instance"'
+POOL = 'pool=~"$pool"'
+CLASS = 'sla_class=~"$sla_class"'
+LATENCY = 'sla_class="latency"'
+
+
+def _targets(queries: Sequence[Q]) -> list[Dataquery]:
+    return [
+        Dataquery().expr(q.expr).legend_format(q.legend).ref_id(chr(ord("A") + i)).datasource(DS).range()
+        for i, q in enumerate(queries)
+    ]
+
+
+def ts(
+    title: str,
+    description: str,
+    queries: Sequence[Q],
+    *,
+    unit: str = "short",
+    width: int = 12,
+    height: int = 8,
+    min_val: float | None = 0,
+) -> timeseries.Panel:
+    panel = (
+        timeseries.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DS)
+        .unit(unit)
+        .span(width)
+        .height(height)
+        .line_width(1)
+        .fill_opacity(10)
+        .legend(VizLegendOptions().show_legend(True).display_mode(LegendDisplayMode.LIST).placement(LegendPlacement.BOTTOM))
+        .tooltip(VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.DESCENDING))
+        .targets(_targets(queries))
+    )
+    if min_val is not None:
+        panel = panel.min(min_val)
+    for i, q in enumerate(queries):
+        if q.guide:
+            panel = panel.override_by_query(
+                chr(ord("A") + i),
+                [
+                    DynamicConfigValue("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),
+                    DynamicConfigValue("custom.fillOpacity", 0),
+                    DynamicConfigValue("color", {"mode": "fixed", "fixedColor": "red"}),
+                ],
+            )
+    return panel
+
+
+def stat_panel(title: str, description: str, queries: Sequence[Q], *, unit: str = "short", width: int = 6) -> stat.Panel:
+    return (
+        stat.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DS)
+        .unit(unit)
+        .span(width)
+        .height(8)
+        .targets(_targets(queries))
+    )
+
+
+def datasource_var() -> DatasourceVariable:
+    return DatasourceVariable("datasource").label("Data source").type("prometheus")
+
+
+def query_var(name: str, label: str, query: str) -> QueryVariable:
+    # All = ".*" (not Grafana's "a|b|c" list) so series with label values unseen when the
+    # dashboard loaded, such as pool="none", still match.
+    return (
+        QueryVariable(name)
+        .label(label)
+        .datasource(DS)
+        .query({"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"})
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(VariableSort.ALPHABETICAL_ASC)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+        .current(VariableOption(selected=True, text=["All"], value=["$__all"]))
+    )
+
+
+def quantiles(metric: str, by: str, selector: str, legend: str, qs: Sequence[float] = (0.5, 0.95, 0.99)) -> list[Q]:
+    return [
+        Q(
+            f"histogram_quantile({q}, sum by ({by}, le) (rate({metric}_bucket{selector}[{RATE}])))",
+            f"{legend} p{round(q * 100)}",
+        )
+        for q in qs
+    ]
+
+
+def share(metric: str, by: str, part: str, whole: str) -> str:
+    """part/whole of a counter's rate; 0 (not absent) while the part has never happened."""
+    w = f"sum by ({by}) (rate({metric}{whole}[{RATE}]))"
+    return f"(sum by ({by}) (rate({metric}{part}[{RATE}])) or 0 * {w}) / {w}"
+
+
+def overview() -> Dashboard:
+    req = "higgs_gateway_requests_total"
+    ttfp = "higgs_gateway_ttfp_seconds"
+    rd = "higgs_gateway_routing_decisions_total"
+    cpi = m(CLASS, POOL, INST)
+    pi = m(POOL, INST)
+    ci = m(CLASS, INST)
+    i = m(INST)
+    d = (
+        Dashboard("Higgs gateway: overview")
+        .uid("higgs-gateway-overview")
+        .description("Traffic, TTFP/RTF per SLA class and pool, routing, capacity, admission and worker health, from the gateway's own series.")
+        .tags(TAGS)
+        .editable()
+        .tooltip(DashboardCursorSync.CROSSHAIR)
+        .refresh("10s")
+        .time("now-1h", "now")
+        .timezone("browser")
+        .with_variable(datasource_var())
+        .with_variable(query_var("instance", "Gateway", "label_values(higgs_gateway_build_info, instance)"))
+        .with_variable(query_var("pool", "Pool", "label_values(higgs_gateway_pool_capacity_slots, pool)"))
+        .with_variable(query_var("sla_class", "SLA class", "label_values(higgs_gateway_admission_queue_depth, sla_class)"))
+        .with_variable(
+            CustomVariable("ttfp_target")
+            .label("Latency TTFP target (s)")
+            .description("The latency class's TTFP objective; options are TTFP histogram bucket bounds.")
+            .values(",".join(TTFP_TARGETS))
+            .allow_custom_value(False)
+            .current(VariableOption(selected=True, text=DEFAULT_TTFP_TARGET, value=DEFAULT_TTFP_TARGET))
+            .options([VariableOption(selected=v == DEFAULT_TTFP_TARGET, text=v, value=v) for v in TTFP_TARGETS])
+        )
+    )
+
+    d = d.with_row(Row("Traffic"))
+    d = d.with_panel(ts(
+        "Requests by class and pool", "Finished requests per second; pool \"none\" = never reached a pool (rejected, invalid).",
+        [Q(f"sum by (sla_class, pool) (rate({req}{cpi}[{RATE}]))", "{{sla_class}} → {{pool}}")], unit="reqps",
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Responses by status", "Finished requests per second by HTTP status (429/503 = admission, 499 = client left).",
+        [Q(f"sum by (status) (rate({req}{cpi}[{RATE}]))", "{{status}}")], unit="reqps",
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Server errors (5xx) by class and pool", "Share of finished requests that ended in a 5xx.",
+        [Q(share(req, "sla_class, pool", m(CLASS, POOL, INST, 'status=~"5.."'), cpi), "{{sla_class}} → {{pool}}")],
+        unit="percentunit",
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Audio delivered by pool", "Seconds of audio sent to clients per second of wall time (audio throughput).",
+        [Q(f"sum by (pool) (rate(higgs_gateway_audio_seconds_total{pi}[{RATE}]))", "{{pool}}")],
+    ))  # fmt: skip
+
+    d = d.with_row(Row("Latency"))
+    target = Q("vector($ttfp_target)", "latency target", guide=True)
+    lat = m(POOL, INST, LATENCY)
+    within = m(POOL, INST, LATENCY, 'le="$ttfp_target"')
+    for q, label in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
+        d = d.with_panel(ts(
+            f"TTFP {label} by class and pool", "Request start to first audio byte sent, at the gateway.",
+            [*quantiles(ttfp, "sla_class, pool", cpi, "{{sla_class}} → {{pool}}", (q,)), target], unit="s", width=8,
+        ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Latency class: first audio within target", "Share of latency-class requests whose TTFP was at most $ttfp_target s (the SLO; the alerts use 0.5 s and 99%).",
+        [Q(f"sum by (pool) (rate({ttfp}_bucket{within}[{RATE}])) / sum by (pool) (rate({ttfp}_count{lat}[{RATE}]))", "{{pool}}"),
+         Q("vector(0.99)", "objective", guide=True)],
+        unit="percentunit", width=8, min_val=None,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "RTF by pool", "Real-time factor (request duration / audio seconds) of completed requests; below 1 = faster than real time.",
+        [*quantiles("higgs_gateway_rtf", "pool", pi, "{{pool}}", (0.5, 0.95)), Q("vector(1)", "real time", guide=True)], width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Request duration p95 by class and pool", "Request start to last byte (or failure).",
+        quantiles("higgs_gateway_request_duration_seconds", "sla_class, pool", cpi, "{{sla_class}} → {{pool}}", (0.95,)),
+        unit="s", width=8,
+    ))  # fmt: skip
+
+    d = d.with_row(Row("Routing and capacity"))
+    d = d.with_panel(ts(
+        "Routing decisions by reason", "Requests routed per second, by SLA class, chosen pool and the policy's reason.",
+        [Q(f"sum by (sla_class, pool, reason) (rate({rd}{cpi}[{RATE}]))", "{{sla_class}} → {{pool}} ({{reason}})")], unit="reqps",
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Spill-over share by class", "Share of routing decisions whose reason starts with spill_ (left the class's preferred pool).",
+        [Q(share(rd, "sla_class", m(CLASS, POOL, INST, 'reason=~"spill_.*"'), cpi), "{{sla_class}}")], unit="percentunit",
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "In flight vs capacity per pool", "This gateway's requests in flight against the slots of routable workers (dashed).",
+        [Q(f"sum by (pool) (higgs_gateway_pool_inflight{pi})", "{{pool}} in flight"),
+         Q(f"max by (pool) (higgs_gateway_pool_capacity_slots{pi})", "{{pool}} capacity", guide=True)],
+    ))  # fmt: skip
+    bt = "max(higgs_gateway_routing_threshold" + m(INST, 'name="balanced_threshold"') + ")"
+    bh = "max(higgs_gateway_routing_threshold" + m(INST, 'name="balanced_hysteresis"') + ")"
+    d = d.with_panel(ts(
+        "Fleet in flight vs balanced threshold", "Balanced requests leave the low-latency pool above the threshold and return below threshold − hysteresis.",
+        [Q(f"sum(higgs_gateway_pool_inflight{i})", "fleet in flight"),
+         Q(bt, "balanced threshold", guide=True), Q(f"{bt} - {bh}", "threshold − hysteresis", guide=True)],
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Per-worker load", "Requests this gateway has on each worker, and the worker's own running+waiting count (all gateways).",
+        [Q(f"sum by (pool, worker) (higgs_gateway_worker_inflight{pi})", "{{worker}} own"),
+         Q(f"max by (pool, worker) (higgs_gateway_worker_reported_load{pi})", "{{worker}} reported")],
+        width=18,
+    ))  # fmt: skip
+    d = d.with_panel(stat_panel(
+        "Routing thresholds", "Current effective value of every routing threshold (changeable through the admin API).",
+        [Q(f"max by (name) (higgs_gateway_routing_threshold{i})", "{{name}}")],
+    ))  # fmt: skip
+
+    d = d.with_row(Row("Admission"))
+    d = d.with_panel(ts(
+        "Queue depth by class", "Requests waiting in admission for a slot.",
+        [Q(f"sum by (sla_class) (higgs_gateway_admission_queue_depth{ci})", "{{sla_class}}")], width=6,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Queue net flow by class", "Change of queue depth per second: above 0 the queue grows (arrivals outpace slots).",
+        [Q(f"sum by (sla_class) (deriv(higgs_gateway_admission_queue_depth{ci}[{RATE}]))", "{{sla_class}}")],
+        width=6, min_val=None,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Admission wait by class", "Time requests waited for a slot before routing.",
+        quantiles("higgs_gateway_admission_wait_seconds", "sla_class", ci, "{{sla_class}}", (0.5, 0.95, 0.99)),
+        unit="s", width=6,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Rejections by class and reason", "Requests turned away by admission per second.",
+        [Q(f"sum by (sla_class, reason) (rate(higgs_gateway_rejections_total{ci}[{RATE}]))", "{{sla_class}}: {{reason}}")],
+        unit="reqps", width=6,
+    ))  # fmt: skip
+
+    d = d.with_row(Row("Worker health and failures"))
+    up = f"max by (pool, worker) (higgs_gateway_worker_up{pi})"
+    d = d.with_panel(ts(
+        "Routable workers per pool", "Workers ready to take traffic, and all workers the gateway knows (dashed).",
+        [Q(f"sum by (pool) ({up})", "{{pool}} routable"), Q(f"count by (pool) ({up})", "{{pool}} known", guide=True)],
+        width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Worker load-report age", "Seconds since each worker's last /load report; stale reports are ignored by routing.",
+        [Q(f"max by (pool, worker) (higgs_gateway_worker_report_age_seconds{pi})", "{{worker}}")], unit="s", width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Worker ejections", "Workers taken out of routing in the last 5 minutes, by pool and reason.",
+        [Q(f"sum by (pool, reason) (increase(higgs_gateway_worker_ejections_total{pi}[5m]))", "{{pool}}: {{reason}}")],
+        width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Upstream errors by pool and kind", "Failed worker calls per second.",
+        [Q(f"sum by (pool, kind) (rate(higgs_gateway_upstream_errors_total{pi}[{RATE}]))", "{{pool}}: {{kind}}")],
+        unit="reqps", width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Retries and client disconnects", "Retries on another worker (before the first byte) and clients that left, per second.",
+        [Q(f"sum by (reason) (rate(higgs_gateway_retries_total{i}[{RATE}]))", "retry: {{reason}}"),
+         Q(f"sum by (phase) (rate(higgs_gateway_client_disconnects_total{i}[{RATE}]))", "disconnect: {{phase}}")],
+        unit="reqps", width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Gateway CPU", "CPU cores each gateway process uses (the relay is the hot path's main cost).",
+        [Q(f"sum by (instance) (rate(process_cpu_seconds_total{i}[{RATE}]) and on (instance) higgs_gateway_build_info)", "{{instance}}")],
+        width=6,
+    ))  # fmt: skip
+    d = d.with_panel(stat_panel(
+        "Gateway versions", "Gateway processes per version.",
+        [Q(f"count by (version) (higgs_gateway_build_info{i})", "{{version}}")], width=2,
+    ))  # fmt: skip
+    return d
+
+
+def workers() -> Dashboard:
+    w = m(POOL, INST)
+    by = "pool, instance"
+    d = (
+        Dashboard("Higgs gateway: workers")
+        .uid("higgs-gateway-workers")
+        .description("Each vllm-omni worker's own series (vllm_omni:*), per pool and instance.")
+        .tags(TAGS)
+        .editable()
+        .tooltip(DashboardCursorSync.CROSSHAIR)
+        .refresh("10s")
+        .time("now-1h", "now")
+        .timezone("browser")
+        .with_variable(datasource_var())
+        .with_variable(query_var("pool", "Pool", "label_values(vllm_omni:num_requests_running, pool)"))
+        .with_variable(query_var("instance", "Worker", 'label_values(vllm_omni:num_requests_running{pool=~"$pool"}, instance)'))
+    )
+    d = d.with_row(Row("Load"))
+    d = d.with_panel(ts(
+        "Running requests", "Requests in the worker's engine batch (the low-latency profile runs up to 16, high-throughput 64).",
+        [Q(f"sum by ({by}) (vllm_omni:num_requests_running{w})", "{{pool}} {{instance}}")],
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Waiting requests", "Requests queued inside the worker beyond max_num_seqs (it never answers 429: admission is the gateway's job).",
+        [Q(f"sum by ({by}) (vllm_omni:num_requests_waiting{w})", "{{pool}} {{instance}}")],
+    ))  # fmt: skip
+    d = d.with_row(Row("Latency"))
+    for q, label in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
+        d = d.with_panel(ts(
+            f"TTFP {label} per worker", "Worker-side time to first audio packet (streaming requests only).",
+            quantiles("vllm_omni:audio_ttfp_s", by, w, "{{pool}} {{instance}}", (q,)), unit="s", width=8,
+        ))  # fmt: skip
+    d = d.with_panel(ts(
+        "RTF per worker", "Worker-side real-time factor (final stage generation time / audio duration).",
+        [*quantiles("vllm_omni:audio_rtf", by, w, "{{pool}} {{instance}}", (0.5, 0.95)), Q("vector(1)", "real time", guide=True)],
+        width=24,
+    ))  # fmt: skip
+    d = d.with_row(Row("Outcomes"))
+    ok = f"sum by ({by}) (rate(vllm_omni:requests_success_total{w}[{RATE}]))"
+    failed = f"(sum by ({by}) (rate(vllm_omni:requests_failed_total{w}[{RATE}])) or 0 * {ok})"
+    d = d.with_panel(ts(
+        "Completed requests", "Successful requests per second per worker.",
+        [Q(ok, "{{pool}} {{instance}}")], unit="reqps", width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Failed requests", "Failed requests per second per worker.",
+        [Q(failed, "{{pool}} {{instance}}")], unit="reqps", width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Failure ratio", "Failed / (failed + successful) per worker.",
+        [Q(f"{failed} / ({failed} + {ok})", "{{pool}} {{instance}}")], unit="percentunit", width=8,
+    ))  # fmt: skip
+    scraped = m(POOL, INST, 'pool!=""')  # only worker targets carry a pool label
+    d = d.with_panel(ts(
+        "Scrape health", "1 when Prometheus could scrape the worker's /metrics.",
+        [Q(f"max by ({by}) (up{scraped})", "{{pool}} {{instance}}")], width=24, height=6,
+    ))  # fmt: skip
+    return d
+
+
+DASHBOARDS = {"gateway-overview.json": overview, "workers.json": workers}
+
+
+def render_all() -> dict[str, str]:
+    """File name -> the JSON text the committed file must hold."""
+    encoder = JSONEncoder(sort_keys=True, indent=2)
+    out = {}
+    for name, build in DASHBOARDS.items():
+        model = build().build()
+        for n, panel in enumerate(model.panels or [], start=1):
+            panel.id_val = n  # Grafana links and embeds panels by id: unique and stable
+        out[name] = encoder.encode(model) + "\n"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="fail if the committed JSON differs")
+    parser.add_argument("--out", type=Path, default=HERE, help="directory to write (default: beside this script)")
+    args = parser.parse_args(argv)
+    stale = []
+    for name, text in render_all().items():
+        path = args.out / name
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"out of date: {', '.join(stale)}; run python dashboards/generate.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Every error leaves the gateway in OpenAI's envelope, with the right status.
+
+``{"error": {"message", "type", "param", "code"}}``: Open WebUI shows only
+``error.message`` and the OpenAI SDK retries 408/409/429/5xx, so client mistakes must be
+4xx (never FastAPI's 422) and capacity problems 429/503 with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+log = logging.getLogger("higgs_gateway.api")
+
+_TYPE_BY_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ApiError(Exception):
+    """Raised anywhere in a request; rendered as the OpenAI error envelope."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type_: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.type = type_ or _TYPE_BY_STATUS.get(status, "server_error")
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> Response:
+        return Response(
+            orjson.dumps(self.body()), status_code=self.status, media_type="application/json", headers=self.headers
+        )
+
+
+def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def _validation_error(exc: RequestValidationError) -> ApiError:
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path", "header")]
+    param = ".".join(loc) or None
+    return bad_request(f"{param + ': ' if param else ''}{first.get('msg', 'invalid request')}", param)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_api_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return exc.response()
+
+    async def on_validation(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return _validation_error(exc).response()
+
+    async def on_http(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404 and message == "Not Found":
+            message = "Unknown route."
+        headers = dict(exc.headers or {})
+        return ApiError(exc.status_code, message, code=None, headers=headers).response()
+
+    async def on_unexpected(_: Request, exc: Exception) -> Response:
+        log.exception("unhandled error", exc_info=exc)
+        return ApiError(500, "Internal gateway error.", code="internal_error").response()
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -1,0 +1,164 @@
+"""mp3, aac, opus and flac: one continuous PyAV encoder and muxer per request.
+
+Each request gets a single encoder + muxer writing into an in-memory sink that is drained
+after every call. One file per chunk would put gaps, clicks and wrong durations into the
+stream; draining per call hands the client each packet as soon as the codec releases it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import av
+
+from gateway.audio.encoder import EncoderClosedError
+from gateway.audio.formats import AudioFormat
+from gateway.audio.frames import PCM_LAYOUT, pcm_to_frame
+from gateway.audio.pcm import BYTES_PER_FRAME, SampleAligner
+from gateway.types import SAMPLE_RATE
+
+# Every muxer: hand each packet to the sink at once. Left to the I/O layer's own choice,
+# packets may wait in a 32 KiB buffer: seconds of compressed speech held back.
+_FLUSH_EVERY_PACKET = {"flush_packets": "1"}
+
+
+@dataclass(frozen=True, slots=True)
+class CodecProfile:
+    """How one response format is produced: muxer, encoder, and the options that make it stream."""
+
+    muxer: str
+    codec: str
+    bit_rate: int | None = None
+    muxer_options: Mapping[str, str] = field(default_factory=dict)
+    codec_options: Mapping[str, str] = field(default_factory=dict)
+
+
+CODEC_PROFILES: Mapping[AudioFormat, CodecProfile] = MappingProxyType(
+    {
+        AudioFormat.MP3: CodecProfile(
+            muxer="mp3",
+            codec="libmp3lame",
+            bit_rate=64_000,
+            # A Xing/Info header claims a length and seek table the live stream cannot
+            # know (players then report wrong durations); an ID3 tag is bytes in front
+            # of the first audio frame that nobody needs.
+            muxer_options={**_FLUSH_EVERY_PACKET, "write_xing": "0", "id3v2_version": "0"},
+        ),
+        AudioFormat.AAC: CodecProfile(
+            muxer="adts",  # self-framing AAC: playable from any point, no global header
+            codec="aac",
+            bit_rate=64_000,
+            muxer_options=_FLUSH_EVERY_PACKET,
+        ),
+        AudioFormat.OPUS: CodecProfile(
+            muxer="ogg",
+            codec="libopus",  # takes 24 kHz directly; decoders play Opus at 48 kHz
+            bit_rate=32_000,
+            # The Ogg default (1 s pages) holds back up to a second of audio per page.
+            muxer_options={**_FLUSH_EVERY_PACKET, "page_duration": "20000"},  # microseconds
+        ),
+        AudioFormat.FLAC: CodecProfile(
+            muxer="flac",
+            codec="flac",
+            # No 8 KiB PADDING block: it only serves in-place tag edits of files on disk
+            # and would be the largest part of the first bytes sent.
+            muxer_options={**_FLUSH_EVERY_PACKET, "metadata_header_padding": "0"},
+            # 960 samples = 40 ms, the model's codec hop and the worker's first chunk:
+            # the first FLAC frame leaves with the first chunk instead of ~100 ms later.
+            codec_options={"frame_size": "960"},
+        ),
+    }
+)
+
+
+class _DrainableSink:
+    """A write-only, non-seekable byte sink for the muxer.
+
+    Non-seekable on purpose: a muxer that can seek goes back to patch headers at the end,
+    rewriting bytes the client already has.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(data)
+        return len(data)
+
+    def drain(self) -> bytes:
+        """Everything written since the last drain."""
+        if not self._parts:
+            return b""
+        data = b"".join(self._parts)
+        self._parts.clear()
+        return data
+
+
+class CodecStreamEncoder:
+    """A PyAV encoder + muxer turning worker PCM into one continuous ``profile`` stream."""
+
+    def __init__(self, profile: CodecProfile) -> None:
+        self._align = SampleAligner().align
+        self._sink = _DrainableSink()
+        self._samples_in = 0
+        container = av.open(
+            self._sink, "w", format=profile.muxer, container_options=dict(profile.muxer_options)
+        )
+        try:
+            stream = container.add_stream(
+                profile.codec, rate=SAMPLE_RATE, options=dict(profile.codec_options)
+            )
+            stream.layout = PCM_LAYOUT
+            if profile.bit_rate is not None:
+                stream.bit_rate = profile.bit_rate
+        except BaseException:
+            container.close()
+            raise
+        self._container: av.container.OutputContainer | None = container
+        self._stream: av.audio.stream.AudioStream | None = stream
+
+    def encode(self, pcm: bytes) -> bytes:
+        container, stream = self._require_open("encode")
+        whole = self._align(pcm)
+        if not whole:
+            return b""
+        frame = pcm_to_frame(whole, pts=self._samples_in)
+        self._samples_in += len(whole) // BYTES_PER_FRAME
+        container.mux(stream.encode(frame))
+        return self._sink.drain()
+
+    def finish(self) -> bytes:
+        container, stream = self._require_open("finish")
+        try:
+            container.start_encoding()  # even with no audio at all, send a well-formed header
+            container.mux(stream.encode(None))  # drain the codec's look-ahead
+            container.close()  # trailer (ogg: the last page; flac: nothing, it cannot seek)
+            return self._sink.drain()
+        finally:
+            self.close()  # a second container.close() is a no-op
+
+    def close(self) -> None:
+        container = self._container
+        if container is None:
+            return
+        # Dropping the last references frees the codec and muxer contexts at once (PyAV
+        # frees them on deallocation): nothing native outlives the request, even while
+        # a suspended response generator still holds this object.
+        self._container = self._stream = None
+        try:
+            container.close()
+        except Exception:  # noqa: BLE001 -- the request is over; nobody reads this tail
+            pass
+        finally:
+            self._sink.drain()
+
+    def _require_open(
+        self, operation: str
+    ) -> tuple[av.container.OutputContainer, av.audio.stream.AudioStream]:
+        if self._container is None or self._stream is None:
+            raise EncoderClosedError(f"{operation}() after the encoder was finished or closed")
+        return self._container, self._stream

@@ -1,0 +1,38 @@
+"""``open_encoder``: the one way the HTTP layer gets a per-request encoder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from types import MappingProxyType
+
+from gateway.audio.codec import CODEC_PROFILES, CodecStreamEncoder
+from gateway.audio.encoder import StreamEncoder
+from gateway.audio.formats import AudioFormat
+from gateway.audio.passthrough import PcmPassthroughEncoder, WavStreamEncoder
+from gateway.audio.tempo import TempoStretcher, TimeStretchedEncoder, validate_speed
+
+_ENCODERS: Mapping[AudioFormat, Callable[[], StreamEncoder]] = MappingProxyType(
+    {
+        AudioFormat.PCM: PcmPassthroughEncoder,
+        AudioFormat.WAV: WavStreamEncoder,
+        **{fmt: partial(CodecStreamEncoder, profile) for fmt, profile in CODEC_PROFILES.items()},
+    }
+)
+
+
+def open_encoder(fmt: AudioFormat, speed: float = 1.0) -> StreamEncoder:
+    """A fresh streaming encoder from worker PCM to ``fmt``, time-stretched when ``speed`` != 1.
+
+    Raises ``ValueError`` for an unknown format or a speed outside 0.25..4.0. The caller
+    owns the encoder: ``finish()`` at the end, ``close()`` in a ``finally``.
+    """
+    speed = validate_speed(speed)
+    encoder = _ENCODERS[AudioFormat(fmt)]()
+    if speed == 1.0:
+        return encoder  # the common case never builds a filter graph
+    try:
+        return TimeStretchedEncoder(encoder, TempoStretcher(speed))
+    except BaseException:
+        encoder.close()
+        raise

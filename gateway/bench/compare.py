@@ -1,0 +1,190 @@
+"""``higgs-gateway bench compare``: routing policies on equal (emulated) hardware.
+
+Every configuration gets two fresh emulated workers and its own gateway, then the same
+closed-loop sweep and the same bursty mixed-class trace:
+
+- ``adaptive``: one low-latency + one high-throughput worker, adaptive policy (ours);
+- ``ht+ht``: two high-throughput workers (everything on the throughput profile);
+- ``ll+ll``: two low-latency workers, slots opened up to the profile's max_num_seqs;
+- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly.
+
+The report (tables, plots, the command and the emulator parameters) goes to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gateway.bench import report
+from gateway.bench.client import ClientOptions
+from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
+from gateway.bench.gateway_config import gateway_document, write_config
+from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace
+from gateway.bench.traces import bursty
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    policy: str
+    profiles: tuple[str, str]  # worker 1, worker 2
+    ll_slots: int | None = None  # None = the gateway's default
+    summary: str = ""
+
+
+SETUPS = (
+    Setup("adaptive", "adaptive", (LL_PROFILE, HT_PROFILE), summary="1 low-latency + 1 high-throughput, adaptive"),
+    Setup("ht+ht", "high_throughput_only", (HT_PROFILE, HT_PROFILE), summary="2 high-throughput"),
+    Setup("ll+ll", "low_latency_only", (LL_PROFILE, LL_PROFILE), ll_slots=16,
+          summary="2 low-latency, 16 slots per worker (the profile's max_num_seqs)"),
+    Setup("round_robin", "round_robin", (LL_PROFILE, HT_PROFILE), summary="1 low-latency + 1 high-throughput, round robin"),
+)  # fmt: skip
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("compare", help="routing policies on equal emulated hardware, one report",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/comparison"))
+    parser.add_argument("--time-scale", type=float, default=0.2, help="emulator speed-up (0.2 = five times real time)")
+    parser.add_argument("--setups", default=",".join(s.name for s in SETUPS), help="comma-separated subset")
+    parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)))
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 2 x level))")
+    parser.add_argument("--trace-duration", type=float, default=120.0, help="bursty trace, modelled seconds (0 = skip)")
+    parser.add_argument("--latency-rate", type=float, default=1.0)
+    parser.add_argument("--burst-rate", type=float, default=8.0)
+    parser.add_argument("--on", type=float, default=15.0)
+    parser.add_argument("--off", type=float, default=25.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gateway.bench.cli import int_list
+
+    names = [name.strip() for name in args.setups.split(",") if name.strip()]
+    unknown = set(names) - {s.name for s in SETUPS}
+    if unknown:
+        raise SystemExit(f"unknown setups: {', '.join(sorted(unknown))}")
+    setups = [s for s in SETUPS if s.name in names]
+    levels = int_list(args.levels)
+    arrivals = (
+        bursty(args.trace_duration, args.seed, args.latency_rate, args.burst_rate, args.on, args.off)
+        if args.trace_duration > 0
+        else []
+    )
+    trace_params = {"kind": "bursty", "duration_s": args.trace_duration, "latency_rate": args.latency_rate,
+                    "burst_rate": args.burst_rate, "on_s": args.on, "off_s": args.off}  # fmt: skip
+    documents: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="higgs-bench-") as scratch:
+        for setup in setups:
+            with Fleet(Path(scratch) / setup.name.replace("+", "_")) as fleet:
+                url = _start(fleet, setup, args.time_scale)
+                options = RunOptions(
+                    ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
+                    progress=not args.no_progress, notes={"setup": setup.summary, "policy": setup.policy},
+                )  # fmt: skip
+                # Warm-up rounds at each level also make a cold high-throughput worker see
+                # every batch size before measurement, as the supervisor's warm-up would.
+                document = run_async(sweep(options, levels, args.requests, warmup=max(levels)))
+                report.write(document, args.out, f"{setup.name}-sweep")
+                documents.append(document)
+                if arrivals:
+                    document = run_async(trace(options, arrivals, "bursty", trace_params, warmup=8))
+                    report.write(document, args.out, f"{setup.name}-trace")
+                    documents.append(document)
+    write_report(documents, args, setups, levels)
+    print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
+    return 0
+
+
+def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
+    workers = [fleet.emulator(f"worker{i}", profile, time_scale) for i, profile in enumerate(setup.profiles, 1)]
+    ll = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == LL_PROFILE]
+    ht = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == HT_PROFILE]
+    port = free_port()
+    document = gateway_document(port, fleet.work_dir / "data", ll, ht, setup.policy, time_scale, setup.ll_slots)
+    config = write_config(document, fleet.work_dir / "gateway.yaml")
+    gateway = fleet.gateway("gateway", config, port)
+    wait_speech(gateway.url)
+    return gateway.url
+
+
+def _emulator_parameters() -> str:
+    try:
+        from gateway.emulator.timing import TimingParams
+    except ImportError:  # the emulator's model is optional for reading old results
+        return ""
+    fields = dataclasses.asdict(TimingParams())
+    lines = ["| parameter | value |", "|---|---|"]
+    lines += [f"| `{name}` | `{value}` |" for name, value in fields.items()]
+    return "\n".join(lines)
+
+
+def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setups: list[Setup], levels: list[int]) -> Path:
+    from gateway.bench.plots import plot_sweeps, plot_traces
+
+    out: Path = args.out
+    plots = plot_sweeps(documents, out) + plot_traces(documents, out)
+    sweeps = [d for d in documents if d["mode"] == "sweep"]
+    traces = [d for d in documents if d["mode"] == "trace"]
+    command = "higgs-gateway bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else (
+        "higgs-gateway bench compare")  # fmt: skip
+    lines = [
+        "# Routing policies on equal hardware (emulated)",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        report.units_note(args.time_scale),
+        "Every configuration has exactly two workers (two GPUs' worth) behind its own gateway,",
+        "fresh emulator processes, and receives the same requests (same seed).",
+        "",
+        "| config | workers and policy |",
+        "|---|---|",
+        *[f"| {s.name} | {s.summary} (`{s.policy}`) |" for s in setups],
+        "",
+        "## Closed-loop sweep",
+        "",
+        f"Concurrency {', '.join(map(str, levels))}; requests per level "
+        f"{args.requests or 'max(16, 2 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
+        "",
+        report.to_markdown(sweeps, by_class=False),
+        *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "trace_ttfp"],
+        "",
+    ]
+    if traces:
+        lines += [
+            "## Bursty mixed-class trace (open loop)",
+            "",
+            f"{args.trace_duration:g} modelled seconds: `latency` requests arrive as a steady Poisson "
+            f"stream at {args.latency_rate:g}/s; `throughput` requests arrive at {args.burst_rate:g}/s "
+            f"during {args.on:g} s bursts separated by {args.off:g} s pauses.",
+            "",
+            report.to_markdown(traces, by_class=True),
+            *[f"![{p.stem}]({p.name})" for p in plots if p.stem == "trace_ttfp"],
+            "",
+        ]
+    example = emulator_command(0, LL_PROFILE, args.time_scale)
+    lines += [
+        "## Emulator",
+        "",
+        "Each worker is `" + " ".join(["higgs-gateway", *example[3:]]).replace(" --port 0", " --port PORT") + "`",
+        "(high-throughput workers with the high-throughput profile). Its timing model's parameters:",
+        "",
+        _emulator_parameters(),
+        "",
+        f"Machine: {documents[0]['machine'] if documents else 'unknown'}; load generator, gateway and both "
+        "emulated workers share it.",
+        "",
+    ]
+    path = out / "README.md"
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+    return path

@@ -1,0 +1,108 @@
+"""PNG plots of one or several result documents (one line per configuration).
+
+matplotlib is an optional dependency (the ``bench`` extra) and is imported lazily with
+the headless Agg backend, so the gateway itself never needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise RuntimeError("plots need matplotlib: pip install 'higgs-gateway[bench]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _series(document: dict[str, Any], metric: str, stat: str, scale: float = 1.0) -> tuple[list[int], list[float]]:
+    xs, ys = [], []
+    for phase in document["phases"]:
+        value = phase[metric][stat] if isinstance(phase[metric], dict) else phase[metric]
+        if phase.get("concurrency") and value is not None:
+            xs.append(phase["concurrency"])
+            ys.append(value * scale)
+    return xs, ys
+
+
+def _units(documents: Sequence[dict[str, Any]]) -> str:
+    scales = {document.get("time_scale", 1.0) for document in documents}
+    return "modelled (H200-equivalent)" if scales != {1.0} else "wall clock"
+
+
+def plot_sweeps(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str = "") -> list[Path]:
+    """TTFP, RTF and audio throughput against concurrency for every sweep document."""
+    sweeps = [d for d in documents if d["mode"] == "sweep"]
+    if not sweeps:
+        return []
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    units = _units(sweeps)
+    charts = [
+        ("ttfp", "ttfp_s", 1000.0, "TTFP (ms)", "Time to first packet", ("median", "p99")),
+        ("rtf", "rtf", 1.0, "RTF (end-to-end / audio duration)", "Real-time factor", ("mean", "p99")),
+        ("throughput", "audio_s_per_s", 1.0, "audio seconds per second", "Audio throughput", (None,)),
+    ]
+    paths = []
+    for stem, metric, scale, ylabel, title, stats in charts:
+        figure, axes = plt.subplots(figsize=(7, 4.5))
+        for index, document in enumerate(sweeps):
+            color = f"C{index}"
+            for stat in stats:
+                xs, ys = _series(document, metric, stat or "", scale)
+                style = "--" if stat == "p99" else "-"
+                name = document["label"] + (f" {stat}" if stat else "")
+                axes.plot(xs, ys, style, marker="o", color=color, label=name, markersize=4)
+        axes.set_xscale("log", base=2)
+        concurrencies = sorted({p["concurrency"] for d in sweeps for p in d["phases"] if p.get("concurrency")})
+        axes.set_xticks(concurrencies, [str(c) for c in concurrencies])
+        axes.set_xlabel("concurrency (requests in flight)")
+        axes.set_ylabel(ylabel)
+        axes.set_title(f"{title}, {units}")
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8)
+        figure.tight_layout()
+        path = out_dir / f"{prefix}{stem}.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        paths.append(path)
+    return paths
+
+
+def plot_traces(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str = "") -> list[Path]:
+    """TTFP p50 and p99 per SLA class, one group of bars per configuration."""
+    traces = [d for d in documents if d["mode"] == "trace"]
+    if not traces:
+        return []
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    classes = sorted({name for d in traces for p in d["phases"] for name in p.get("by_class", {})}) or ["all"]
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    width = 0.8 / max(1, len(classes))
+    for panel, stat in zip(axes, ("median", "p99"), strict=True):
+        for index, name in enumerate(classes):
+            values = []
+            for document in traces:
+                phase = document["phases"][0]
+                group = phase.get("by_class", {}).get(name, phase if name == "all" else None)
+                value = group["ttfp_s"][stat] if group else None
+                values.append(0.0 if value is None else value * 1000)
+            positions = [x + index * width for x in range(len(traces))]
+            panel.bar(positions, values, width, label=name, color=f"C{index}")
+        panel.set_xticks([x + width * (len(classes) - 1) / 2 for x in range(len(traces))], [d["label"] for d in traces])
+        panel.set_ylabel(f"TTFP {stat} (ms)")
+        panel.set_title(f"TTFP {stat} by SLA class, {_units(traces)}", fontsize=10)
+        panel.grid(True, axis="y", alpha=0.3)
+        panel.legend(fontsize=8)
+    figure.tight_layout()
+    path = out_dir / f"{prefix}trace_ttfp.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [path]

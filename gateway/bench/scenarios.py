@@ -1,0 +1,132 @@
+"""The two benchmark shapes as complete runs that return a result document.
+
+``sweep``: closed-loop concurrency levels. ``trace``: one open-loop arrival trace. Both
+take their parameters in modelled units and compress time by ``time_scale`` themselves,
+so the same command describes the same workload whatever the emulator's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import platform
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from gateway.bench.client import ClientKind, ClientOptions, RequestSpec, SpeechClient, make_client
+from gateway.bench.progress import Progress
+from gateway.bench.report import SCHEMA
+from gateway.bench.runner import run_closed, run_open
+from gateway.bench.summary import summarize_phase
+from gateway.bench.texts import TEXTS, text_order
+from gateway.bench.traces import Arrival
+from gateway.types import SlaClass
+
+DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    client: ClientOptions
+    label: str
+    client_kind: ClientKind = "aiohttp"
+    time_scale: float = 1.0
+    seed: int = 0
+    progress: bool = True
+    texts: Sequence[str] = TEXTS
+    notes: dict[str, Any] = field(default_factory=dict)  # extra context recorded in the document
+
+
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run on uvloop when present: the load generator's own overhead matters at c64."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop ships with uvicorn[standard]
+        return asyncio.run(coroutine)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+def requests_for(concurrency: int, requests: int | None) -> int:
+    """Requests measured at one level: as given, else enough for several rounds."""
+    return requests if requests else max(16, 2 * concurrency)
+
+
+def _document(options: RunOptions, mode: str, params: dict[str, Any], phases: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "label": options.label,
+        "mode": mode,
+        "url": options.client.url,
+        "time_scale": options.time_scale,
+        "client": options.client_kind,
+        "seed": options.seed,
+        "machine": f"{os.cpu_count()}-core {platform.machine()}",
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "params": params,
+        "notes": dict(options.notes),
+        "phases": phases,
+    }
+
+
+def _progress(options: RunOptions, name: str, total: int) -> Progress:
+    return Progress(f"{options.label} {name}", total, enabled=options.progress)
+
+
+async def _warm(client: SpeechClient, options: RunOptions, concurrency: int, count: int) -> None:
+    """Unmeasured requests of the shortest texts, so connections and lazy graphs exist."""
+    if count <= 0:
+        return
+    shortest = sorted(options.texts, key=len)[: max(1, len(options.texts) // 4)]
+    specs = [RequestSpec(shortest[i % len(shortest)]) for i in range(count)]
+    await run_closed(client, specs, concurrency, "warmup")
+
+
+async def sweep(
+    options: RunOptions,
+    levels: Sequence[int] = DEFAULT_LEVELS,
+    requests: int | None = None,
+    warmup: int = 0,
+    sla_class: SlaClass | None = None,
+) -> dict[str, Any]:
+    """Closed-loop levels; every level gets the same seeded text sequence."""
+    client = make_client(options.client_kind, options.client)
+    phases = []
+    try:
+        for concurrency in levels:
+            count = requests_for(concurrency, requests)
+            await _warm(client, options, concurrency, warmup)
+            specs = [RequestSpec(text, sla_class) for text in text_order(count, options.seed, options.texts)]
+            progress = _progress(options, f"c{concurrency}", count)
+            phase = await run_closed(client, specs, concurrency, f"c{concurrency}", progress)
+            progress.close()
+            phases.append(summarize_phase(phase, options.time_scale))
+    finally:
+        await client.close()
+    params = {"levels": list(levels), "requests": requests, "warmup": warmup, "sla_class": sla_class}
+    return _document(options, "sweep", params, phases)
+
+
+async def trace(
+    options: RunOptions,
+    arrivals: Sequence[Arrival],
+    name: str,
+    params: dict[str, Any],
+    warmup: int = 0,
+) -> dict[str, Any]:
+    """One open-loop trace; ``arrivals`` are in modelled seconds."""
+    client = make_client(options.client_kind, options.client)
+    try:
+        await _warm(client, options, max(1, warmup), warmup)
+        texts = text_order(len(arrivals), options.seed, options.texts)
+        specs = [RequestSpec(text, arrival.sla_class) for text, arrival in zip(texts, arrivals, strict=True)]
+        scaled = [Arrival(arrival.at_s * options.time_scale, arrival.sla_class) for arrival in arrivals]
+        progress = _progress(options, name, len(specs))
+        phase = await run_open(client, specs, scaled, name, progress)
+        progress.close()
+    finally:
+        await client.close()
+    return _document(options, "trace", {**params, "warmup": warmup}, [summarize_phase(phase, options.time_scale)])

@@ -1,0 +1,100 @@
+"""``higgs-gateway demo``: the gateway with emulated low-latency and high-throughput pools.
+
+The emulated workers are launched and supervised exactly like real vllm-omni workers
+(same command-line flags, readiness, warm-up and restart), only the binary differs, so a
+demo worker that dies comes back the way a real one would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gateway.config import ConfigError, load_config
+from gateway.serve import run
+
+DEMO_MODEL = "bosonai/higgs-audio-v3-tts-4b"
+
+
+def emulator_command(time_scale: float) -> list[str]:
+    """The emulator's command template: vllm-omni serve's flags plus a time scale."""
+    return [
+        sys.executable, "-m", "gateway", "emulate", "{model}", "--omni", "--trust-remote-code",
+        "--deploy-config", "{profile}", "--host", "{host}", "--port", "{port}",
+        "--served-model-name", "{served_model_name}", "--log-stats", "--enable-server-load-tracking",
+        "--time-scale", str(time_scale),
+    ]  # fmt: skip
+
+
+def demo_config(args: argparse.Namespace) -> dict[str, Any]:
+    data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="higgs-demo-"))
+
+    def pool(profile: str, workers: int) -> dict[str, Any]:
+        if workers == 0:
+            return {"profile": profile}
+        return {
+            "profile": profile,
+            "launch": {
+                "gpus": [str(i) for i in range(workers)],
+                "host": "127.0.0.1",
+                "port_start": 0,
+                "command": emulator_command(args.time_scale),
+                "start_timeout_s": 120,
+                "stop_timeout_s": 10,
+            },
+        }
+
+    config: dict[str, Any] = {
+        "server": {"host": args.host, "port": args.port},
+        "data_dir": str(data_dir),
+        "pools": {
+            "low_latency": pool("higgs_multimodal_qwen3_low_latency.yaml", args.low_latency_workers),
+            "high_throughput": pool("higgs_multimodal_qwen3_high_throughput.yaml", args.high_throughput_workers),
+        },
+    }
+    if args.admin_token:
+        config["auth"] = {"admin_token": args.admin_token}
+    return config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="higgs-gateway demo",
+        description="Run the gateway with emulated low-latency and high-throughput worker pools (no GPU needed).",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--low-latency-workers", type=int, default=1)
+    parser.add_argument("--high-throughput-workers", type=int, default=1)
+    parser.add_argument("--time-scale", type=float, default=1.0, help="emulated GPU time x F (0.1 = ten times faster than an H200)")
+    parser.add_argument("--admin-token", help="enable /admin routes with this bearer token")
+    parser.add_argument("--data-dir", help="where voices and thresholds are kept (default: a fresh temporary folder)")
+    parser.add_argument("--config", help="optional gateway config merged under the demo's settings")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.low_latency_workers < 0 or args.high_throughput_workers < 0 or args.time_scale <= 0:
+        print("higgs-gateway demo: worker counts must be >= 0 and --time-scale > 0", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(args.config, demo_config(args))
+    except ConfigError as exc:
+        print(f"higgs-gateway demo: {exc}", file=sys.stderr)
+        return 2
+    base = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
+    print(
+        "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). Once ready, try:\n\n"
+        f"  curl -sS {base}/v1/audio/speech -H 'Content-Type: application/json' \\\n"
+        "    -d '{\"model\": \"tts-1\", \"voice\": \"alloy\", \"input\": \"Hello from the Higgs gateway!\", "
+        "\"response_format\": \"wav\"}' -o hello.wav\n\n"
+        f"  readiness: curl {base}/ready    metrics: curl {base}/metrics\n",
+        file=sys.stderr,
+        flush=True,
+    )
+    run(config)
+    return 0

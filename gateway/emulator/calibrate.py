@@ -1,0 +1,211 @@
+"""Run the timing model against the published figures, on a virtual clock.
+
+    python -m gateway.emulator.calibrate [--requests-per-client N]
+
+Closed-loop clients (each sends its next request when the last one's audio is complete,
+like vllm-omni's own benchmark) drive one emulated engine per profile and concurrency.
+No sockets and no sleeping: a full sweep takes about a second. The unit tests hold the
+model to the same table (``tests/unit/emulator/test_calibration.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.deploy_profile import DeployProfile, load_deploy_profile
+from gateway.emulator.clock import VirtualClock
+from gateway.emulator.engine import Engine, EngineRequest
+from gateway.emulator.timing import StepModel, TimingParams
+
+LOW_LATENCY = "higgs_multimodal_qwen3_low_latency.yaml"
+HIGH_THROUGHPUT = "higgs_multimodal_qwen3_high_throughput.yaml"
+
+# Short English prompts in the style of the seed-tts English test set (Common Voice
+# sentences, about 4-5 s of speech each), which the published sweeps use.
+CALIBRATION_TEXTS: tuple[str, ...] = (
+    "The quick brown fox jumps over the lazy dog near the river bank.",
+    "Please call Stella and ask her to bring these things with her from the store.",
+    "He walked into the room and sat down without saying a word.",
+    "The museum is closed on Mondays, but it opens early on weekends.",
+    "She sells sea shells by the sea shore every summer.",
+    "A large crowd gathered outside the station to watch the parade.",
+    "The weather forecast promises rain for the rest of the week.",
+    "Turn left at the second traffic light and park behind the bakery.",
+    "Our train was delayed by nearly an hour because of the snow.",
+    "The children laughed as the puppy chased its own tail.",
+    "He forgot his umbrella on the bus again this morning.",
+    "The old bridge was rebuilt after the flood two years ago.",
+    "Could you speak a little more slowly, please?",
+    "The library has a new collection of maps from the last century.",
+    "They planted tomatoes, beans and herbs in the small garden.",
+    "The concert ended with a standing ovation that lasted for minutes.",
+    "My grandmother still writes letters by hand to all her friends.",
+    "The committee will announce its decision at the end of the month.",
+    "A cold wind blew across the empty beach at dawn.",
+    "The recipe calls for two eggs, a cup of flour and some butter.",
+    "Nobody expected the small team to win the championship.",
+    "The lighthouse keeper climbed the stairs every evening at six.",
+    "Please remember to switch off the lights before you leave.",
+    "The river freezes over in January and thaws in early spring.",
+)
+
+# The published figures (calibration README): mean RTF, zero-shot, one H200.
+PUBLISHED_MEAN_RTF: dict[tuple[str, int], float] = {
+    (LOW_LATENCY, 1): 0.276,
+    (LOW_LATENCY, 16): 0.491,
+    (HIGH_THROUGHPUT, 1): 0.389,
+    (HIGH_THROUGHPUT, 16): 0.475,
+}
+SWEEP_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    profile: str
+    concurrency: int
+    requests: int
+    mean_rtf: float
+    median_rtf: float
+    median_ttfp: float
+    p99_ttfp: float
+    mean_queue_wait: float
+    max_waiting: int
+    audio_throughput: float  # audio seconds per wall second
+
+
+def simulate(
+    profile: DeployProfile,
+    concurrency: int,
+    requests_per_client: int = 6,
+    params: TimingParams | None = None,
+    texts: Sequence[str] = CALIBRATION_TEXTS,
+    warm: bool = True,
+) -> SweepPoint:
+    """Closed-loop clients against one engine on a virtual clock."""
+    clock = VirtualClock()
+    model = StepModel(profile, params)
+    # A benchmarked worker is warm: every lazy graph it will meet is already captured.
+    precaptured = range(1, model.max_num_seqs + 1) if warm else ()
+    engine = Engine(model, clock, precaptured=precaptured)
+    frame_seconds = 1.0 / model.params.frames_per_second
+    ttfps: list[float] = []
+    rtfs: list[float] = []
+    waits: list[float] = []
+    audio_seconds = 0.0
+    max_waiting = 0
+    sent = 0
+    total = concurrency * requests_per_client
+
+    def send(client: int) -> None:
+        nonlocal sent
+        text = texts[(client + sent) % len(texts)]
+        request = EngineRequest(
+            request_id=f"c{client}-{sent}",
+            prompt_tokens=model.prompt_tokens_for(text),
+            total_frames=model.frames_for(text),
+            overhead_seconds=model.overhead_seconds(),
+        )
+        sent += 1
+        engine.submit(request)
+
+    for client in range(concurrency):
+        send(client)
+    done = 0
+    while done < total:
+        for event in engine.poll():
+            request = event.request
+            if event.first_frame == 0:
+                ttfps.append(event.ready_at - request.arrived_at)
+            if event.final:
+                done += 1
+                duration = request.total_frames * frame_seconds
+                rtfs.append((event.ready_at - request.arrived_at) / duration)
+                waits.append(request.queue_wait or 0.0)
+                audio_seconds += duration
+                if sent < total:
+                    send(int(request.request_id[1:].split("-")[0]))
+        max_waiting = max(max_waiting, engine.num_waiting)
+        wakeup = engine.next_wakeup()
+        if wakeup is None:
+            break
+        clock.set(max(clock.now(), wakeup))
+    return SweepPoint(
+        profile=profile.source.rsplit("/", 1)[-1],
+        concurrency=concurrency,
+        requests=len(rtfs),
+        mean_rtf=statistics.fmean(rtfs),
+        median_rtf=statistics.median(rtfs),
+        median_ttfp=statistics.median(ttfps),
+        p99_ttfp=_percentile(ttfps, 0.99),
+        mean_queue_wait=statistics.fmean(waits),
+        max_waiting=max_waiting,
+        audio_throughput=audio_seconds / clock.now(),
+    )
+
+
+def sweep(
+    profiles: Sequence[str] = (LOW_LATENCY, HIGH_THROUGHPUT),
+    concurrencies: Sequence[int] = SWEEP_CONCURRENCY,
+    requests_per_client: int = 6,
+    params: TimingParams | None = None,
+) -> list[SweepPoint]:
+    points = []
+    for name in profiles:
+        profile = load_deploy_profile(name)
+        for concurrency in concurrencies:
+            points.append(simulate(profile, concurrency, requests_per_client, params))
+    return points
+
+
+def format_table(points: Sequence[SweepPoint]) -> str:
+    lines = [
+        "| profile | c | mean RTF | published | median RTF | median TTFP ms | p99 TTFP ms | queue wait ms | max waiting | audio-s/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for p in points:
+        published = PUBLISHED_MEAN_RTF.get((_profile_key(p.profile), p.concurrency))
+        lines.append(
+            f"| {p.profile.removeprefix('higgs_multimodal_qwen3_').removesuffix('.yaml')} | {p.concurrency} "
+            f"| {p.mean_rtf:.3f} | {'' if published is None else f'{published:.3f}'} | {p.median_rtf:.3f} "
+            f"| {p.median_ttfp * 1000:.0f} | {p.p99_ttfp * 1000:.0f} | {p.mean_queue_wait * 1000:.0f} "
+            f"| {p.max_waiting} | {p.audio_throughput:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _profile_key(profile: str) -> str:
+    for name in (LOW_LATENCY, HIGH_THROUGHPUT):
+        if profile.endswith(name):
+            return name
+    return profile
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gateway.emulator.calibrate",
+        description="Print the emulator's modelled RTF/TTFP sweep next to the published figures.",
+    )
+    parser.add_argument("--requests-per-client", type=int, default=6)
+    parser.add_argument("--profile", action="append", help="deploy profile name or path (repeatable)")
+    parser.add_argument("--concurrency", type=int, action="append", help="concurrency level (repeatable)")
+    args = parser.parse_args(argv)
+    points = sweep(
+        profiles=args.profile or (LOW_LATENCY, HIGH_THROUGHPUT),
+        concurrencies=args.concurrency or SWEEP_CONCURRENCY,
+        requests_per_client=args.requests_per_client,
+    )
+    print(format_table(points))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The emulator's latency model: every number in one place, each with its source.
+
+A real Higgs-Audio V3 worker runs two stages on one GPU. Stage 0 (the talker) is a
+continuously batched decoder: one step yields one codec frame (40 ms of audio) for each
+running request. Stage 1 (code2wav) turns codec frames into PCM, chunk by chunk. This
+module says how long a Stage 0 step and a Stage 1 chunk take, given the deploy profile;
+``engine.py`` turns that into a schedule.
+
+All times are *model* seconds (what a real H200 would take); the server multiplies them
+by ``--time-scale`` to run faster or slower than real time.
+
+Check the fit with ``python -m gateway.emulator.calibrate``; a unit test holds it to the
+published figures in the calibration table (docs/emulator.md).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+from gateway.deploy_profile import DeployProfile, ProfileError
+
+# vLLM's own capture list when a profile enables full decode graphs but names no sizes.
+VLLM_DEFAULT_CAPTURE_SIZES = (1, 2, 4, *range(8, 513, 8))
+
+# h200_decode_step.json: one decode step of a Higgs-V3-shaped backbone (36 layers,
+# hidden 2560) on one H200, replayed as a single CUDA graph (ms, by batch size).
+H200_GRAPH_STEP_MS = {1: 6.194, 2: 6.529, 4: 6.749, 8: 6.963, 16: 7.197, 32: 7.883, 64: 9.122}
+# The same step launched op by op from Python (ms): bound by the host issuing kernels.
+H200_EAGER_STEP_MS = {1: 31.683, 2: 30.069, 4: 31.879, 8: 30.996, 16: 39.681, 32: 35.738, 64: 55.952}
+
+
+@dataclass(frozen=True)
+class TimingParams:
+    """Every tunable of the model. Defaults reproduce the calibration table within ±15%."""
+
+    # --- audio and text -------------------------------------------------------------
+    # Codec frame rate of Higgs-Audio V3 (hop 960 samples at 24 kHz): one frame = 40 ms.
+    frames_per_second: int = 25
+    # English speech runs at 14-16 characters per second of audio (calibration README).
+    chars_per_second: float = 15.0
+    # Higgs decodes 8 codebooks with a delay pattern: codebook k lags k steps, so the first
+    # complete frame leaves 7 decode steps after the prefill and every clip costs 7 extra.
+    codebook_delay_steps: int = 7
+    # Prompt size: chat template + system prompt around the text (tokens), and the text
+    # itself at ~4 characters per token (Qwen3 tokenizer on English).
+    prompt_template_tokens: int = 48
+    chars_per_text_token: float = 4.0
+    # A reference clip enters the prompt as codec frames: 25 tokens per second of audio.
+    ref_audio_tokens_per_second: float = 25.0
+
+    # --- API server, before the scheduler sees the request ----------------------------
+    # HTTP parsing, text normalisation, tokenisation, Higgs prompt building and the hop
+    # into the engine core. Sized so median TTFP at c1 lands in 150-250 ms (H800 issue:
+    # 166 ms LL; CI baseline: 223 ms on an H100 with the eager profile).
+    request_overhead_ms: float = 45.0
+    # Encoding a reference clip into codec tokens for voice cloning (per second of clip).
+    ref_audio_encode_ms_per_second: float = 6.0
+
+    # --- Stage 0 step: parts every step pays ------------------------------------------
+    # Scheduler, sampling of 8 codebooks, output processing, connector hand-off to Stage 1.
+    # Fitted so that LL at c1 gives RTF 0.276 on top of the graph replay below.
+    step_host_ms: float = 3.4
+    # Per running request and step: sampling, detokenisation, connector put and its share
+    # of Stage 1 work on the same GPU. Fitted to the rise of RTF from c1 to c16.
+    step_per_seq_ms: float = 0.36
+    # Prefill cost per prompt token in a step that admits new requests (FlashInfer prefill,
+    # 48-200 tokens per request here). Fitted to TTFP and the voice-clone RTF offset.
+    prefill_ms_per_token: float = 0.02
+    # Attention over the KV cache: extra ms per step per 1000 context tokens in the batch.
+    attention_ms_per_kilo_context: float = 0.06
+
+    # --- Stage 0 step: the backbone, by profile ----------------------------------------
+    # Full decode graphs (LL, FULL_DECODE_ONLY): the H200 graph replay, by padded size.
+    graph_step_ms: dict[int, float] = field(default_factory=lambda: dict(H200_GRAPH_STEP_MS))
+    # A graph profile's step that carries a prefill, or a batch beyond the largest captured
+    # size, runs op by op with no graph at all (the local MLP graph is off when vLLM's decode
+    # graph is on): the H200 eager measurement, scaled by vLLM's fused kernels versus the
+    # naive loop. Fitted to the LL c16 RTF, which these steps drive.
+    eager_step_ms: dict[int, float] = field(default_factory=lambda: dict(H200_EAGER_STEP_MS))
+    eager_fused_factor: float = 1.15
+    # Eager profile (HT, default): attention etc. launched op by op, Higgs' local MLP replayed
+    # as a graph. Fitted to HT at c1 (RTF 0.389) and c16 (0.475).
+    mlp_graph_step_base_ms: float = 10.7
+    mlp_graph_step_per_seq_ms: float = 0.07
+    # One-off capture of the local MLP graph (36 layers) the first time a decode step meets
+    # a new exact batch size: a cold HT worker's latency spike (vllm-omni worker notes).
+    mlp_graph_capture_ms: float = 450.0
+
+    # --- Stage 1: code2wav ----------------------------------------------------------
+    # Turning one chunk of codec frames into PCM and handing it to the API server.
+    code2wav_chunk_ms: float = 6.0
+    code2wav_per_frame_ms: float = 0.25
+
+
+@dataclass(frozen=True)
+class StepCost:
+    seconds: float
+    captured_batch_size: int | None  # a lazy graph capture this step paid for
+
+
+class StepModel:
+    """Step and chunk durations for one deploy profile (after ``--stage-overrides``)."""
+
+    def __init__(self, profile: DeployProfile, params: TimingParams | None = None) -> None:
+        self.params = params or TimingParams()
+        talker = profile.talker
+        self.max_num_seqs = talker.max_num_seqs
+        self.max_num_batched_tokens = talker.max_num_batched_tokens or 8192
+        if not isinstance(self.max_num_batched_tokens, int) or self.max_num_batched_tokens <= 0:
+            raise ProfileError(profile.source, "stages[0].max_num_batched_tokens", "must be a positive integer")
+        max_tokens = talker.max_tokens if talker.max_tokens is not None else 2048
+        if not isinstance(max_tokens, int) or max_tokens <= 0:
+            raise ProfileError(profile.source, "stages[0].default_sampling_params.max_tokens", "must be > 0")
+        self.max_tokens = max_tokens
+        self.default_seed = talker.seed if isinstance(talker.seed, int) else 42
+        self.decode_graphs = talker.decode_graphs
+        self.capture_sizes = talker.cudagraph_capture_sizes or (VLLM_DEFAULT_CAPTURE_SIZES if self.decode_graphs else ())
+        # Higgs' local MLP graph exists only on the eager path, and is captured lazily.
+        self.lazy_mlp_graph = not self.decode_graphs
+        self.streams_early = profile.streams_early
+        self.initial_chunk_frames = profile.initial_codec_chunk_frames
+        self.chunk_frames = profile.codec_chunk_frames
+
+    # --- Stage 0 ----------------------------------------------------------------------
+    def padded_batch(self, batch: int) -> int | None:
+        """The captured graph size a decode batch replays with, or None (runs eager)."""
+        index = bisect.bisect_left(self.capture_sizes, batch)
+        return self.capture_sizes[index] if index < len(self.capture_sizes) else None
+
+    def step(self, batch: int, prefill_tokens: int, context_tokens: int, captured: set[int]) -> StepCost:
+        """One Stage 0 step over ``batch`` requests, ``prefill_tokens`` of them new prompt.
+
+        ``captured`` holds the batch sizes whose local MLP graph exists; a capture this step
+        needs is reported, and the caller adds it to the set.
+        """
+        p = self.params
+        ms = p.step_host_ms + p.step_per_seq_ms * batch
+        ms += p.prefill_ms_per_token * prefill_tokens + p.attention_ms_per_kilo_context * context_tokens / 1000.0
+        captured_now: int | None = None
+        if self.decode_graphs:
+            padded = self.padded_batch(batch)
+            if prefill_tokens or padded is None:
+                ms += _interpolate(p.eager_step_ms, batch) / p.eager_fused_factor
+            else:
+                ms += _interpolate(p.graph_step_ms, padded)
+        else:
+            ms += p.mlp_graph_step_base_ms + p.mlp_graph_step_per_seq_ms * batch
+            if not prefill_tokens and batch not in captured:
+                ms += p.mlp_graph_capture_ms
+                captured_now = batch
+        return StepCost(ms / 1000.0, captured_now)
+
+    # --- Stage 1 ----------------------------------------------------------------------
+    def code2wav_seconds(self, frames: int) -> float:
+        return (self.params.code2wav_chunk_ms + self.params.code2wav_per_frame_ms * frames) / 1000.0
+
+    # --- requests ---------------------------------------------------------------------
+    def frames_for(self, text: str, max_new_tokens: int | None = None) -> int:
+        """Codec frames a text yields: its spoken length, capped by the token limits."""
+        p = self.params
+        frames = max(1, math.ceil(len(text.strip()) / p.chars_per_second * p.frames_per_second))
+        cap = self.max_tokens - p.codebook_delay_steps
+        if max_new_tokens is not None:
+            cap = min(cap, max_new_tokens - p.codebook_delay_steps)
+        return max(1, min(frames, cap))
+
+    def prompt_tokens_for(self, text: str, ref_audio_seconds: float = 0.0, ref_text: str = "") -> int:
+        p = self.params
+        text_tokens = math.ceil(len(text) / p.chars_per_text_token)
+        ref_tokens = math.ceil(ref_audio_seconds * p.ref_audio_tokens_per_second)
+        ref_tokens += math.ceil(len(ref_text) / p.chars_per_text_token)
+        return p.prompt_template_tokens + text_tokens + ref_tokens
+
+    def overhead_seconds(self, ref_audio_seconds: float = 0.0) -> float:
+        p = self.params
+        return (p.request_overhead_ms + p.ref_audio_encode_ms_per_second * ref_audio_seconds) / 1000.0
+
+
+def _interpolate(table: dict[int, float], batch: int) -> float:
+    """Piecewise-linear in batch size through the measured points; extrapolated past the last."""
+    sizes = sorted(table)
+    if batch <= sizes[0]:
+        return table[sizes[0]]
+    if batch >= sizes[-1]:
+        # Beyond the last measurement, grow with the last segment's slope.
+        lo, hi = sizes[-2], sizes[-1]
+        return table[hi] + (table[hi] - table[lo]) / (hi - lo) * (batch - hi)
+    index = bisect.bisect_left(sizes, batch)
+    lo, hi = sizes[index - 1], sizes[index]
+    if hi == batch:
+        return table[hi]
+    return table[lo] + (table[hi] - table[lo]) * (batch - lo) / (hi - lo)

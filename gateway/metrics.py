@@ -1,0 +1,363 @@
+"""Every Prometheus series the gateway exports, in one place.
+
+Two kinds of series live here:
+
+* event series (counters, histograms) that the request path updates as things happen;
+* live gauges (in-flight, capacity, worker health, queue depth, thresholds) that are
+  *not* touched per request: a collector asks the fleet for one ``FleetSnapshot`` at
+  scrape time, so the hot path pays nothing for them and they can never drift from the
+  state routing actually uses.
+
+Each ``GatewayMetrics`` owns its registry (no process-wide default), so two apps in one
+process (tests, benchmarks) never share or collide on series. Label values are bounded
+vocabularies (pools, SLA classes, the enums below, HTTP status codes, worker ids);
+never request ids, voices or text. docs/observability.md documents every series.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway import __version__
+from gateway.config import RoutingThresholds
+from gateway.types import PoolName, SlaClass
+
+log = logging.getLogger(__name__)
+
+PREFIX = "higgs_gateway_"
+# Pool label of a request that never reached a pool (rejected, invalid, client left while queued).
+NO_POOL = "none"
+
+# Time to first audio byte: 10 ms .. 60 s, dense around the 100 ms - 1 s range where the
+# SLA targets live. 0.5 is the latency-class SLO bound the alert rules read (le="0.5").
+TTFP_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0,
+                1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)  # fmt: skip
+# A whole request: short clips take a fraction of a second, Stage 0 caps audio near 82 s.
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0,
+                    45.0, 60.0, 90.0, 120.0, 300.0)  # fmt: skip
+# Real-time factor: ~0.28 at c1 on low-latency, ~0.5 at c16; above 1 audio plays faster
+# than it is made.
+RTF_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 5.0)
+# Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
+WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
+                30.0, 60.0, 120.0)  # fmt: skip
+
+
+class RejectReason(StrEnum):
+    """``higgs_gateway_rejections_total{reason}``: why admission turned a request away."""
+
+    QUEUE_FULL = "queue_full"  # the class's queue is at its size limit (429)
+    QUEUE_TIMEOUT = "queue_timeout"  # waited max_wait_s without a slot (503)
+    NO_WORKER = "no_worker"  # no routable worker could ever serve it (503)
+    RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
+    SHUTTING_DOWN = "shutting_down"  # the gateway is draining (503)
+
+
+class UpstreamErrorKind(StrEnum):
+    """``higgs_gateway_upstream_errors_total{kind}``: how a worker call failed."""
+
+    CONNECT = "connect"  # refused / reset before the request was sent
+    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
+    READ_TIMEOUT = "read_timeout"  # silence between chunks once audio flowed
+    STATUS_5XX = "status_5xx"
+    STATUS_4XX = "status_4xx"  # the worker refused a request the gateway let through
+    STREAM_ERROR = "stream_error"  # broken mid-stream (reset, SSE error event, truncation)
+
+
+class RetryReason(StrEnum):
+    """``higgs_gateway_retries_total{reason}``: why a request went to another worker."""
+
+    CONNECT = "connect"
+    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
+    STATUS_5XX = "status_5xx"
+
+
+class DisconnectPhase(StrEnum):
+    """``higgs_gateway_client_disconnects_total{phase}``: where the client left."""
+
+    QUEUED = "queued"  # still waiting in admission
+    BEFORE_FIRST_BYTE = "before_first_byte"  # routed, worker not yet answered
+    STREAMING = "streaming"  # audio was flowing
+
+
+class EjectionReason(StrEnum):
+    """``higgs_gateway_worker_ejections_total{reason}``: why a worker left the routable set."""
+
+    HEALTH_PROBE = "health_probe"  # consecutive failed /health probes
+    REQUEST_FAILURES = "request_failures"  # consecutive transport failures on real traffic
+    PROCESS_EXIT = "process_exit"  # a supervised worker's process died
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSnapshot:
+    """One worker as the fleet sees it at scrape time."""
+
+    pool: str
+    worker: str  # the fleet's worker id: stable, one per worker, never per request
+    inflight: int  # this gateway's own leases
+    reported_load: float | None  # the worker's own running+waiting; None = never / not scraped
+    up: bool  # routable right now (READY)
+    report_age_s: float | None  # seconds since its last load report; None = never reported
+    slots: int  # requests it should carry at once
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """Everything the live gauges show, taken at one instant."""
+
+    workers: Sequence[WorkerSnapshot] = ()
+    queue_depths: Mapping[str, int] = field(default_factory=dict)  # sla_class -> queued requests
+    thresholds: Mapping[str, float] = field(default_factory=dict)  # name -> effective value
+
+
+SnapshotProvider = Callable[[], FleetSnapshot]
+
+
+def threshold_values(thresholds: RoutingThresholds, *, low_latency_capacity: int) -> dict[str, float]:
+    """The routing thresholds as ``higgs_gateway_routing_threshold{name}`` shows them.
+
+    Names are the config keys; ``balanced_threshold`` is the *effective* value (None in
+    the config means the low-latency pool's capacity), because a dashboard line must sit
+    where routing actually switches.
+    """
+    values: dict[str, float] = {}
+    for name, value in thresholds.model_dump().items():
+        if value is None and name == "balanced_threshold":
+            value = low_latency_capacity
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            values[name] = float(value)
+    return values
+
+
+class FleetCollector(Collector):
+    """Builds the live gauges from one snapshot per scrape."""
+
+    def __init__(self, pools: Iterable[str], sla_classes: Iterable[str]) -> None:
+        self._pools = tuple(pools)
+        self._sla_classes = tuple(sla_classes)
+        self._provider: SnapshotProvider | None = None
+
+    def set_provider(self, provider: SnapshotProvider | None) -> None:
+        self._provider = provider
+
+    def describe(self) -> Iterable[Metric]:
+        # Names only: lets the registry detect duplicates without calling the provider.
+        return list(self._families())
+
+    def collect(self) -> Iterable[Metric]:
+        snapshot = FleetSnapshot()
+        if self._provider is not None:
+            try:
+                snapshot = self._provider()
+            except Exception:
+                # A broken provider must not take /metrics (and every other series) down.
+                log.exception("fleet snapshot failed; live gauges omitted from this scrape")
+                return []
+        return list(self._families(snapshot))
+
+    def _families(self, snap: FleetSnapshot | None = None) -> Iterator[Metric]:
+        pool_inflight = _gauge("pool_inflight", "Requests this gateway has in flight on the pool's workers.", ["pool"])
+        pool_capacity = _gauge(
+            "pool_capacity_slots", "Slots of the pool's routable workers (what routing may fill).", ["pool"]
+        )
+        w_inflight = _gauge("worker_inflight", "Requests this gateway has in flight on the worker.", ["pool", "worker"])
+        w_reported = _gauge(
+            "worker_reported_load",
+            "The worker's own count of running+waiting requests (all gateways); absent until reported.",
+            ["pool", "worker"],
+        )
+        w_up = _gauge("worker_up", "1 if the worker is routable (ready), else 0.", ["pool", "worker"])
+        w_age = _gauge(
+            "worker_report_age_seconds",
+            "Seconds since the worker's last load report; absent until the first.",
+            ["pool", "worker"],
+        )
+        queue = _gauge("admission_queue_depth", "Requests waiting in admission per SLA class.", ["sla_class"])
+        threshold = _gauge(
+            "routing_threshold", "Effective value of each routing threshold (config key as name).", ["name"]
+        )
+        families = (pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold)
+        if snap is None:
+            yield from families
+            return
+
+        # Every known pool and class appears, at 0 when empty, so "no worker" reads as 0, not absent.
+        inflight_by_pool = dict.fromkeys(self._pools, 0.0)
+        capacity_by_pool = dict.fromkeys(self._pools, 0.0)
+        for w in snap.workers:
+            inflight_by_pool[w.pool] = inflight_by_pool.get(w.pool, 0.0) + w.inflight
+            capacity_by_pool[w.pool] = capacity_by_pool.get(w.pool, 0.0) + (w.slots if w.up else 0)
+            labels = [w.pool, w.worker]
+            w_inflight.add_metric(labels, w.inflight)
+            w_up.add_metric(labels, 1.0 if w.up else 0.0)
+            if w.reported_load is not None:
+                w_reported.add_metric(labels, w.reported_load)
+            if w.report_age_s is not None and math.isfinite(w.report_age_s):
+                w_age.add_metric(labels, w.report_age_s)
+        for pool, value in inflight_by_pool.items():
+            pool_inflight.add_metric([pool], value)
+        for pool, value in capacity_by_pool.items():
+            pool_capacity.add_metric([pool], value)
+        depths = {**dict.fromkeys(self._sla_classes, 0), **snap.queue_depths}
+        for sla_class, depth in depths.items():
+            queue.add_metric([str(sla_class)], depth)
+        for name, value in snap.thresholds.items():
+            threshold.add_metric([name], value)
+        yield from families
+
+
+def _gauge(name: str, documentation: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, documentation, labels=labels)
+
+
+class GatewayMetrics:
+    """The gateway's series on a registry of its own; ``render()`` serves ``/metrics``.
+
+    Contract with the request path (what the docs and alerts assume):
+    every request that reaches the speech API counts once in ``requests`` with its final
+    status (rejections included, pool ``"none"`` when it never reached one), and
+    ``observe_request`` is the one call that records it.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        routing_reasons: Iterable[str] = (),
+        process_metrics: bool = True,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        pools = [p.value for p in PoolName]
+        classes = [c.value for c in SlaClass]
+
+        self.requests = Counter(
+            PREFIX + "requests", "Speech requests by SLA class, pool and final HTTP status.",
+            ["sla_class", "pool", "status"], registry=r,
+        )  # fmt: skip
+        self.request_duration = Histogram(
+            PREFIX + "request_duration_seconds", "Request start to last byte sent (or failure).",
+            ["sla_class", "pool"], buckets=DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.ttfp = Histogram(
+            PREFIX + "ttfp_seconds", "Request start to the first audio byte sent to the client.",
+            ["sla_class", "pool"], buckets=TTFP_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.rtf = Histogram(
+            PREFIX + "rtf", "Real-time factor of completed requests: duration / audio seconds.",
+            ["pool"], buckets=RTF_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.audio_seconds = Counter(
+            PREFIX + "audio_seconds", "Seconds of audio delivered to clients.", ["pool"], registry=r
+        )
+        self.routing_decisions = Counter(
+            PREFIX + "routing_decisions", "Routing decisions that sent a request to a pool, by reason.",
+            ["sla_class", "pool", "reason"], registry=r,
+        )  # fmt: skip
+        self.admission_wait = Histogram(
+            PREFIX + "admission_wait_seconds", "Time a request waited in admission before it was routed.",
+            ["sla_class"], buckets=WAIT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.rejections = Counter(
+            PREFIX + "rejections", "Requests turned away by admission.", ["sla_class", "reason"], registry=r
+        )
+        self.upstream_errors = Counter(
+            PREFIX + "upstream_errors", "Failed calls to workers, by kind.", ["pool", "kind"], registry=r
+        )
+        self.retries = Counter(
+            PREFIX + "retries", "Requests retried on another worker (before the first byte).", ["reason"], registry=r
+        )
+        self.client_disconnects = Counter(
+            PREFIX + "client_disconnects", "Clients that left before their request finished.", ["phase"], registry=r
+        )
+        self.worker_ejections = Counter(
+            PREFIX + "worker_ejections", "Workers taken out of routing.", ["pool", "reason"], registry=r
+        )
+        self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
+        self.build_info.labels(__version__).set(1)
+
+        self.fleet = FleetCollector(pools, classes)
+        r.register(self.fleet)
+        if process_metrics:
+            # process_cpu_seconds_total & co: the gateway's own cost (the relay is CPU-bound).
+            ProcessCollector(registry=r)
+
+        # Known label sets start at 0 so rates and ratios exist before the first event.
+        for sla_class in classes:
+            self.admission_wait.labels(sla_class)
+            for pool in pools:
+                self.requests.labels(sla_class, pool, "200")
+                self.request_duration.labels(sla_class, pool)
+                self.ttfp.labels(sla_class, pool)
+                for reason in routing_reasons:
+                    self.routing_decisions.labels(sla_class, pool, reason)
+            for reject in RejectReason:
+                self.rejections.labels(sla_class, reject)
+        for pool in pools:
+            self.rtf.labels(pool)
+            self.audio_seconds.labels(pool)
+            for kind in UpstreamErrorKind:
+                self.upstream_errors.labels(pool, kind)
+            for ejection in EjectionReason:
+                self.worker_ejections.labels(pool, ejection)
+        for retry in RetryReason:
+            self.retries.labels(retry)
+        for phase in DisconnectPhase:
+            self.client_disconnects.labels(phase)
+
+    def set_snapshot_provider(self, provider: SnapshotProvider | None) -> None:
+        """The fleet's ``() -> FleetSnapshot``; called once per scrape, must not block."""
+        self.fleet.set_provider(provider)
+
+    def observe_request(
+        self,
+        *,
+        sla_class: str,
+        pool: str | None,
+        status: int,
+        duration_s: float,
+        ttfp_s: float | None = None,
+        audio_s: float = 0.0,
+    ) -> None:
+        """Record one finished request (success, failure or rejection) in every event series."""
+        pool_label = pool or NO_POOL
+        self.requests.labels(sla_class, pool_label, str(status)).inc()
+        if pool is None:
+            return  # never reached a worker: no latency or audio to speak of
+        self.request_duration.labels(sla_class, pool).observe(duration_s)
+        if ttfp_s is not None:
+            self.ttfp.labels(sla_class, pool).observe(ttfp_s)
+        if audio_s > 0:
+            self.audio_seconds.labels(pool).inc(audio_s)
+            if 200 <= status < 300:
+                self.rtf.labels(pool).observe(duration_s / audio_s)
+
+    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+        """Exposition bytes and content type; OpenMetrics when the scraper asks for it."""
+        encoder, content_type = choose_encoder(accept or "")
+        if content_type.startswith("text/plain"):
+            # The classic text format turns each child's creation time into a series of
+            # its own (``*_created``): noise that doubles the count; OpenMetrics keeps it
+            # as metadata, so only drop it here.
+            return encoder(_WithoutCreated(self.registry)), content_type
+        return encoder(self.registry), content_type
+
+
+class _WithoutCreated(Collector):
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self._registry.collect():
+            copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            copy.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield copy

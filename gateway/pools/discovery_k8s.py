@@ -1,0 +1,276 @@
+"""Kubernetes discovery: a pool's workers are the ready endpoints of a Service, or ready pods.
+
+List, then watch from the list's resourceVersion; when the watch ends (the API server
+closes it after ``watch_timeout_s``, or answers 410 Gone because that version expired)
+list again and reconcile, so a missed event can never leave the pool wrong for longer
+than one watch. Errors (API server away, RBAC missing) keep the current workers and
+retry every ``interval_s``: an API blip must not empty the pool.
+
+The ``ResourceApi`` seam speaks the API server's JSON (dicts); the official ``kubernetes``
+client behind it is imported only when this mode is used (the ``kubernetes`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Literal, Protocol
+
+from gateway.config import DiscoveryConfig
+from gateway.pools.discovery import Membership, endpoint_url, endpoint_worker_id
+from gateway.pools.sink import WorkerSink
+from gateway.types import PoolName
+
+log = logging.getLogger("higgs_gateway.discovery.kubernetes")
+
+Kind = Literal["endpointslices", "pods"]
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set on every EndpointSlice of a Service
+Event = dict[str, Any]
+MIN_WATCH_S = 1.0
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (HTTP 410): list again."""
+
+
+class ResourceApi(Protocol):
+    """One collection (kind + namespace + label selector) of the API server."""
+
+    async def list(self) -> dict[str, Any]:
+        """The collection as JSON: ``{"metadata": {"resourceVersion"}, "items": [...]}``."""
+
+    def watch(self, resource_version: str, timeout_s: float) -> AsyncIterator[Event]:
+        """Events ``{"type", "object"}`` after ``resource_version``; ends when the server does."""
+
+
+# ---- what counts as a ready worker ----------------------------------------------------
+
+
+def ready_hosts(kind: Kind, obj: dict[str, Any]) -> set[str]:
+    """Addresses of the ready workers one EndpointSlice or Pod stands for."""
+    if kind == "endpointslices":
+        hosts: set[str] = set()
+        for endpoint in obj.get("endpoints") or []:
+            # API contract: an absent ``ready`` means ready. Terminating endpoints are
+            # not ready, so a pod being deleted is drained before it stops.
+            if (endpoint.get("conditions") or {}).get("ready", True) is not False:
+                hosts.update(endpoint.get("addresses") or [])
+        return hosts
+    metadata = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    if not ready or metadata.get("deletionTimestamp") or not status.get("podIP"):
+        return set()
+    return {status["podIP"]}
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def resource_version(obj: dict[str, Any]) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion")
+
+
+# ---- the discovery loop ---------------------------------------------------------------
+
+
+class KubernetesDiscovery:
+    def __init__(
+        self,
+        pool: PoolName,
+        config: DiscoveryConfig,
+        sink: WorkerSink,
+        api: ResourceApi | None = None,
+    ) -> None:
+        if (config.service is None) == (config.label_selector is None):
+            raise ValueError(f"pool {pool.value}: kubernetes discovery needs exactly one of service, label_selector")
+        self._kind: Kind = "endpointslices" if config.service else "pods"
+        selector = f"{SERVICE_NAME_LABEL}={config.service}" if config.service else str(config.label_selector)
+        self._api = api or OfficialResourceApi.create(self._kind, config.namespace, selector)
+        self._where = f"{self._kind} {selector!r} in namespace {config.namespace}"
+        self._port = config.port
+        self._scheme = config.scheme
+        self._retry_s = config.interval_s
+        self._watch_timeout_s = config.watch_timeout_s
+        self._membership = Membership(pool, sink)
+        self._objects: dict[str, set[str]] = {}  # object key -> ready hosts
+        self._resource_version: str | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def workers(self) -> dict[str, str]:
+        return self._membership.workers
+
+    async def start(self) -> None:
+        # The first list lands before start() returns, so the pool is not empty at boot.
+        await self._relist()
+        self._task = asyncio.create_task(self._run(), name=f"k8s-discovery-{self._membership.pool.value}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            if self._resource_version is None:  # the last list failed
+                await asyncio.sleep(self._retry_s)
+            else:
+                loop = asyncio.get_running_loop()
+                began = loop.time()
+                try:
+                    async for event in self._api.watch(self._resource_version, self._watch_timeout_s):
+                        self._apply(event)
+                    log.debug("watch of %s ended; re-listing", self._where)
+                    if loop.time() - began < MIN_WATCH_S:  # a server closing at once: no busy loop
+                        await asyncio.sleep(min(self._retry_s, MIN_WATCH_S))
+                except WatchExpired:
+                    log.info("watch of %s expired; re-listing", self._where)
+                except Exception as exc:  # noqa: BLE001 - any API failure: keep the pool, retry
+                    log.warning("watch of %s failed: %r; keeping %d worker(s), re-listing in %.0fs",
+                                self._where, exc, len(self._membership.workers), self._retry_s)
+                    await asyncio.sleep(self._retry_s)
+            await self._relist()
+
+    async def _relist(self) -> None:
+        try:
+            listing = await self._api.list()
+        except Exception as exc:  # noqa: BLE001 - keep the pool; _run retries
+            log.warning("cannot list %s: %r; keeping %d worker(s)", self._where, exc, len(self._membership.workers))
+            self._resource_version = None
+            return
+        items = listing.get("items") or []
+        self._objects = {object_key(obj): ready_hosts(self._kind, obj) for obj in items}
+        self._resource_version = resource_version(listing) or ""
+        self._reconcile()
+
+    def _apply(self, event: Event) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise WatchExpired(obj.get("message", "resource version too old"))
+            raise RuntimeError(f"watch error: {obj.get('message', obj)}")
+        version = resource_version(obj)
+        if version:
+            self._resource_version = version
+        if kind == "BOOKMARK":
+            return
+        if kind == "DELETED":
+            self._objects.pop(object_key(obj), None)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._objects[object_key(obj)] = ready_hosts(self._kind, obj)
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        pool = self._membership.pool
+        hosts = set().union(*self._objects.values()) if self._objects else set()
+        self._membership.reconcile(
+            {endpoint_worker_id(pool, host, self._port): endpoint_url(self._scheme, host, self._port) for host in hosts}
+        )
+
+
+# ---- the official client behind the seam ----------------------------------------------
+
+_END = object()
+
+
+class OfficialResourceApi:
+    """``ResourceApi`` over the official (blocking) ``kubernetes`` client.
+
+    Calls run in threads; a watch streams from a daemon thread into the event loop, and
+    closing the iterator shuts the watch's socket so the thread ends promptly.
+    """
+
+    def __init__(self, list_fn: Callable[..., Any], namespace: str, label_selector: str) -> None:
+        self._list_fn = list_fn  # e.g. DiscoveryV1Api.list_namespaced_endpoint_slice
+        self._namespace = namespace
+        self._selector = label_selector
+
+    @classmethod
+    def create(cls, kind: Kind, namespace: str, label_selector: str, api_client: Any = None) -> OfficialResourceApi:
+        try:
+            from kubernetes import client
+        except ImportError as exc:
+            raise RuntimeError(
+                "kubernetes discovery needs the official client: pip install 'higgs-gateway[kubernetes]'"
+            ) from exc
+
+        api_client = api_client or default_api_client()
+        if kind == "endpointslices":
+            list_fn = client.DiscoveryV1Api(api_client).list_namespaced_endpoint_slice
+        else:
+            list_fn = client.CoreV1Api(api_client).list_namespaced_pod
+        return cls(list_fn, namespace, label_selector)
+
+    async def list(self) -> dict[str, Any]:
+        return await asyncio.to_thread(self._list_blocking)
+
+    def _list_blocking(self) -> dict[str, Any]:
+        response = self._list_fn(
+            self._namespace, label_selector=self._selector, _preload_content=False, _request_timeout=30
+        )
+        return json.loads(response.data)
+
+    async def watch(self, resource_version: str, timeout_s: float) -> AsyncIterator[Event]:
+        from kubernetes import watch
+
+        watcher = watch.Watch()
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        stream = watcher.stream(
+            self._list_fn,
+            self._namespace,
+            label_selector=self._selector,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=max(1, int(timeout_s)),
+            # A silent connection (no bookmarks either) must not hang the thread forever.
+            _request_timeout=(10, timeout_s + 30),
+        )
+        thread = threading.Thread(target=_pump, args=(stream, loop, queue), daemon=True, name="k8s-watch")
+        thread.start()
+        try:
+            while (item := await queue.get()) is not _END:
+                if isinstance(item, BaseException):
+                    if getattr(item, "status", None) == 410:
+                        raise WatchExpired(str(item)) from item
+                    raise item
+                yield {"type": item["type"], "object": item.get("raw_object", item.get("object"))}
+        finally:
+            watcher.stop()
+
+
+def _pump(stream: Iterable[Event], loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any]) -> None:
+    """Runs in the watch thread: hand every event (or the failure, then the end) to the loop."""
+    item: Any = _END
+    try:
+        for event in stream:
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+    except BaseException as exc:  # noqa: BLE001 - re-raised on the loop side
+        item = exc
+    with contextlib.suppress(RuntimeError):  # the loop closed first: nobody is listening
+        loop.call_soon_threadsafe(queue.put_nowait, item)
+        if item is not _END:
+            loop.call_soon_threadsafe(queue.put_nowait, _END)
+
+
+def default_api_client() -> Any:
+    """In a pod: its service account; elsewhere: the local kubeconfig."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)

@@ -1,0 +1,281 @@
+"""Every worker of both pools, and the one owner of their state transitions.
+
+Worker sources (static config, the supervisor, DNS or Kubernetes discovery) only report
+what exists through the ``WorkerSink`` methods; the health checker and the relay report
+what they saw. The fleet turns all of that into states, and wakes admission whenever
+capacity may have changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.config import GatewayConfig
+from gateway.deploy_profile import load_deploy_profile
+from gateway.pools.lease import Lease
+from gateway.pools.worker import Worker
+from gateway.routing.model import LoadView
+from gateway.routing.capacity import default_slots
+from gateway.types import PoolName, WorkerState
+
+log = logging.getLogger("higgs_gateway.fleet")
+
+# Before a worker becomes routable: voices replayed, warm-up done. Raises to stay unready.
+PrepareHook = Callable[[Worker], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: PoolName
+    profile_path: str
+    max_num_seqs: int
+    slots_per_worker: int
+
+
+def pool_specs(config: GatewayConfig) -> dict[PoolName, PoolSpec]:
+    specs: dict[PoolName, PoolSpec] = {}
+    for name, pool in config.pools.items():
+        profile = load_deploy_profile(pool.profile, (pool.launch.stage_overrides if pool.launch else None))
+        max_num_seqs = profile.talker.max_num_seqs
+        specs[name] = PoolSpec(
+            name=name,
+            profile_path=profile.source,
+            max_num_seqs=max_num_seqs,
+            slots_per_worker=default_slots(name, pool.slots_per_worker, max_num_seqs),
+        )
+    return specs
+
+
+class Fleet:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        specs: dict[PoolName, PoolSpec],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self.specs = specs
+        self._clock = clock
+        self._workers: dict[str, Worker] = {}
+        self._capacity_listeners: list[Callable[[], None]] = []
+        self._prepare: PrepareHook | None = None
+        self._preparing: dict[str, asyncio.Task[None]] = {}
+        self._drain_file = Path(config.data_dir) / "drained.json"
+        self._drained_ids: set[str] = self._load_drained()
+        self._ejection_listeners: list[Callable[[Worker, str], None]] = []
+
+    # ---- wiring -------------------------------------------------------------------
+    def on_capacity_change(self, listener: Callable[[], None]) -> None:
+        self._capacity_listeners.append(listener)
+
+    def on_ejection(self, listener: Callable[[Worker, str], None]) -> None:
+        self._ejection_listeners.append(listener)
+
+    def set_prepare_hook(self, hook: PrepareHook) -> None:
+        self._prepare = hook
+
+    def _capacity_changed(self) -> None:
+        for listener in self._capacity_listeners:
+            listener()
+
+    # ---- views --------------------------------------------------------------------
+    @property
+    def workers(self) -> Iterable[Worker]:
+        return self._workers.values()
+
+    def get(self, worker_id: str) -> Worker | None:
+        return self._workers.get(worker_id)
+
+    def snapshot(self) -> LoadView:
+        now = self._clock()
+        stale = self._config.load_reports.stale_after_s
+        return LoadView(tuple(w.load_view(now, stale) for w in self._workers.values()))
+
+    def routable_count(self, pool: PoolName) -> int:
+        return sum(1 for w in self._workers.values() if w.pool == pool and w.routable)
+
+    def describe(self) -> dict[str, object]:
+        now = self._clock()
+        stale = self._config.load_reports.stale_after_s
+        pools: dict[str, object] = {}
+        for name, spec in self.specs.items():
+            members = [w for w in self._workers.values() if w.pool == name]
+            pools[name.value] = {
+                "profile": spec.profile_path,
+                "max_num_seqs": spec.max_num_seqs,
+                "slots_per_worker": spec.slots_per_worker,
+                "routable_workers": sum(1 for w in members if w.routable),
+                "capacity_slots": sum(w.slots for w in members if w.routable),
+                "inflight": sum(w.inflight for w in members),
+                "workers": [w.describe(now, stale) for w in members],
+            }
+        return {"pools": pools}
+
+    # ---- WorkerSink -----------------------------------------------------------------
+    def add_worker(self, pool: PoolName, worker_id: str, url: str, managed: bool = False) -> None:
+        existing = self._workers.get(worker_id)
+        url = url.rstrip("/")
+        if existing is not None and existing.url == url:
+            return
+        worker = Worker(
+            worker_id=worker_id,
+            pool=pool,
+            url=url,
+            slots=self.specs[pool].slots_per_worker,
+            managed=managed,
+            drained=worker_id in self._drained_ids,
+            state_since=self._clock(),
+        )
+        if existing is not None:
+            # Same id, new address (a pod rescheduled): in-flight requests keep their
+            # lease on the old object and release it there; the new one starts clean.
+            existing.set_state(WorkerState.STOPPED, self._clock(), "replaced")
+        self._workers[worker_id] = worker
+        log.info("worker %s added to %s at %s", worker_id, pool.value, url, extra={"worker": worker_id, "pool": pool.value})
+
+    def remove_worker(self, worker_id: str) -> None:
+        worker = self._workers.pop(worker_id, None)
+        if worker is None:
+            return
+        worker.set_state(WorkerState.STOPPED, self._clock(), "removed")
+        self._cancel_prepare(worker_id)
+        self._capacity_changed()
+
+    def worker_restarting(self, worker_id: str) -> None:
+        worker = self._workers.get(worker_id)
+        if worker is None:
+            return
+        self._cancel_prepare(worker_id)
+        worker.reported_load = None
+        worker.reported_at = None
+        if worker.set_state(WorkerState.STARTING, self._clock(), "process restarting"):
+            self._capacity_changed()
+
+    def worker_failed(self, worker_id: str, reason: str) -> None:
+        worker = self._workers.get(worker_id)
+        if worker is None:
+            return
+        self._cancel_prepare(worker_id)
+        worker.last_error = reason
+        if worker.set_state(WorkerState.FAILED, self._clock(), reason):
+            self._capacity_changed()
+
+    # ---- leases -------------------------------------------------------------------
+    def lease(self, worker_id: str) -> Lease:
+        return Lease(self._workers[worker_id], self._lease_released)
+
+    def _lease_released(self, worker: Worker) -> None:
+        self._capacity_changed()
+
+    # ---- what the health checker and the relay saw ----------------------------------
+    def probe_succeeded(self, worker: Worker) -> None:
+        worker.consecutive_failures = 0
+        if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
+            self._start_prepare(worker)
+
+    def probe_failed(self, worker: Worker, why: str) -> None:
+        worker.last_error = why
+        if worker.state is WorkerState.READY:
+            self._count_failure(worker, "health_probe")
+        elif worker.state is WorkerState.EJECTED:
+            worker.ejected_at = self._clock()  # half-open probe failed: wait another period
+
+    def request_succeeded(self, worker: Worker) -> None:
+        worker.consecutive_failures = 0
+
+    def request_failed(self, worker: Worker, kind: str, detail: str, ejecting: bool) -> None:
+        """A relay attempt failed. Only transport faults (connection errors, timeouts, 500,
+        502, 504, cut streams) count toward ejection: never a 4xx, 429 or 503, which say
+        the request or the moment was wrong, not the worker."""
+        worker.last_error = f"{kind}: {detail}"
+        if ejecting and worker.state is WorkerState.READY:
+            self._count_failure(worker, "request_failures")
+
+    def _count_failure(self, worker: Worker, reason: str) -> None:
+        worker.consecutive_failures += 1
+        if worker.consecutive_failures >= self._config.health.eject_after_failures:
+            if worker.set_state(WorkerState.EJECTED, self._clock(), reason):
+                for listener in self._ejection_listeners:
+                    listener(worker, reason)
+                self._capacity_changed()
+
+    def due_for_half_open(self, worker: Worker) -> bool:
+        return (
+            worker.state is WorkerState.EJECTED
+            and worker.ejected_at is not None
+            and self._clock() - worker.ejected_at >= self._config.health.half_open_after_s
+        )
+
+    # ---- readiness: voices + warm-up before routable -----------------------------------
+    def _start_prepare(self, worker: Worker) -> None:
+        if worker.worker_id in self._preparing:
+            return
+        task = asyncio.get_running_loop().create_task(self._prepare_then_ready(worker))
+        self._preparing[worker.worker_id] = task
+        task.add_done_callback(lambda _t, wid=worker.worker_id: self._preparing.pop(wid, None))
+
+    async def _prepare_then_ready(self, worker: Worker) -> None:
+        try:
+            if self._prepare is not None:
+                await self._prepare(worker)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # stays unready; the next good probe tries again
+            worker.last_error = f"prepare: {exc}"
+            log.warning("worker %s not ready: %s", worker.worker_id, exc, extra={"worker": worker.worker_id})
+            return
+        if self._workers.get(worker.worker_id) is not worker:
+            return  # removed or replaced while preparing
+        if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
+            worker.consecutive_failures = 0
+            worker.set_state(WorkerState.READY, self._clock(), "healthy and prepared")
+            self._capacity_changed()
+
+    def _cancel_prepare(self, worker_id: str) -> None:
+        task = self._preparing.pop(worker_id, None)
+        if task is not None:
+            task.cancel()
+
+    async def close(self) -> None:
+        tasks = list(self._preparing.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ---- operator drain (persisted: survives a gateway restart) -------------------------
+    def set_drained(self, worker_id: str, drained: bool) -> Worker:
+        worker = self._workers[worker_id]
+        worker.drained = drained
+        if drained:
+            self._drained_ids.add(worker_id)
+        else:
+            self._drained_ids.discard(worker_id)
+        self._save_drained()
+        log.info("worker %s %s by operator", worker_id, "drained" if drained else "undrained", extra={"worker": worker_id})
+        self._capacity_changed()
+        return worker
+
+    def _load_drained(self) -> set[str]:
+        try:
+            return set(json.loads(self._drain_file.read_text()))
+        except FileNotFoundError:
+            return set()
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable drain state %s: %s", self._drain_file, exc)
+            return set()
+
+    def _save_drained(self) -> None:
+        self._drain_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._drain_file.with_suffix(".tmp")
+        with tmp.open("w") as handle:
+            json.dump(sorted(self._drained_ids), handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._drain_file)

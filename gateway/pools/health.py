@@ -1,0 +1,96 @@
+"""Active health probes: ``GET /health`` on every worker, jittered, on one scheduler loop.
+
+A starting worker is probed often (it should become routable as soon as it answers);
+a ready one at the configured interval; an ejected one only once per half-open period,
+so a sick worker is not hammered and no user request is sent to it meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+
+import httpx
+
+from gateway.config import HealthConfig
+from gateway.pools.fleet import Fleet
+from gateway.pools.worker import Worker
+from gateway.types import WorkerState
+
+log = logging.getLogger("higgs_gateway.health")
+
+STARTING_PROBE_INTERVAL_S = 0.25
+TICK_S = 0.05
+
+
+class HealthChecker:
+    def __init__(
+        self,
+        fleet: Fleet,
+        client: httpx.AsyncClient,
+        config: HealthConfig,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._fleet = fleet
+        self._client = client
+        self._config = config
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._next_probe: dict[str, float] = {}
+        self._in_flight: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="health-checker")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            now = self._clock()
+            for worker in list(self._fleet.workers):
+                if worker.worker_id in self._in_flight or not self._wants_probe(worker, now):
+                    continue
+                self._in_flight.add(worker.worker_id)
+                asyncio.get_running_loop().create_task(self._probe(worker))
+            await asyncio.sleep(TICK_S)
+
+    def _wants_probe(self, worker: Worker, now: float) -> bool:
+        if worker.state in (WorkerState.FAILED, WorkerState.STOPPED):
+            return False
+        if worker.state is WorkerState.EJECTED:
+            return self._fleet.due_for_half_open(worker)
+        return now >= self._next_probe.get(worker.worker_id, 0.0)
+
+    def _schedule_next(self, worker: Worker) -> None:
+        base = STARTING_PROBE_INTERVAL_S if worker.state is WorkerState.STARTING else self._config.interval_s
+        jitter = 1.0 + self._rng.uniform(-self._config.jitter, self._config.jitter)
+        self._next_probe[worker.worker_id] = self._clock() + base * jitter
+
+    async def probe_once(self, worker: Worker) -> bool:
+        try:
+            response = await self._client.get(f"{worker.url}/health", timeout=self._config.timeout_s)
+        except httpx.HTTPError as exc:
+            self._fleet.probe_failed(worker, type(exc).__name__)
+            return False
+        if response.status_code == 200:
+            self._fleet.probe_succeeded(worker)
+            return True
+        self._fleet.probe_failed(worker, f"/health answered {response.status_code}")
+        return False
+
+    async def _probe(self, worker: Worker) -> None:
+        try:
+            await self.probe_once(worker)
+        except Exception:  # a probe must never kill the scheduler loop
+            log.exception("health probe of %s crashed", worker.worker_id)
+        finally:
+            self._in_flight.discard(worker.worker_id)
+            self._schedule_next(worker)

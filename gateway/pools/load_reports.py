@@ -1,0 +1,120 @@
+"""The workers' own view of their load, for what other gateway replicas put on them.
+
+Each worker is polled about once a second: ``GET /load`` (exact in-flight HTTP requests
+with ``--enable-server-load-tracking``) and, when that is missing, ``GET /metrics``
+(``vllm_omni:num_requests_running`` + ``vllm_omni:num_requests_waiting``). A report is a
+cross-check with a staleness bound, never the only signal: routing uses the larger of it
+and our exact local count, and falls back to the local count when it is stale (fail open).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import httpx
+
+from gateway.config import LoadReportConfig
+from gateway.pools.fleet import Fleet
+from gateway.pools.worker import Worker
+from gateway.types import WorkerState
+
+log = logging.getLogger("higgs_gateway.load_reports")
+
+_REPORTED_SERIES = ("vllm_omni:num_requests_running", "vllm_omni:num_requests_waiting")
+
+
+def parse_metrics_load(text: str) -> int | None:
+    """Sum the running and waiting gauges over all label sets; None if neither is there."""
+    total = 0.0
+    seen = False
+    for line in text.splitlines():
+        if not line.startswith(_REPORTED_SERIES):
+            continue
+        name_end = line.find("{")
+        name = line[: name_end if name_end >= 0 else line.find(" ")]
+        if name not in _REPORTED_SERIES:
+            continue
+        try:
+            total += float(line.rsplit(" ", 1)[-1])
+        except ValueError:
+            continue
+        seen = True
+    return int(total) if seen else None
+
+
+class LoadReporter:
+    def __init__(
+        self,
+        fleet: Fleet,
+        client: httpx.AsyncClient,
+        config: LoadReportConfig,
+        clock: Callable[[], float] = time.monotonic,
+        on_stale: Callable[[Worker], None] | None = None,
+    ) -> None:
+        self._fleet = fleet
+        self._client = client
+        self._config = config
+        self._clock = clock
+        self._on_stale = on_stale
+        self._task: asyncio.Task[None] | None = None
+        self._stale_logged: set[str] = set()
+
+    def start(self) -> None:
+        if self._config.enabled:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="load-reporter")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            workers = [w for w in self._fleet.workers if w.state in (WorkerState.READY, WorkerState.DRAINING)]
+            await asyncio.gather(*(self.poll(w) for w in workers), return_exceptions=True)
+            self._note_stale()
+            await asyncio.sleep(self._config.interval_s)
+
+    async def poll(self, worker: Worker) -> int | None:
+        load = await self._read_load(worker)
+        if load is None:
+            load = await self._read_metrics(worker)
+        if load is not None:
+            worker.reported_load = load
+            worker.reported_at = self._clock()
+            self._stale_logged.discard(worker.worker_id)
+        return load
+
+    async def _read_load(self, worker: Worker) -> int | None:
+        try:
+            response = await self._client.get(f"{worker.url}/load", timeout=self._config.interval_s)
+            if response.status_code != 200:
+                return None
+            return int(response.json()["server_load"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+
+    async def _read_metrics(self, worker: Worker) -> int | None:
+        try:
+            response = await self._client.get(f"{worker.url}/metrics", timeout=self._config.interval_s)
+            return parse_metrics_load(response.text) if response.status_code == 200 else None
+        except httpx.HTTPError:
+            return None
+
+    def _note_stale(self) -> None:
+        now = self._clock()
+        for worker in self._fleet.workers:
+            if not worker.routable or worker.fresh_report(now, self._config.stale_after_s) is not None:
+                continue
+            if worker.worker_id in self._stale_logged:
+                continue
+            self._stale_logged.add(worker.worker_id)
+            log.warning(
+                "worker %s: no fresh load report; routing on local counts only", worker.worker_id,
+                extra={"worker": worker.worker_id},
+            )
+            if self._on_stale is not None:
+                self._on_stale(worker)

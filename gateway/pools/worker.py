@@ -1,0 +1,92 @@
+"""One worker as the gateway sees it: its life-cycle state, its load, its failures.
+
+The ``Worker`` is plain mutable state owned by the fleet; every transition goes through
+``set_state`` so it is logged once and the fleet can wake the admission queue.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from gateway.routing.model import WorkerLoad
+from gateway.types import PoolName, WorkerState
+
+log = logging.getLogger("higgs_gateway.workers")
+
+
+@dataclass(eq=False)
+class Worker:
+    worker_id: str
+    pool: PoolName
+    url: str  # base URL, no trailing slash
+    slots: int
+    managed: bool = False  # launched by our supervisor (vs static or discovered)
+    state: WorkerState = WorkerState.STARTING
+    drained: bool = False  # operator drain: survives state changes until undrained
+    inflight: int = 0  # this gateway's leases; changed only by Lease
+    reported_load: int | None = None  # the worker's own running+waiting
+    reported_at: float | None = None  # monotonic time of the last good report
+    consecutive_failures: int = 0
+    ejected_at: float | None = None
+    last_error: str | None = None
+    state_since: float = 0.0
+    transitions: int = field(default=0)
+
+    @property
+    def routable(self) -> bool:
+        return self.state is WorkerState.READY and not self.drained
+
+    def set_state(self, state: WorkerState, now: float, why: str = "") -> bool:
+        """Move to ``state``; returns False when it was already there."""
+        if state is self.state:
+            return False
+        log.info(
+            "worker %s: %s -> %s%s",
+            self.worker_id,
+            self.state.value,
+            state.value,
+            f" ({why})" if why else "",
+            extra={"worker": self.worker_id, "pool": self.pool.value, "from": self.state.value, "to": state.value},
+        )
+        self.state = state
+        self.state_since = now
+        self.transitions += 1
+        if state is WorkerState.EJECTED:
+            self.ejected_at = now
+        return True
+
+    def fresh_report(self, now: float, stale_after_s: float) -> int | None:
+        if self.reported_at is None or now - self.reported_at > stale_after_s:
+            return None
+        return self.reported_load
+
+    def load_view(self, now: float, stale_after_s: float) -> WorkerLoad:
+        return WorkerLoad(
+            worker_id=self.worker_id,
+            pool=self.pool,
+            routable=self.routable,
+            inflight=self.inflight,
+            reported=self.fresh_report(now, stale_after_s),
+            slots=self.slots,
+        )
+
+    def describe(self, now: float, stale_after_s: float) -> dict[str, object]:
+        """What ``GET /admin/pools`` shows for this worker."""
+        return {
+            "id": self.worker_id,
+            "pool": self.pool.value,
+            "url": self.url,
+            "state": self.state.value,
+            "drained": self.drained,
+            "routable": self.routable,
+            "managed": self.managed,
+            "inflight": self.inflight,
+            "reported_load": self.reported_load,
+            "report_age_s": None if self.reported_at is None else round(now - self.reported_at, 3),
+            "report_fresh": self.fresh_report(now, stale_after_s) is not None,
+            "slots": self.slots,
+            "consecutive_failures": self.consecutive_failures,
+            "last_error": self.last_error,
+            "state_for_s": round(now - self.state_since, 3),
+        }

@@ -1,0 +1,347 @@
+"""Admission: bounded per-class queues in front of the policy, and the only place that waits.
+
+``admit`` asks the policy at once; a ROUTE comes straight back (no queue, no task). A WAIT
+queues the request until ``capacity_changed`` (or the waiter's own timer: queue budget
+spent, promotion, deadline) finds it a slot. Waiters are served latency, then balanced
+(with promoted throughput, by arrival), then throughput; within the same class and wait
+stage, strictly first come first served.
+
+Contract with the caller: when ``admit`` returns a ROUTE, the caller takes the lease
+before its next ``await``. Until then the slot is counted here as "handed out", so no
+other request (queued or fresh) can be given it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from gateway.config import AdmissionConfig, RoutingThresholds
+from gateway.routing import reasons
+from gateway.routing.budget import latency_queue_budget_s
+from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo
+from gateway.routing.policy import RoutingPolicy
+from gateway.types import SlaClass
+
+Clock = Callable[[], float]
+
+# Service order: a lower index is served first.
+PRIORITY = (SlaClass.LATENCY, SlaClass.BALANCED, SlaClass.THROUGHPUT)
+
+
+class AdmissionRejected(Exception):
+    """The request will not be routed; the API turns this into an OpenAI-style error."""
+
+    def __init__(self, reason: str, status: int, retry_after_s: int, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.message = message
+
+
+class AdmissionObserver(Protocol):
+    """What admission reports for metrics; every label is the request's own SLA class."""
+
+    def on_queue_depth(self, sla_class: SlaClass, depth: int) -> None: ...
+
+    # Seconds between arrival and leaving admission (routed or rejected after queueing);
+    # 0.0 for the fast path.
+    def on_wait(self, sla_class: SlaClass, seconds: float) -> None: ...
+
+    def on_rejected(self, sla_class: SlaClass, reason: str) -> None: ...
+
+    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None: ...
+
+
+class NullObserver:
+    def on_queue_depth(self, sla_class: SlaClass, depth: int) -> None:
+        pass
+
+    def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
+        pass
+
+    def on_rejected(self, sla_class: SlaClass, reason: str) -> None:
+        pass
+
+    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
+        pass
+
+
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    request: RequestInfo
+    seq: int  # arrival order across all classes
+    enqueued_at: float
+    deadline: float
+    spill_at: float | None  # latency: when its queue budget is spent
+    promote_at: float | None  # throughput: when it starts being served like balanced
+    future: asyncio.Future[Decision]
+
+    def promoted(self, now: float) -> bool:
+        return self.promote_at is not None and now >= self.promote_at
+
+    def as_routed(self, now: float) -> RequestInfo:
+        """The request as the policy should see it at ``now``."""
+        request = self.request
+        if self.promoted(now):
+            request = replace(request, sla_class=SlaClass.BALANCED)
+        if self.spill_at is not None and now >= self.spill_at and not request.waited_out:
+            request = replace(request, waited_out=True)
+        return request
+
+    def next_event(self, now: float) -> float:
+        upcoming = [t for t in (self.spill_at, self.promote_at) if t is not None and t > now]
+        return min([*upcoming, self.deadline])
+
+
+class Admission:
+    def __init__(
+        self,
+        config: AdmissionConfig,
+        policy: RoutingPolicy,
+        thresholds: Callable[[], RoutingThresholds],
+        snapshot: Callable[[], LoadView],
+        clock: Clock = time.monotonic,
+        observer: AdmissionObserver | None = None,
+    ) -> None:
+        self._config = config
+        self._policy = policy
+        self._state = PolicyState()
+        self._thresholds = thresholds
+        self._snapshot = snapshot
+        self._clock = clock
+        self._observer: AdmissionObserver = observer or NullObserver()
+        self._queues: dict[SlaClass, dict[int, _Waiter]] = {sla: {} for sla in PRIORITY}
+        self._queued = 0
+        self._next_seq = 0
+        # Slots given to waiters whose lease is not taken yet: worker_id -> count.
+        self._handed_out: dict[str, int] = {}
+        self._closed = False
+        for sla in PRIORITY:
+            self._observer.on_queue_depth(sla, 0)
+
+    # --- public -----------------------------------------------------------------------
+
+    @property
+    def policy_state(self) -> PolicyState:
+        return self._state
+
+    def set_policy(self, policy: RoutingPolicy) -> None:
+        """Swap the policy at run time (the admin API changed ``routing.policy``)."""
+        self._policy = policy
+        self._state = PolicyState()
+        self.capacity_changed()
+
+    async def admit(self, request: RequestInfo) -> Decision:
+        """A ROUTE decision, or raises ``AdmissionRejected``. See the module doc for the lease contract."""
+        sla = request.sla_class
+        if self._closed:
+            raise self._rejected(sla, reasons.SHUTTING_DOWN)
+        now = self._clock()
+        thresholds = self._thresholds()
+        spill_at = None
+        if sla == SlaClass.LATENCY:
+            budget = latency_queue_budget_s(request, thresholds)
+            if budget <= 0:
+                request = replace(request, waited_out=True)
+            spill_at = now + budget
+
+        if self._queued == 0:
+            # Fast path: nobody to overtake, so ask the policy directly.
+            decision = self._decide(request, self._view(), thresholds)
+            if decision.action == Action.ROUTE:
+                self._observer.on_wait(sla, 0.0)
+                self._observer.on_decision(sla, decision)
+                return decision
+            if decision.action == Action.REJECT:
+                raise self._rejected(sla, decision.reason)
+
+        queue = self._queues[sla]
+        if len(queue) >= self._config.queue_limit(sla):
+            raise self._rejected(sla, reasons.QUEUE_FULL)
+        waiter = self._enqueue(request, now, spill_at)
+        if self._queued > 1:
+            # Others were queued: the newcomer takes its turn in a full service pass.
+            self._serve()
+        return await self._wait(waiter)
+
+    def capacity_changed(self) -> None:
+        """A lease ended or a worker's state/report changed: serve waiters in priority order.
+
+        Cheap and synchronous; safe to call often (returns at once when nobody waits).
+        """
+        self._serve()
+
+    def queue_depths(self) -> dict[SlaClass, int]:
+        return {sla: len(queue) for sla, queue in self._queues.items()}
+
+    def close(self) -> None:
+        """Shutdown: every waiter (and every later ``admit``) is rejected with 503 shutting_down."""
+        self._closed = True
+        now = self._clock()
+        for waiter in self._all_waiters():
+            self._reject_waiter(waiter, reasons.SHUTTING_DOWN, now)
+
+    # --- queueing ---------------------------------------------------------------------
+
+    def _enqueue(self, request: RequestInfo, now: float, spill_at: float | None) -> _Waiter:
+        sla = request.sla_class
+        deadline = now + self._config.max_wait(sla)
+        promote_at = now + self._config.promote_after_s if sla == SlaClass.THROUGHPUT else None
+        waiter = _Waiter(
+            request=request,
+            seq=self._next_seq,
+            enqueued_at=now,
+            deadline=deadline,
+            # Past the deadline there is no point spilling: the last chance is at the deadline.
+            spill_at=None if spill_at is None else min(spill_at, deadline),
+            promote_at=promote_at,
+            future=asyncio.get_running_loop().create_future(),
+        )
+        self._next_seq += 1
+        self._queues[sla][waiter.seq] = waiter
+        self._queued += 1
+        self._observer.on_queue_depth(sla, len(self._queues[sla]))
+        return waiter
+
+    def _dequeue(self, waiter: _Waiter) -> None:
+        sla = waiter.request.sla_class
+        del self._queues[sla][waiter.seq]
+        self._queued -= 1
+        self._observer.on_queue_depth(sla, len(self._queues[sla]))
+
+    async def _wait(self, waiter: _Waiter) -> Decision:
+        future = waiter.future
+        try:
+            while not future.done():
+                # Wake for the waiter's own next event even if capacity never changes.
+                delay = waiter.next_event(self._clock()) - self._clock()
+                await asyncio.wait((future,), timeout=max(delay, 0.0))
+                if not future.done():
+                    self._serve()
+        except asyncio.CancelledError:
+            self._abandon(waiter)
+            raise
+        decision = future.result()  # raises AdmissionRejected
+        # From here the caller owns the slot and leases it before its next await.
+        self._release_handed_out(decision)
+        return decision
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """The client went away while queued: leave no trace, give back an unused slot."""
+        future = waiter.future
+        if not future.done():
+            self._dequeue(waiter)
+            future.cancel()
+        elif not future.cancelled() and future.exception() is None:
+            self._release_handed_out(future.result())
+            self._serve()
+
+    # --- serving ----------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        if self._queued == 0:
+            return
+        now = self._clock()
+        thresholds = self._thresholds()
+        view = self._view()
+        # A waiter never overtakes an earlier one the policy saw the same way in this pass.
+        blocked: set[tuple[SlaClass, bool]] = set()
+        exhausted = _nothing_free(view)
+        for waiter in [] if exhausted else self._service_order(now):
+            request = waiter.as_routed(now)
+            key = (request.sla_class, request.waited_out)
+            if key in blocked:
+                continue
+            decision = self._decide(request, view, thresholds)
+            if decision.action == Action.ROUTE:
+                worker_id = self._hand_out(waiter, decision, now)
+                # Count the slot as taken for the rest of the pass, without a new snapshot.
+                view = view.with_leases({worker_id: 1})
+                if _nothing_free(view):
+                    break
+            elif decision.action == Action.REJECT:
+                self._reject_waiter(waiter, decision.reason, now)
+            else:
+                blocked.add(key)
+        self._expire(now)
+
+    def _service_order(self, now: float) -> list[_Waiter]:
+        throughput = list(self._queues[SlaClass.THROUGHPUT].values())
+        promoted = [w for w in throughput if w.promoted(now)]
+        not_promoted = [w for w in throughput if not w.promoted(now)]
+        balanced = heapq.merge(self._queues[SlaClass.BALANCED].values(), promoted, key=lambda w: w.seq)
+        return [*self._queues[SlaClass.LATENCY].values(), *balanced, *not_promoted]
+
+    def _expire(self, now: float) -> None:
+        for queue in self._queues.values():
+            # Deadlines grow in arrival order within a class (fixed max wait), so stop early.
+            expired = []
+            for waiter in queue.values():
+                if now < waiter.deadline:
+                    break
+                expired.append(waiter)
+            for waiter in expired:
+                self._reject_waiter(waiter, reasons.WAIT_TIMEOUT, now)
+
+    def _decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
+        decision, self._state = self._policy.decide(request, view, thresholds, self._state)
+        return decision
+
+    def _hand_out(self, waiter: _Waiter, decision: Decision, now: float) -> str:
+        self._dequeue(waiter)
+        worker_id = decision.worker_id or ""
+        self._handed_out[worker_id] = self._handed_out.get(worker_id, 0) + 1
+        waiter.future.set_result(decision)
+        sla = waiter.request.sla_class
+        self._observer.on_wait(sla, now - waiter.enqueued_at)
+        self._observer.on_decision(sla, decision)
+        return worker_id
+
+    def _release_handed_out(self, decision: Decision) -> None:
+        worker_id = decision.worker_id or ""
+        left = self._handed_out.get(worker_id, 0) - 1
+        if left > 0:
+            self._handed_out[worker_id] = left
+        else:
+            self._handed_out.pop(worker_id, None)
+
+    def _reject_waiter(self, waiter: _Waiter, reason: str, now: float) -> None:
+        self._dequeue(waiter)
+        sla = waiter.request.sla_class
+        self._observer.on_wait(sla, now - waiter.enqueued_at)
+        waiter.future.set_exception(self._rejected(sla, reason))
+
+    def _all_waiters(self) -> list[_Waiter]:
+        return [w for queue in self._queues.values() for w in queue.values()]
+
+    def _view(self) -> LoadView:
+        return self._snapshot().with_leases(self._handed_out)
+
+    def _rejected(self, sla: SlaClass, reason: str) -> AdmissionRejected:
+        self._observer.on_rejected(sla, reason)
+        status = 429 if reason == reasons.QUEUE_FULL else 503
+        message = _MESSAGES.get(reason, "This {sla} request cannot be routed right now ({reason}).")
+        return AdmissionRejected(reason, status, self._config.retry_after_s, message.format(sla=sla, reason=reason))
+
+
+def _nothing_free(view: LoadView) -> bool:
+    """True when routable workers exist but none has a slot: no waiter can be routed now.
+
+    (With no routable worker at all, the policy still has to answer, to reject.)
+    """
+    routable = [w for w in view.workers if w.routable]
+    return bool(routable) and all(w.free == 0 for w in routable)
+
+
+_MESSAGES = {
+    reasons.QUEUE_FULL: "Too many {sla} requests are waiting for a worker; retry later.",
+    reasons.WAIT_TIMEOUT: "No worker became free in time for this {sla} request; retry later.",
+    reasons.NO_WORKERS: "No speech worker is available right now; retry later.",
+    reasons.SHUTTING_DOWN: "The gateway is shutting down; retry on another replica.",
+}

@@ -1,0 +1,45 @@
+"""Every reason a routing decision or an admission rejection can carry, in one place.
+
+They appear in the ``x-gateway-route-reason`` header, in logs and as the ``reason`` label
+of metrics, so they are stable strings. docs/routing.md explains each one.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- ROUTE: adaptive policy -----------------------------------------------------------
+LL_SLOT_FREE: Final = "ll_slot_free"  # latency: a low-latency slot was free
+SPILL_LL_FULL: Final = "spill_ll_full"  # low-latency full (latency: after its queue budget): sent to high-throughput
+BALANCED_UNDER_THRESHOLD: Final = "balanced_under_threshold"  # balanced: fleet load under the threshold, low-latency
+BALANCED_OVER_THRESHOLD: Final = "balanced_over_threshold"  # balanced: fleet load over the threshold, high-throughput
+SPILL_HT_FULL: Final = "spill_ht_full"  # balanced: high-throughput full, a low-latency slot was free
+THROUGHPUT_DEFAULT: Final = "throughput_default"  # throughput: high-throughput had a slot
+BORROW_LL: Final = "borrow_ll"  # throughput: high-throughput full, low-latency had slots beyond the reserve
+NO_LL_WORKERS: Final = "no_ll_workers"  # low-latency has no routable worker: sent to high-throughput
+NO_HT_WORKERS: Final = "no_ht_workers"  # high-throughput has no routable worker: sent to low-latency
+
+# --- ROUTE: baselines (the reason is the policy's name) --------------------------------
+LOW_LATENCY_ONLY: Final = "low_latency_only"
+HIGH_THROUGHPUT_ONLY: Final = "high_throughput_only"
+ROUND_ROBIN: Final = "round_robin"
+LEAST_LOADED: Final = "least_loaded"
+
+# --- WAIT: admission queues the request and asks again when capacity changes -----------
+QUEUED_LL_FULL: Final = "queued_ll_full"  # latency: waiting for a low-latency slot within its queue budget
+QUEUED_ALL_FULL: Final = "queued_all_full"  # every pool this request may use is full
+QUEUED_LL_RESERVED: Final = "queued_ll_reserved"  # throughput: high-throughput full, low-latency's free slots are reserved
+
+# --- REJECT (policy) and admission rejections --------------------------------------------
+NO_WORKERS: Final = "no_workers"  # no routable worker in any pool the policy may use (503)
+QUEUE_FULL: Final = "queue_full"  # the request's class queue is at its bound (429)
+WAIT_TIMEOUT: Final = "wait_timeout"  # no slot within the class's max wait (503)
+SHUTTING_DOWN: Final = "shutting_down"  # the gateway is stopping (503)
+
+ROUTE_REASONS: Final = (
+    LL_SLOT_FREE, SPILL_LL_FULL, BALANCED_UNDER_THRESHOLD, BALANCED_OVER_THRESHOLD, SPILL_HT_FULL,
+    THROUGHPUT_DEFAULT, BORROW_LL, NO_LL_WORKERS, NO_HT_WORKERS,
+    LOW_LATENCY_ONLY, HIGH_THROUGHPUT_ONLY, ROUND_ROBIN, LEAST_LOADED,
+)  # fmt: skip
+WAIT_REASONS: Final = (QUEUED_LL_FULL, QUEUED_ALL_FULL, QUEUED_LL_RESERVED)
+REJECT_REASONS: Final = (NO_WORKERS, QUEUE_FULL, WAIT_TIMEOUT, SHUTTING_DOWN)

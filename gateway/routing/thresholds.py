@@ -1,0 +1,164 @@
+"""The run-time routing config: validated patches, applied atomically, kept across restarts.
+
+The store keeps the operator's *overrides* (every patch deep-merged), not a copy of the
+whole section: the effective config is always the config file's ``routing`` section with
+the overrides on top, so a later edit of a key nobody overrode in the file still applies.
+``reset()`` drops the overrides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gateway.config import ConfigError, RoutingConfig, RoutingThresholds, format_validation_error
+from gateway.deploy_profile import deep_merge
+from gateway.routing.capacity import balanced_threshold
+from gateway.routing.model import LoadView
+
+log = logging.getLogger(__name__)
+
+# Where the overrides live inside the gateway's data directory.
+ROUTING_STATE_FILE = "routing.json"
+_FORMAT_VERSION = 1
+
+
+class ThresholdUpdateError(ConfigError):
+    """A patch that would make the routing config invalid; nothing was changed.
+
+    ``errors`` lists (key path, message), e.g. ("thresholds.balanced_hysteresis", "...").
+    """
+
+    def __init__(self, message: str, errors: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.errors = errors
+
+
+class ThresholdStore:
+    def __init__(self, path: Path, initial: RoutingConfig) -> None:
+        self._path = Path(path)
+        self._initial = initial
+        self._lock = threading.Lock()
+        self._overrides: dict[str, Any] = {}
+        self._current = initial
+        self._restore()
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path, initial: RoutingConfig) -> ThresholdStore:
+        return cls(Path(data_dir) / ROUTING_STATE_FILE, initial)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def current(self) -> RoutingConfig:
+        return self._current
+
+    def thresholds(self) -> RoutingThresholds:
+        """Provider for admission: one attribute read, no lock needed (the swap is atomic)."""
+        return self._current.thresholds
+
+    def overrides(self) -> dict[str, Any]:
+        return copy.deepcopy(self._overrides)
+
+    def update(self, patch: Mapping[str, Any]) -> RoutingConfig:
+        """Deep-merge ``patch`` (keys as in the config's ``routing`` section) and apply it.
+
+        Validates first, persists second, swaps in memory last: a bad patch or a failed
+        write leaves everything as it was.
+        """
+        if not isinstance(patch, Mapping):
+            raise ThresholdUpdateError(
+                "invalid routing update:\n  <root>: must be an object", [("<root>", "must be an object")]
+            )
+        with self._lock:
+            overrides = deep_merge(self._overrides, dict(patch))
+            updated = self._validated(overrides)
+            _write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": overrides}, indent=2))
+            self._overrides, self._current = overrides, updated
+            return updated
+
+    def reset(self) -> RoutingConfig:
+        """Back to the config file's values; the persisted overrides are cleared too."""
+        with self._lock:
+            _write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": {}}, indent=2))
+            self._overrides, self._current = {}, self._initial
+            return self._initial
+
+    def _validated(self, overrides: dict[str, Any]) -> RoutingConfig:
+        merged = deep_merge(self._initial.model_dump(mode="json"), overrides)
+        try:
+            return RoutingConfig.model_validate(merged)
+        except ValidationError as exc:
+            errors = [(".".join(str(p) for p in e["loc"]) or "<root>", e["msg"]) for e in exc.errors()]
+            raise ThresholdUpdateError(format_validation_error(exc, source="routing update"), errors) from exc
+
+    def _restore(self) -> None:
+        """Overrides persisted by an earlier run win over ``initial``; a bad file is ignored."""
+        try:
+            text = self._path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.warning("cannot read routing overrides %s, using the config file's: %s", self._path, exc)
+            return
+        try:
+            document = json.loads(text)
+            overrides = document["overrides"]
+            if not isinstance(overrides, dict):
+                raise TypeError("overrides must be an object")
+            self._current = self._validated(overrides)
+            self._overrides = overrides
+        except (ValueError, KeyError, TypeError) as exc:
+            # Includes ThresholdUpdateError: a file valid for an older version may not be now.
+            log.error("ignoring unusable routing overrides in %s (the next update replaces it): %s", self._path, exc)
+            return
+        log.info("routing overrides restored from %s: %s", self._path, overrides)
+
+
+def effective_thresholds(thresholds: RoutingThresholds, view: LoadView) -> dict[str, float]:
+    """Every threshold as a number, defaults resolved against the live view (for gauges and display)."""
+    values: dict[str, float] = {}
+    for name, value in thresholds.model_dump().items():
+        if name == "balanced_threshold":
+            value = balanced_threshold(thresholds, view)
+        if isinstance(value, int | float):
+            values[name] = float(value)
+    return values
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never a torn one, even after a power cut."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
+            tmp.write(text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once the directory entry is; not every platform allows it.
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,292 @@
+"""The running gateway: every part built from one config, and the small services routes use.
+
+Routes stay thin: they parse HTTP and call the methods here; nothing in this module
+touches HTTP framing, and nothing in the routes owns state. Built by ``create_app``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import Request
+
+from gateway import __version__
+from gateway.access_log import AccessLog, AccessRecord
+from gateway.api.errors import ApiError, bad_request
+from gateway.api.speech_request import SpeechRequest, worker_payload
+from gateway.audio.encoder import StreamEncoder
+from gateway.audio.factory import open_encoder
+from gateway.config import GatewayConfig
+from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot, threshold_values
+from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.health import HealthChecker
+from gateway.pools.lease import Lease
+from gateway.pools.load_reports import LoadReporter
+from gateway.pools.worker import Worker
+from gateway.routing import reasons
+from gateway.routing.admission import Admission
+from gateway.routing.model import Action, Decision, RequestInfo
+from gateway.routing.policy import create_policy
+from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError
+from gateway.types import PoolName, SlaClass, WorkerState
+from gateway.upstream.relay import OpenStream, Relay, RetryPicker
+from gateway.upstream.retry import RETRY_OTHER_WORKER, pick_retry_worker
+from gateway.upstream.transport import create_transport
+
+log = logging.getLogger("higgs_gateway")
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, clock: Any = time.monotonic) -> None:
+        self.config = config
+        self.shutting_down = False
+        self._clock = clock
+        data_dir = Path(config.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+
+        self.metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
+        self.access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
+        self.thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
+
+        self.fleet = Fleet(config, pool_specs(config), clock=clock)
+        self.admission = Admission(
+            config.admission,
+            create_policy(self.thresholds.current().policy),
+            thresholds=self.thresholds.thresholds,
+            snapshot=self.fleet.snapshot,
+            clock=clock,
+            observer=_AdmissionMetrics(self.metrics),
+        )
+        self.fleet.on_capacity_change(self.admission.capacity_changed)
+        self.fleet.on_ejection(lambda worker, reason: self.metrics.worker_ejections.labels(worker.pool.value, reason).inc())
+
+        # Control-plane HTTP (probes, load reports, voices, warm-up): not the hot path.
+        self.control_client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=config.upstream.connect_timeout_s))
+        self.transport = create_transport(config.upstream)
+        self.relay = Relay(self.transport, self.fleet, config.upstream, _RelayMetrics(self.metrics))
+        self.health = HealthChecker(self.fleet, self.control_client, config.health, clock=clock)
+        self.load_reports = LoadReporter(self.fleet, self.control_client, config.load_reports, clock=clock)
+        self.metrics.set_snapshot_provider(self.fleet_snapshot)
+
+        self._aliases = {config.models.served_model_name, *config.models.aliases}
+
+    # ---- lifecycle --------------------------------------------------------------------
+    async def start(self) -> None:
+        for pool, pool_config in self.config.pools.items():
+            for index, url in enumerate(pool_config.workers):
+                self.fleet.add_worker(pool, f"{pool.value}-{index}", url)
+        self.health.start()
+        self.load_reports.start()
+
+    async def stop(self) -> None:
+        self.shutting_down = True
+        self.admission.close()
+        await self.health.stop()
+        await self.load_reports.stop()
+        await self.fleet.close()
+        await self.transport.close()
+        await self.control_client.aclose()
+
+    # ---- request path -------------------------------------------------------------------
+    def check_api_key(self, request: Request) -> None:
+        """Raises ApiError 401/429 when API keys are configured and this request fails them."""
+
+    def check_admin(self, request: Request) -> None:
+        token = self.config.auth.admin_token
+        if token is None:
+            raise ApiError(404, "Unknown route.")
+        header = request.headers.get("authorization", "")
+        import hmac
+
+        if not hmac.compare_digest(header.encode(), f"Bearer {token.get_secret_value()}".encode()):
+            raise ApiError(401, "Admin routes need Authorization: Bearer <admin token>.", headers={"WWW-Authenticate": "Bearer"})
+
+    async def read_json_body(self, request: Request) -> bytes:
+        content_type = request.headers.get("content-type", "application/json").split(";", 1)[0].strip().lower()
+        if content_type not in ("application/json", ""):
+            raise ApiError(415, f"Content-Type must be application/json, not {content_type!r}.", code="unsupported_media_type")
+        limit = self.config.server.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ApiError(413, f"Request body exceeds {limit} bytes.", code="payload_too_large")
+        body = bytearray()
+        async for part in request.stream():
+            body += part
+            if len(body) > limit:
+                raise ApiError(413, f"Request body exceeds {limit} bytes.", code="payload_too_large")
+        return bytes(body)
+
+    def prepare_worker_payload(self, speech: SpeechRequest) -> dict[str, Any]:
+        if speech.model not in self._aliases:
+            raise ApiError(
+                404,
+                f"The model '{speech.model}' does not exist; use {self.config.models.served_model_name} or one of its aliases.",
+                param="model",
+                code="model_not_found",
+            )
+        voice = self.resolve_voice(speech)
+        return worker_payload(speech, self.config.models.served_model_name, voice)
+
+    def resolve_voice(self, speech: SpeechRequest) -> str | None:
+        name = speech.voice_name
+        if name.lower() == "default" or name.lower() in self.config.voices.openai_voices:
+            return self.config.voices.aliases.get(name.lower())
+        raise bad_request(f"Unknown voice '{name}'.", "voice", code="voice_not_found")
+
+    def open_encoder(self, speech: SpeechRequest) -> StreamEncoder:
+        return open_encoder(speech.response_format, speech.speed)
+
+    def take_lease(self, decision: Decision) -> Lease:
+        assert decision.worker_id is not None
+        return self.fleet.lease(decision.worker_id)
+
+    def retry_picker(self, info: RequestInfo) -> RetryPicker:
+        def pick(tried: set[str]) -> tuple[Decision, Lease] | None:
+            failed = self.fleet.get(next(iter(tried))) if tried else None
+            worker = pick_retry_worker(self.fleet.snapshot(), tried, failed.pool if failed else None)
+            if worker is None:
+                return None
+            decision = Decision(Action.ROUTE, RETRY_OTHER_WORKER, worker.pool, worker.worker_id)
+            self.metrics.routing_decisions.labels(info.sla_class.value, worker.pool.value, RETRY_OTHER_WORKER).inc()
+            return decision, self.fleet.lease(worker.worker_id)
+
+        return pick
+
+    def stream_failed(self, stream: OpenStream, kind: str, detail: str) -> None:
+        worker = stream.lease.worker
+        self.fleet.request_failed(worker, kind, detail, ejecting=True)
+        self.metrics.upstream_errors.labels(worker.pool.value, kind).inc()
+
+    def record_request(
+        self,
+        *,
+        request_id: str,
+        sla_class: SlaClass,
+        pool: str | None,
+        worker: str | None,
+        reason: str | None,
+        status: int,
+        duration_s: float,
+        ttfp_s: float | None,
+        audio_s: float,
+        disconnect_phase: str | None,
+    ) -> None:
+        self.metrics.observe_request(
+            sla_class=sla_class.value, pool=pool, status=status, duration_s=duration_s, ttfp_s=ttfp_s, audio_s=audio_s
+        )
+        if disconnect_phase is not None:
+            self.metrics.client_disconnects.labels(disconnect_phase).inc()
+        self.access_log.log(
+            AccessRecord(
+                request_id=request_id,
+                sla_class=sla_class.value,
+                status=status,
+                duration_ms=duration_s * 1000,
+                pool=pool,
+                worker=worker,
+                reason=reason,
+                ttfp_ms=None if ttfp_s is None else ttfp_s * 1000,
+                audio_s=audio_s,
+            )
+        )
+
+    # ---- admin ---------------------------------------------------------------------------
+    def routing_status(self) -> dict[str, Any]:
+        current = self.thresholds.current()
+        view = self.fleet.snapshot()
+        return {
+            "policy": current.policy,
+            "thresholds": current.thresholds.model_dump(),
+            "effective": threshold_values(current.thresholds, low_latency_capacity=view.capacity(PoolName.LOW_LATENCY)),
+            "persisted_at": str(self.thresholds.path),
+        }
+
+    def update_routing(self, patch: dict[str, Any]) -> None:
+        before = self.thresholds.current()
+        try:
+            after = self.thresholds.update(patch)
+        except ThresholdUpdateError as exc:
+            raise bad_request(str(exc), code="invalid_routing_config") from exc
+        if after.policy != before.policy:
+            self.admission.set_policy(create_policy(after.policy))
+        log.info(
+            "routing changed by operator: %s",
+            patch,
+            extra={"before": before.model_dump(), "after": after.model_dump()},
+        )
+        self.admission.capacity_changed()
+
+    def pools_status(self) -> dict[str, Any]:
+        status = self.fleet.describe()
+        status["queue_depths"] = {sla.value: depth for sla, depth in self.admission.queue_depths().items()}
+        return status
+
+    def config_document(self) -> dict[str, Any]:
+        document = self.config.model_dump(mode="json")
+        auth = document.get("auth", {})
+        if auth.get("admin_token"):
+            auth["admin_token"] = "**********"
+        document["routing"] = self.thresholds.current().model_dump(mode="json")
+        document["version"] = __version__
+        return document
+
+    # ---- metrics ---------------------------------------------------------------------------
+    def fleet_snapshot(self) -> FleetSnapshot:
+        now = self._clock()
+        stale = self.config.load_reports.stale_after_s
+        workers = [
+            WorkerSnapshot(
+                pool=w.pool.value,
+                worker=w.worker_id,
+                inflight=w.inflight,
+                reported_load=w.reported_load,
+                up=w.routable,
+                report_age_s=None if w.reported_at is None else now - w.reported_at,
+                slots=w.slots,
+            )
+            for w in self.fleet.workers
+            if w.state is not WorkerState.STOPPED
+        ]
+        view = self.fleet.snapshot()
+        return FleetSnapshot(
+            workers=workers,
+            queue_depths={sla.value: depth for sla, depth in self.admission.queue_depths().items()},
+            thresholds=threshold_values(self.thresholds.thresholds(), low_latency_capacity=view.capacity(PoolName.LOW_LATENCY)),
+        )
+
+
+class _AdmissionMetrics:
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self._metrics = metrics
+
+    def on_queue_depth(self, sla_class: SlaClass, depth: int) -> None:
+        pass  # the fleet collector reads queue depths at scrape time
+
+    def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
+        self._metrics.admission_wait.labels(sla_class.value).observe(seconds)
+
+    def on_rejected(self, sla_class: SlaClass, reason: str) -> None:
+        self._metrics.rejections.labels(sla_class.value, reason).inc()
+
+    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
+        if decision.pool is not None:
+            self._metrics.routing_decisions.labels(sla_class.value, decision.pool.value, decision.reason).inc()
+
+
+class _RelayMetrics:
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self._metrics = metrics
+
+    def upstream_error(self, pool: str, kind: str) -> None:
+        self._metrics.upstream_errors.labels(pool, kind).inc()
+
+    def retried(self, reason: str) -> None:
+        self._metrics.retries.labels(reason).inc()
+
+
+def worker_ref(worker: Worker) -> tuple[str, str]:
+    return worker.worker_id, worker.url

@@ -1,0 +1,20 @@
+"""Who may call the gateway, and what a request may make a worker do."""
+
+from gateway.security.admin import AdminAuth
+from gateway.security.auth import ApiKeyAuth, KeyIdentity, hash_key
+from gateway.security.errors import AuthError, RefAudioError, SecurityError
+from gateway.security.headers import clean_request_id, has_control_chars
+from gateway.security.ref_audio import RefAudioPolicy
+
+__all__ = [
+    "AdminAuth",
+    "ApiKeyAuth",
+    "AuthError",
+    "KeyIdentity",
+    "RefAudioError",
+    "RefAudioPolicy",
+    "SecurityError",
+    "clean_request_id",
+    "has_control_chars",
+    "hash_key",
+]

@@ -1,0 +1,60 @@
+"""Refusals, already shaped as OpenAI errors (status, envelope, headers).
+
+The API layer renders ``envelope()`` with ``status`` and ``headers``; the headers matter
+to clients: ``WWW-Authenticate`` on 401, ``Retry-After`` on 429 (the OpenAI SDK honours it
+when it retries).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SecurityError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.type = type
+        self.param = param
+        self.headers = dict(headers or {})
+
+    def envelope(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class AuthError(SecurityError):
+    """401/403/404/429 from the API-key or admin check."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None,
+        retry_after: int | None = None,
+        *,
+        type: str = "invalid_request_error",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        merged = dict(headers or {})
+        if retry_after is not None:
+            merged["Retry-After"] = str(retry_after)
+        super().__init__(status, message, code, type=type, headers=merged)
+        self.retry_after = retry_after
+
+
+class RefAudioError(SecurityError):
+    """A ``ref_audio`` value the gateway will not pass to a worker (always 400)."""
+
+    def __init__(self, message: str, code: str = "invalid_ref_audio") -> None:
+        super().__init__(400, message, code, param="ref_audio")

@@ -1,0 +1,50 @@
+"""``higgs-gateway serve --config FILE``: run the gateway under uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import uvicorn
+
+from gateway.access_log import configure_logging
+from gateway.app import create_app
+from gateway.config import ConfigError, GatewayConfig, load_config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="higgs-gateway serve", description="Run the gateway from a config file.")
+    parser.add_argument("--config", help="YAML config file (HIGGS_GATEWAY_* environment variables override it)")
+    parser.add_argument("--host", help="override server.host")
+    parser.add_argument("--port", type=int, help="override server.port")
+    return parser
+
+
+def run(config: GatewayConfig) -> None:
+    configure_logging(config.logging.level)
+    app = create_app(config)
+    uvicorn.run(
+        app,
+        host=config.server.host,
+        port=config.server.port,
+        log_config=None,
+        access_log=False,  # our own JSON access log has the routing fields
+        timeout_graceful_shutdown=int(config.server.shutdown_grace_s) or None,
+        lifespan="on",
+    )
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    overrides: dict[str, dict[str, object]] = {}
+    if args.host:
+        overrides.setdefault("server", {})["host"] = args.host
+    if args.port is not None:
+        overrides.setdefault("server", {})["port"] = args.port
+    try:
+        config = load_config(args.config, overrides)
+    except ConfigError as exc:
+        print(f"higgs-gateway: {exc}", file=sys.stderr)
+        return 2
+    run(config)
+    return 0

@@ -1,0 +1,129 @@
+"""What one supervised worker runs: its command line, environment, address and log file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.config import LaunchConfig
+from gateway.types import PoolName
+
+PLACEHOLDERS = frozenset({"model", "profile", "host", "port", "served_model_name", "worker_id", "gpu"})
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+# Set for every worker, as the reference launch does: DeepGEMM is an FP8 kernel path this
+# BF16 model has no use for, and vLLM would otherwise try to select (and JIT) it.
+WORKER_ENV_DEFAULTS: dict[str, str] = {
+    "VLLM_USE_DEEP_GEMM": "0",
+    "VLLM_MOE_USE_DEEP_GEMM": "0",
+    # Through a pipe Python block-buffers stdout: a crash would lose the last log lines.
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything needed to (re)start one worker; fixed for the worker's lifetime."""
+
+    worker_id: str
+    pool: PoolName
+    gpu: str
+    host: str
+    port: int
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+def worker_id(pool: PoolName, index: int) -> str:
+    return f"{pool.value}-{index}"
+
+
+def check_template(command: Sequence[str]) -> None:
+    """Refuse unknown placeholders at start-up, not as a worker that cannot parse its flags."""
+    if not command:
+        raise ValueError("launch.command is empty")
+    for arg in command:
+        for name in _PLACEHOLDER.findall(arg):
+            if name not in PLACEHOLDERS:
+                raise ValueError(f"launch.command: unknown placeholder {{{name}}} in {arg!r}; known: {sorted(PLACEHOLDERS)}")
+
+
+def render_command(
+    command: Sequence[str], values: Mapping[str, str], stage_overrides: Mapping[str, object] | None = None
+) -> list[str]:
+    """Fill ``{name}`` placeholders; other braces (e.g. inline JSON) are left alone."""
+    check_template(command)
+    argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in command]
+    if stage_overrides:
+        argv += ["--stage-overrides", json.dumps(stage_overrides, separators=(",", ":"))]
+    return argv
+
+
+def worker_env(launch: LaunchConfig, gpu: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Inherited env, the worker defaults, launch.env; the GPU pin always wins."""
+    env = dict(os.environ if base is None else base)
+    env.update(WORKER_ENV_DEFAULTS)
+    env.update(launch.env)
+    # Both stages say devices: "0", an index into CUDA_VISIBLE_DEVICES: this is the GPU choice.
+    env["CUDA_VISIBLE_DEVICES"] = gpu
+    return env
+
+
+def free_port(host: str) -> int:
+    """A port free right now. Kept for the worker's lifetime so its URL never changes."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def build_specs(
+    pool: PoolName,
+    launch: LaunchConfig,
+    profile_path: Path,
+    served_model_name: str,
+    log_dir: Path,
+    base_env: Mapping[str, str] | None = None,
+) -> list[WorkerSpec]:
+    """One spec per GPU entry: worker i on port_start + i (or a free port when 0)."""
+    check_template(launch.command)
+    if launch.port_start and launch.port_start + len(launch.gpus) - 1 > 65535:
+        raise ValueError(f"launch.port_start {launch.port_start} + {len(launch.gpus)} workers exceeds 65535")
+    name = launch.served_model_name or served_model_name
+    specs = []
+    for index, gpu in enumerate(launch.gpus):
+        wid = worker_id(pool, index)
+        port = launch.port_start + index if launch.port_start else free_port(launch.host)
+        values = {
+            "model": launch.model,
+            "profile": str(profile_path),
+            "host": launch.host,
+            "port": str(port),
+            "served_model_name": name,
+            "worker_id": wid,
+            "gpu": gpu,
+        }
+        specs.append(
+            WorkerSpec(
+                worker_id=wid,
+                pool=pool,
+                gpu=gpu,
+                host=launch.host,
+                port=port,
+                argv=tuple(render_command(launch.command, values, launch.stage_overrides)),
+                env=worker_env(launch, gpu, base_env),
+                log_path=log_dir / f"{wid}.log",
+            )
+        )
+    return specs

@@ -1,0 +1,75 @@
+"""A worker's stdout+stderr into its own size-rotated log file.
+
+Workers write through a pipe we drain, not straight to a file: a real worker logs every
+request stats line for days, and an unrotated file fills the disk that also holds the
+voice registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import BinaryIO
+
+READ_CHUNK = 64 * 1024
+
+
+class RotatingLog:
+    """Append-only bytes log; before a write would pass ``max_bytes`` it rotates to ``.1``..``.N``."""
+
+    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.backups = backups
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: BinaryIO = path.open("ab")
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        size = self._file.tell()
+        if size > 0 and size + len(data) > self.max_bytes:
+            self._rotate()
+        self._file.write(data)
+        # Flushed per chunk so the file is current when an operator reads it after a crash.
+        self._file.flush()
+
+    def note(self, line: str) -> None:
+        """A supervisor line (start, exit, kill) among the worker's own output."""
+        self.write(f"--- supervisor: {line}\n".encode())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def _rotate(self) -> None:
+        self._file.close()
+        if self.backups > 0:
+            for index in range(self.backups - 1, 0, -1):
+                older = self.path.with_name(f"{self.path.name}.{index}")
+                if older.exists():
+                    os.replace(older, self.path.with_name(f"{self.path.name}.{index + 1}"))
+            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+            self._file = self.path.open("ab")
+        else:
+            self._file = self.path.open("wb")  # no backups: start the file over
+
+
+async def pump(read_fd: int, log: RotatingLog) -> None:
+    """Copy a pipe into ``log`` until EOF; owns (and closes) ``read_fd``.
+
+    Draining never stops while the worker runs: a full pipe blocks the worker on its next
+    print, which looks exactly like a hung GPU.
+    """
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=READ_CHUNK * 4)
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+    )
+    try:
+        while chunk := await reader.read(READ_CHUNK):
+            log.write(chunk)
+    finally:
+        with contextlib.suppress(Exception):
+            transport.close()

@@ -1,0 +1,116 @@
+"""Supervise one pool's workers: one ``vllm-omni serve`` (or compatible command) per GPU."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from gateway.config import LaunchConfig
+from gateway.pools.sink import WorkerSink
+from gateway.supervisor.command import build_specs, check_template
+from gateway.supervisor.logfile import RotatingLog
+from gateway.supervisor.process import Launcher, SubprocessLauncher
+from gateway.supervisor.readiness import HealthProbe, IsReady, ask
+from gateway.supervisor.restart import RestartPolicy
+from gateway.supervisor.worker import Clock, ReadyProbe, Sleep, Timing, WorkerRunner, WorkerStatus
+from gateway.types import PoolName
+
+
+class PoolSupervisor:
+    """Starts, watches, restarts and stops the workers of one pool.
+
+    ``is_ready(worker_id)`` (sync or async) says whether the fleet has seen the worker
+    answer ``/health``; it only enforces ``launch.start_timeout_s``. Without it the
+    supervisor polls ``GET /health`` itself. Crashes of one worker never touch the others.
+    """
+
+    def __init__(
+        self,
+        pool: PoolName,
+        launch: LaunchConfig,
+        profile_path: Path,
+        sink: WorkerSink,
+        data_dir: Path,
+        served_model_name: str,
+        *,
+        is_ready: IsReady | None = None,
+        launcher: Launcher | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        ready_poll_s: float = 0.5,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        check_template(launch.command)  # a typo fails the gateway's start, not each worker
+        self.pool = pool
+        self.launch = launch
+        self.profile_path = profile_path
+        self.log_dir = launch.log_dir or Path(data_dir) / "logs"
+        self._sink = sink
+        self._served_model_name = served_model_name
+        self._is_ready = is_ready
+        self._launcher = launcher or SubprocessLauncher()
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._timing = Timing(launch.start_timeout_s, launch.stop_timeout_s, ready_poll_s)
+        self._base_env = base_env
+        self._runners: dict[str, WorkerRunner] = {}
+        self._logs: list[RotatingLog] = []
+        self._probe: HealthProbe | None = None
+
+    @property
+    def workers(self) -> list[WorkerStatus]:
+        return [runner.status() for runner in self._runners.values()]
+
+    async def start(self) -> None:
+        """Launch every worker; returns once all are spawned and announced, not once they answer."""
+        if self._runners:
+            return
+        specs = build_specs(
+            self.pool, self.launch, self.profile_path, self._served_model_name, self.log_dir, self._base_env
+        )
+        if self._is_ready is None:
+            self._probe = HealthProbe()
+        for spec in specs:
+            log_file = RotatingLog(spec.log_path, self.launch.log_max_bytes, self.launch.log_backups)
+            self._logs.append(log_file)
+            self._runners[spec.worker_id] = WorkerRunner(
+                spec=spec,
+                sink=self._sink,
+                launcher=self._launcher,
+                policy=RestartPolicy.from_launch(self.launch, random.Random(self._rng.random())),
+                ready=self._ready_probe(spec.worker_id, spec.url),
+                log_file=log_file,
+                timing=self._timing,
+                clock=self._clock,
+                sleep=self._sleep,
+            )
+        await asyncio.gather(*(runner.start() for runner in self._runners.values()))
+
+    async def stop(self) -> None:
+        """Stop every worker (SIGTERM, SIGKILL after stop_timeout_s, whole process groups)."""
+        await asyncio.gather(*(runner.stop() for runner in self._runners.values()))
+        self._runners.clear()
+        for log_file in self._logs:
+            log_file.close()
+        self._logs.clear()
+        if self._probe is not None:
+            await self._probe.aclose()
+            self._probe = None
+
+    async def restart_worker(self, worker_id: str) -> None:
+        """Operator restart of one worker (also brings a failed one back). KeyError if unknown."""
+        await self._runners[worker_id].restart()
+
+    def _ready_probe(self, worker_id: str, url: str) -> ReadyProbe:
+        async def ready() -> bool:
+            if self._is_ready is not None:
+                return await ask(self._is_ready, worker_id)
+            assert self._probe is not None
+            return await self._probe(url)
+
+        return ready

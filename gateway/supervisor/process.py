@@ -1,0 +1,116 @@
+"""Start and stop one worker process, and everything it spawned.
+
+Each worker leads its own process group (a new session). A real vllm-omni worker forks
+one process per stage; if only the leader were signalled, a stage process could outlive
+it, keep its GPU memory and port, and make every restart fail. So every signal goes to
+the whole group, and the group is killed even after the leader exited on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from typing import Protocol
+
+from gateway.supervisor.command import WorkerSpec
+from gateway.supervisor.logfile import RotatingLog, pump
+
+# After the leader exits, how long its log pump may keep draining before it is cut off.
+PUMP_DRAIN_S = 2.0
+
+
+class WorkerProcess(Protocol):
+    """A running worker as the supervisor sees it (fakes implement this in unit tests)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    async def wait(self) -> int:
+        """Until the process exits; its exit code (negative = killed by that signal)."""
+
+    async def stop(self, timeout_s: float) -> int:
+        if self._proc.returncode is None:
+            # The whole group at once: stage processes shut down beside their leader.
+            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._proc.wait(), timeout_s)
+        return await self.kill()  # whatever is still there after the grace period
+
+    async def kill(self) -> int:
+        """SIGKILL the group now; the exit code."""
+
+
+class Launcher(Protocol):
+    async def launch(self, spec: WorkerSpec, log: RotatingLog) -> WorkerProcess:
+        """Start the worker; raises OSError when the command cannot be executed at all."""
+
+
+class SubprocessLauncher:
+    """Launches real processes with asyncio; output goes to the worker's rotating log."""
+
+    async def launch(self, spec: WorkerSpec, log: RotatingLog) -> WorkerProcess:
+        # A pipe of our own, not asyncio's PIPE: asyncio waits for its pipes to close too,
+        # and a grandchild holding them open would make an exited worker look alive.
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *spec.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=write_fd,
+                stderr=write_fd,
+                env=dict(spec.env),
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return _Subprocess(proc, asyncio.create_task(pump(read_fd, log), name=f"log-{spec.worker_id}"))
+
+
+class _Subprocess:
+    def __init__(self, proc: asyncio.subprocess.Process, pump_task: asyncio.Task[None]) -> None:
+        self._proc = proc
+        self._pump = pump_task
+        self._pgid = proc.pid  # start_new_session: the leader's pid is the group id
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    async def wait(self) -> int:
+        code = await self._proc.wait()
+        await self._reap_group()
+        return code
+
+    async def stop(self, timeout_s: float) -> int:
+        if self._proc.returncode is None:
+            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._proc.wait(), timeout_s)
+        # Stage processes may still be shutting down after the leader is gone: give them the
+        # rest of the budget, then no one survives.
+        await self._group_gone(deadline=time.monotonic() + timeout_s)
+        return await self.kill()
+
+    async def kill(self) -> int:
+        self._signal_group(signal.SIGKILL)
+        code = await self._proc.wait()
+        await self._reap_group()
+        return code
+
+    async def _reap_group(self) -> None:
+        self._signal_group(signal.SIGKILL)
+        # The log pump ends at EOF, once every holder of the pipe is dead.
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._pump), PUMP_DRAIN_S)
+        if not self._pump.done():
+            self._pump.cancel()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        # The group is gone once every member exited (and was reaped): nothing to signal.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._pgid, sig)

@@ -1,0 +1,22 @@
+"""Where a request goes when its worker failed before the first byte.
+
+Not a routing decision in the policy's sense: the request was already admitted and may
+have waited, so it takes any free slot on a worker not yet tried, its own pool first.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gateway.routing.model import LoadView, WorkerLoad
+from gateway.types import PoolName
+
+RETRY_OTHER_WORKER: Final = "retry_other_worker"
+
+
+def pick_retry_worker(view: LoadView, tried: set[str], prefer: PoolName | None) -> WorkerLoad | None:
+    candidates = [w for w in view.workers if w.routable and w.free > 0 and w.worker_id not in tried]
+    if not candidates:
+        return None
+    # Own pool first, then the least loaded.
+    return min(candidates, key=lambda w: (w.pool != prefer, w.load))

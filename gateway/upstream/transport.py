@@ -1,0 +1,151 @@
+"""The HTTP client that carries audio from workers: one shared pool, two implementations.
+
+On a 2-core box the upstream client dominates the gateway's CPU per streamed request
+(httpx's default transport costs several times aiohttp's), so the relay talks to this
+small interface and the benchmark picks the implementation (``upstream.transport``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+import aiohttp
+import httpx
+import orjson
+
+from gateway.config import UpstreamConfig
+
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+class UpstreamError(Exception):
+    """Transport-level failure talking to a worker; ``kind`` is a low-cardinality label."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+class UpstreamResponse(Protocol):
+    status: int
+    headers: dict[str, str]
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def read(self) -> bytes: ...
+
+    async def close(self) -> None: ...
+
+
+class UpstreamTransport(Protocol):
+    async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse: ...
+
+    async def close(self) -> None: ...
+
+
+# ---- aiohttp: the cheapest per streamed request in our measurements --------------------
+class _AiohttpResponse:
+    __slots__ = ("_response", "status", "headers")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self.status = response.status
+        self.headers = {k.lower(): v for k, v in response.headers.items()}
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.read()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+
+    async def close(self) -> None:
+        # close(), not release(): a half-read stream must drop the connection so the
+        # worker sees the disconnect and aborts the request in its engine.
+        self._response.close()
+
+
+class AiohttpTransport:
+    def __init__(self, config: UpstreamConfig) -> None:
+        self._config = config
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._config.max_connections, limit_per_host=0, ttl_dns_cache=60)
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._config.connect_timeout_s)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=timeout, auto_decompress=False, json_serialize=lambda o: orjson.dumps(o).decode()
+            )
+        return self._session
+
+    async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse:
+        try:
+            response = await self._get_session().post(url, data=orjson.dumps(body), headers=JSON_HEADERS)
+        except aiohttp.ClientConnectorError as exc:
+            raise UpstreamError("connect", str(exc)) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise UpstreamError("connect", str(exc) or type(exc).__name__) from exc
+        return _AiohttpResponse(response)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+# ---- httpx: kept for comparison and for environments that standardise on it --------------
+class _HttpxResponse:
+    __slots__ = ("_response", "status", "headers")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status = response.status_code
+        self.headers = {k.lower(): v for k, v in response.headers.items()}
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._response.aiter_raw():
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+
+    async def read(self) -> bytes:
+        try:
+            return await self._response.aread()
+        except httpx.HTTPError as exc:
+            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+
+    async def close(self) -> None:
+        await self._response.aclose()
+
+
+class HttpxTransport:
+    def __init__(self, config: UpstreamConfig) -> None:
+        limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
+        timeout = httpx.Timeout(connect=config.connect_timeout_s, read=None, write=None, pool=None)
+        self._client = httpx.AsyncClient(limits=limits, timeout=timeout)
+
+    async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse:
+        request = self._client.build_request("POST", url, content=orjson.dumps(body), headers=JSON_HEADERS)
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamError("connect", str(exc) or "timeout") from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError("connect", str(exc) or type(exc).__name__) from exc
+        return _HttpxResponse(response)
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def create_transport(config: UpstreamConfig) -> UpstreamTransport:
+    return AiohttpTransport(config) if config.transport == "aiohttp" else HttpxTransport(config)

@@ -1,0 +1,93 @@
+"""Small builders and fakes shared by the routing tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gateway.config import RoutingThresholds
+from gateway.routing.model import Decision, LoadView, RequestInfo, WorkerLoad
+from gateway.types import PoolName, SlaClass
+
+LL = PoolName.LOW_LATENCY
+HT = PoolName.HIGH_THROUGHPUT
+
+
+def ll(worker_id: str, load: int = 0, slots: int = 4, routable: bool = True, reported: int | None = None) -> WorkerLoad:
+    return WorkerLoad(worker_id, LL, routable, load, reported, slots)
+
+
+def ht(worker_id: str, load: int = 0, slots: int = 64, routable: bool = True, reported: int | None = None) -> WorkerLoad:
+    return WorkerLoad(worker_id, HT, routable, load, reported, slots)
+
+
+def view(*workers: WorkerLoad) -> LoadView:
+    return LoadView(tuple(workers))
+
+
+def req(sla: str = "balanced", waited_out: bool = False, ttfp_ms: float | None = None) -> RequestInfo:
+    return RequestInfo(SlaClass(sla), ttfp_ms, 100, waited_out)
+
+
+def thresholds(**overrides: object) -> RoutingThresholds:
+    return RoutingThresholds(**overrides)  # type: ignore[arg-type]
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class FakeFleet:
+    """Workers whose in-flight counts move only through lease() and release()."""
+
+    workers: dict[str, WorkerLoad] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, *workers: WorkerLoad) -> FakeFleet:
+        return cls({w.worker_id: w for w in workers})
+
+    def snapshot(self) -> LoadView:
+        return LoadView(tuple(self.workers.values()))
+
+    def lease(self, decision: Decision) -> None:
+        assert decision.worker_id is not None
+        worker = self.workers[decision.worker_id]
+        assert worker.load < worker.slots, f"{worker.worker_id} over its slots"
+        self.workers[worker.worker_id] = replace(worker, inflight=worker.inflight + 1)
+
+    def release(self, worker_id: str) -> None:
+        worker = self.workers[worker_id]
+        self.workers[worker_id] = replace(worker, inflight=worker.inflight - 1)
+
+    def set(self, worker_id: str, **changes: object) -> None:
+        self.workers[worker_id] = replace(self.workers[worker_id], **changes)  # type: ignore[arg-type]
+
+    def inflight(self, worker_id: str) -> int:
+        return self.workers[worker_id].inflight
+
+
+@dataclass
+class RecordingObserver:
+    depths: list[tuple[str, int]] = field(default_factory=list)
+    waits: list[tuple[str, float]] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    decisions: list[tuple[str, str]] = field(default_factory=list)
+
+    def on_queue_depth(self, sla_class: SlaClass, depth: int) -> None:
+        self.depths.append((sla_class.value, depth))
+
+    def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
+        self.waits.append((sla_class.value, seconds))
+
+    def on_rejected(self, sla_class: SlaClass, reason: str) -> None:
+        self.rejected.append((sla_class.value, reason))
+
+    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
+        self.decisions.append((sla_class.value, decision.reason))

@@ -1,0 +1,56 @@
+"""Slots per worker, derived limits and the latency queue budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.routing.budget import latency_queue_budget_s
+from gateway.routing.capacity import balanced_threshold, default_slots, latency_reserve
+from gateway.types import PoolName
+from tests.unit.routing.fakes import ht, ll, req, thresholds, view
+
+LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
+
+
+@pytest.mark.parametrize(
+    ("pool", "configured", "max_num_seqs", "expect"),
+    [
+        (LL, None, 16, 4),
+        (LL, 8, 16, 8),
+        (LL, 32, 16, 16),  # never above what the graph-captured engine can run
+        (LL, None, 2, 2),
+        (HT, None, 64, 64),
+        (HT, 32, 64, 32),
+        (HT, 96, 64, 96),  # deliberate oversubscription is kept
+    ],
+)
+def test_default_slots(pool: PoolName, configured: int | None, max_num_seqs: int, expect: int) -> None:
+    assert default_slots(pool, configured, max_num_seqs) == expect
+
+
+@pytest.mark.parametrize(("configured", "max_num_seqs"), [(0, 16), (None, 0)])
+def test_default_slots_rejects_nonsense(configured: int | None, max_num_seqs: int) -> None:
+    with pytest.raises(ValueError):
+        default_slots(LL, configured, max_num_seqs)
+
+
+def test_balanced_threshold_defaults_to_routable_ll_capacity() -> None:
+    fleet = view(ll("ll-a", slots=4), ll("ll-b", slots=6), ll("ll-c", routable=False), ht("ht-a"))
+    assert balanced_threshold(thresholds(), fleet) == 10
+    assert balanced_threshold(thresholds(balanced_threshold=3), fleet) == 3
+    assert latency_reserve(thresholds(reserve_for_latency=2), fleet) == 4
+
+
+@pytest.mark.parametrize(
+    ("ttfp_ms", "knobs", "expect_s"),
+    [
+        (None, {}, 0.150),
+        (None, {"latency_queue_budget_ms": 40}, 0.040),
+        (800, {}, 0.400),
+        (800, {"ttfp_budget_queue_fraction": 0.25}, 0.200),
+        (0, {}, 0.0),
+        (-5, {}, 0.0),
+    ],
+)
+def test_latency_queue_budget(ttfp_ms: float | None, knobs: dict, expect_s: float) -> None:
+    assert latency_queue_budget_s(req("latency", ttfp_ms=ttfp_ms), thresholds(**knobs)) == pytest.approx(expect_s)

@@ -1,0 +1,112 @@
+"""Test doubles for the supervisor: a recording sink, fake processes, a fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.supervisor.command import WorkerSpec
+from gateway.supervisor.logfile import RotatingLog
+from gateway.types import PoolName
+
+
+@dataclass
+class RecordingSink:
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def add_worker(self, pool: PoolName, worker_id: str, url: str, managed: bool = False) -> None:
+        self.calls.append(("add", worker_id, url, managed))
+
+    def remove_worker(self, worker_id: str) -> None:
+        self.calls.append(("remove", worker_id))
+
+    def worker_restarting(self, worker_id: str) -> None:
+        self.calls.append(("restarting", worker_id))
+
+    def worker_failed(self, worker_id: str, reason: str) -> None:
+        self.calls.append(("failed", worker_id, reason))
+
+    def of(self, worker_id: str) -> list[str]:
+        return [call[0] for call in self.calls if call[1] == worker_id]
+
+    def reason(self, worker_id: str) -> str:
+        return next(call[2] for call in self.calls if call[:2] == ("failed", worker_id))
+
+
+class FakeProcess:
+    _pids = itertools.count(1000)
+
+    def __init__(self) -> None:
+        self.pid = next(self._pids)
+        self._exit: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.stopped_with: float | None = None
+
+    def exit(self, code: int) -> None:
+        if not self._exit.done():
+            self._exit.set_result(code)
+
+    @property
+    def alive(self) -> bool:
+        return not self._exit.done()
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exit)
+
+    async def stop(self, timeout_s: float) -> int:
+        self.stopped_with = timeout_s
+        self.exit(-15)
+        return await self.wait()
+
+    async def kill(self) -> int:
+        self.exit(-9)
+        return await self.wait()
+
+
+class FakeLauncher:
+    """``exit_codes[worker_id]``: exit at once with this code (None = keep running)."""
+
+    def __init__(self) -> None:
+        self.procs: dict[str, list[FakeProcess]] = {}
+        self.exit_codes: dict[str, int | None] = {}
+        self.unexecutable: set[str] = set()
+
+    async def launch(self, spec: WorkerSpec, log: RotatingLog) -> FakeProcess:
+        if spec.worker_id in self.unexecutable:
+            raise FileNotFoundError(2, "No such file or directory", spec.argv[0])
+        proc = FakeProcess()
+        self.procs.setdefault(spec.worker_id, []).append(proc)
+        code = self.exit_codes.get(spec.worker_id)
+        if code is not None:
+            proc.exit(code)
+        return proc
+
+    def current(self, worker_id: str) -> FakeProcess:
+        return self.procs[worker_id][-1]
+
+    def launches(self, worker_id: str) -> int:
+        return len(self.procs.get(worker_id, []))
+
+
+class FakeClock:
+    """time.monotonic + asyncio.sleep replacement: sleeping advances time instantly."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+async def until(predicate: Any, timeout: float = 10.0) -> None:
+    """Let the event loop run until ``predicate()`` holds (no wall-clock assertions)."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.001)
