@@ -383,10 +383,14 @@ def workers() -> Dashboard:
         "Failure ratio", "Failed / (failed + successful) per worker.",
         [Q(f"{failed} / ({failed} + {ok})", "{{pool}} {{instance}}")], unit="percentunit", width=8,
     ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Audio generated per worker", "Seconds of audio each worker finished per second of wall time (its throughput).",
+        [Q(f"sum by ({by}) (rate(vllm_omni:audio_duration_s_sum{w}[{RATE}]))", "{{pool}} {{instance}}")],
+    ))  # fmt: skip
     scraped = m(POOL, INST, 'pool!=""')  # only worker targets carry a pool label
     d = d.with_panel(ts(
         "Scrape health", "1 when Prometheus could scrape the worker's /metrics.",
-        [Q(f"max by ({by}) (up{scraped})", "{{pool}} {{instance}}")], width=24, height=6,
+        [Q(f"max by ({by}) (up{scraped})", "{{pool}} {{instance}}")],
     ))  # fmt: skip
     return d
 

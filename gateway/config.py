@@ -298,6 +298,15 @@ class AuthConfig(Strict):
                 raise ValueError("each entry must be a sha256 hex digest (64 hex characters) of a key")
         return normalized
 
+    @field_validator("ref_audio_url_hosts")
+    @classmethod
+    def _host_entries(cls, entries: list[str]) -> list[str]:
+        from gateway.security.ref_audio import parse_host_rule  # the one parser of these entries
+
+        for entry in entries:
+            parse_host_rule(entry)  # ValueError names the bad entry
+        return entries
+
 
 class LoggingConfig(Strict):
     level: str = "INFO"

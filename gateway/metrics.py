@@ -53,13 +53,16 @@ WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0,
 
 
 class RejectReason(StrEnum):
-    """``higgs_gateway_rejections_total{reason}``: why admission turned a request away."""
+    """``higgs_gateway_rejections_total{reason}``: why admission turned a request away.
+
+    Same strings as gateway.routing.reasons (a unit test keeps them in step).
+    """
 
     QUEUE_FULL = "queue_full"  # the class's queue is at its size limit (429)
-    QUEUE_TIMEOUT = "queue_timeout"  # waited max_wait_s without a slot (503)
-    NO_WORKER = "no_worker"  # no routable worker could ever serve it (503)
+    WAIT_TIMEOUT = "wait_timeout"  # waited max_wait_s without a slot (503)
+    NO_WORKERS = "no_workers"  # no routable worker in any pool the policy may use (503)
+    SHUTTING_DOWN = "shutting_down"  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
-    SHUTTING_DOWN = "shutting_down"  # the gateway is draining (503)
 
 
 class UpstreamErrorKind(StrEnum):
@@ -315,7 +318,11 @@ class GatewayMetrics:
             self.client_disconnects.labels(phase)
 
     def set_snapshot_provider(self, provider: SnapshotProvider | None) -> None:
-        """The fleet's ``() -> FleetSnapshot``; called once per scrape, must not block."""
+        """The fleet's ``() -> FleetSnapshot``; called once per scrape, must not block.
+
+        It runs on the thread that renders (the event loop when ``/metrics`` is an async
+        route), so it may read the fleet's state without locks.
+        """
         self.fleet.set_provider(provider)
 
     def observe_request(

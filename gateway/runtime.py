@@ -32,7 +32,13 @@ from gateway.routing.admission import Admission
 from gateway.routing.model import Action, Decision, RequestInfo
 from gateway.routing.policy import create_policy
 from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError
+from gateway.security.admin import AdminAuth
+from gateway.security.auth import ApiKeyAuth
+from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types import PoolName, SlaClass, WorkerState
+from gateway.voices.registry import VoiceRegistry
+from gateway.voices.resolve import list_voices, resolve_voice
+from gateway.voices.store import VoiceStore
 from gateway.upstream.relay import OpenStream, Relay, RetryPicker
 from gateway.upstream.retry import RETRY_OTHER_WORKER, pick_retry_worker
 from gateway.upstream.transport import create_transport
@@ -73,6 +79,11 @@ class Gateway:
         self.metrics.set_snapshot_provider(self.fleet_snapshot)
 
         self._aliases = {config.models.served_model_name, *config.models.aliases}
+        self.api_keys = ApiKeyAuth(config.auth)
+        self.admin_auth = AdminAuth(config.auth)
+        self.ref_audio = RefAudioPolicy(config.auth)
+        self.voices = VoiceRegistry(VoiceStore.in_data_dir(data_dir, config.voices), self.control_client, self._voice_targets)
+        self.fleet.set_prepare_hook(self.prepare_worker)
 
     # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -93,17 +104,11 @@ class Gateway:
 
     # ---- request path -------------------------------------------------------------------
     def check_api_key(self, request: Request) -> None:
-        """Raises ApiError 401/429 when API keys are configured and this request fails them."""
+        """Raises AuthError 401/429 when API keys are configured and this request fails them."""
+        self.api_keys.check(request.headers.get("authorization"))
 
     def check_admin(self, request: Request) -> None:
-        token = self.config.auth.admin_token
-        if token is None:
-            raise ApiError(404, "Unknown route.")
-        header = request.headers.get("authorization", "")
-        import hmac
-
-        if not hmac.compare_digest(header.encode(), f"Bearer {token.get_secret_value()}".encode()):
-            raise ApiError(401, "Admin routes need Authorization: Bearer <admin token>.", headers={"WWW-Authenticate": "Bearer"})
+        self.admin_auth.check(request.headers.get("authorization"))
 
     async def read_json_body(self, request: Request) -> bytes:
         content_type = request.headers.get("content-type", "application/json").split(";", 1)[0].strip().lower()
@@ -128,14 +133,26 @@ class Gateway:
                 param="model",
                 code="model_not_found",
             )
+        if speech.ref_audio is not None:
+            self.ref_audio.check(speech.ref_audio)  # never let a client make a worker fetch any URL
         voice = self.resolve_voice(speech)
         return worker_payload(speech, self.config.models.served_model_name, voice)
 
     def resolve_voice(self, speech: SpeechRequest) -> str | None:
-        name = speech.voice_name
-        if name.lower() == "default" or name.lower() in self.config.voices.openai_voices:
-            return self.config.voices.aliases.get(name.lower())
-        raise bad_request(f"Unknown voice '{name}'.", "voice", code="voice_not_found")
+        return resolve_voice(speech.voice_name, self.config.voices, self.voices.store)
+
+    def voice_listing(self) -> dict[str, Any]:
+        return list_voices(self.config.voices, self.voices.store)
+
+    def _voice_targets(self) -> list[Worker]:
+        # Every worker that answers HTTP; a starting one gets the voices by replay anyway.
+        return [w for w in self.fleet.workers if w.state in (WorkerState.READY, WorkerState.DRAINING, WorkerState.EJECTED)]
+
+    async def prepare_worker(self, worker: Worker) -> None:
+        """Before a worker becomes routable: every stored voice, then the warm-up."""
+        report = await self.voices.replay(worker.url)
+        if not report.ok:
+            raise RuntimeError(f"voice replay incomplete: {report.error or report}")
 
     def open_encoder(self, speech: SpeechRequest) -> StreamEncoder:
         return open_encoder(speech.response_format, speech.speed)

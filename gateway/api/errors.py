@@ -16,6 +16,9 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from gateway.security.errors import SecurityError
+from gateway.voices.errors import VoiceError
+
 log = logging.getLogger("higgs_gateway.api")
 
 _TYPE_BY_STATUS = {
@@ -88,6 +91,15 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers or {})
         return ApiError(exc.status_code, message, code=None, headers=headers).response()
 
+    async def on_domain_error(_: Request, exc: Exception) -> Response:
+        # Security and voice errors arrive already shaped as OpenAI envelopes.
+        return Response(
+            orjson.dumps(exc.envelope()),  # type: ignore[attr-defined]
+            status_code=exc.status,  # type: ignore[attr-defined]
+            media_type="application/json",
+            headers=exc.headers,  # type: ignore[attr-defined]
+        )
+
     async def on_unexpected(_: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
         return ApiError(500, "Internal gateway error.", code="internal_error").response()
@@ -95,4 +107,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+    for domain_error in (SecurityError, VoiceError):
+        app.add_exception_handler(domain_error, on_domain_error)
     app.add_exception_handler(Exception, on_unexpected)

@@ -26,7 +26,7 @@ from gateway.bench import report
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace
+from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
 from gateway.bench.traces import bursty
 
 
@@ -91,13 +91,14 @@ def run(args: argparse.Namespace) -> int:
                     ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
                     progress=not args.no_progress, notes={"setup": setup.summary, "policy": setup.policy},
                 )  # fmt: skip
-                # Warm-up rounds at each level also make a cold high-throughput worker see
-                # every batch size before measurement, as the supervisor's warm-up would.
-                document = run_async(sweep(options, levels, args.requests, warmup=max(levels)))
+                # As the supervisor would before admitting traffic: no cold graph captures
+                # inside the measurement.
+                run_async(warm_up(options, max(levels)))
+                document = run_async(sweep(options, levels, args.requests))
                 report.write(document, args.out, f"{setup.name}-sweep")
                 documents.append(document)
                 if arrivals:
-                    document = run_async(trace(options, arrivals, "bursty", trace_params, warmup=8))
+                    document = run_async(trace(options, arrivals, "bursty", trace_params))
                     report.write(document, args.out, f"{setup.name}-trace")
                     documents.append(document)
     write_report(documents, args, setups, levels)

@@ -180,3 +180,13 @@ def cpu_seconds(pid: int) -> float:
     ticks = os.sysconf("SC_CLK_TCK")
     # Fields after the command name start at index 3 (state); utime and stime are 14 and 15.
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and all its live descendants (nginx's workers, say)."""
+    total = cpu_seconds(pid)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                total += tree_cpu_seconds(int(child))
+    return total

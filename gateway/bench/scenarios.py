@@ -85,6 +85,21 @@ async def _warm(client: SpeechClient, options: RunOptions, concurrency: int, cou
     await run_closed(client, specs, concurrency, "warmup")
 
 
+async def warm_up(options: RunOptions, concurrency: int) -> None:
+    """One unmeasured round of mixed-length texts at ``concurrency``.
+
+    Clips of different lengths finish at different times, so a worker's batch passes
+    through most sizes from ``concurrency`` down to 1: a high-throughput worker captures
+    its lazy per-size graphs here instead of during the measurement.
+    """
+    client = make_client(options.client_kind, options.client)
+    try:
+        specs = [RequestSpec(text) for text in text_order(concurrency, options.seed + 1, options.texts)]
+        await run_closed(client, specs, concurrency, "warmup")
+    finally:
+        await client.close()
+
+
 async def sweep(
     options: RunOptions,
     levels: Sequence[int] = DEFAULT_LEVELS,

@@ -80,7 +80,7 @@ class SweepPoint:
 def simulate(
     profile: DeployProfile,
     concurrency: int,
-    requests_per_client: int = 6,
+    requests_per_client: int = 10,
     params: TimingParams | None = None,
     texts: Sequence[str] = CALIBRATION_TEXTS,
     warm: bool = True,
@@ -150,7 +150,7 @@ def simulate(
 def sweep(
     profiles: Sequence[str] = (LOW_LATENCY, HIGH_THROUGHPUT),
     concurrencies: Sequence[int] = SWEEP_CONCURRENCY,
-    requests_per_client: int = 6,
+    requests_per_client: int = 10,
     params: TimingParams | None = None,
 ) -> list[SweepPoint]:
     points = []
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m gateway.emulator.calibrate",
         description="Print the emulator's modelled RTF/TTFP sweep next to the published figures.",
     )
-    parser.add_argument("--requests-per-client", type=int, default=6)
+    parser.add_argument("--requests-per-client", type=int, default=10)
     parser.add_argument("--profile", action="append", help="deploy profile name or path (repeatable)")
     parser.add_argument("--concurrency", type=int, action="append", help="concurrency level (repeatable)")
     args = parser.parse_args(argv)

@@ -54,36 +54,42 @@ class TimingParams:
     # HTTP parsing, text normalisation, tokenisation, Higgs prompt building and the hop
     # into the engine core. Sized so median TTFP at c1 lands in 150-250 ms (H800 issue:
     # 166 ms LL; CI baseline: 223 ms on an H100 with the eager profile).
-    request_overhead_ms: float = 45.0
+    request_overhead_ms: float = 60.0
     # Encoding a reference clip into codec tokens for voice cloning (per second of clip).
     ref_audio_encode_ms_per_second: float = 6.0
 
     # --- Stage 0 step: parts every step pays ------------------------------------------
-    # Scheduler, sampling of 8 codebooks, output processing, connector hand-off to Stage 1.
-    # Fitted so that LL at c1 gives RTF 0.276 on top of the graph replay below.
-    step_host_ms: float = 3.4
-    # Per running request and step: sampling, detokenisation, connector put and its share
-    # of Stage 1 work on the same GPU. Fitted to the rise of RTF from c1 to c16.
-    step_per_seq_ms: float = 0.36
+    # Host work per step outside the model forward: scheduler, input preparation, output
+    # processing, connector hand-off to Stage 1. Fitted with the LL c1 RTF (0.276).
+    step_host_ms: float = 3.0
+    # GPU work per running request and step outside the backbone: the 8-codebook audio head
+    # and its sampling, plus Stage 1 (code2wav) sharing the same GPU. A graph-replayed step is
+    # GPU-bound and pays it in full; an eager step hides it under kernel launch time until
+    # the GPU becomes the bottleneck. Fitted to the rise of RTF from c1 to c16.
+    gpu_per_seq_ms: float = 0.29
     # Prefill cost per prompt token in a step that admits new requests (FlashInfer prefill,
-    # 48-200 tokens per request here). Fitted to TTFP and the voice-clone RTF offset.
-    prefill_ms_per_token: float = 0.02
+    # 50-200 tokens per request here). Fitted to TTFP and the voice-clone RTF offset.
+    prefill_ms_per_token: float = 0.012
     # Attention over the KV cache: extra ms per step per 1000 context tokens in the batch.
-    attention_ms_per_kilo_context: float = 0.06
+    attention_ms_per_kilo_context: float = 0.05
 
     # --- Stage 0 step: the backbone, by profile ----------------------------------------
     # Full decode graphs (LL, FULL_DECODE_ONLY): the H200 graph replay, by padded size.
     graph_step_ms: dict[int, float] = field(default_factory=lambda: dict(H200_GRAPH_STEP_MS))
     # A graph profile's step that carries a prefill, or a batch beyond the largest captured
-    # size, runs op by op with no graph at all (the local MLP graph is off when vLLM's decode
-    # graph is on): the H200 eager measurement, scaled by vLLM's fused kernels versus the
-    # naive loop. Fitted to the LL c16 RTF, which these steps drive.
+    # size, runs op by op with no graph at all (Higgs' local MLP graph is off whenever vLLM's
+    # decode graph is on): the H200 op-by-op measurement times this scale, which also covers
+    # building mixed prefill/decode attention metadata. Fitted to the LL c8-c16 RTF, which
+    # these steps drive (they are why LL falls behind HT from c8 on).
+    mixed_step_eager_scale: float = 1.25
     eager_step_ms: dict[int, float] = field(default_factory=lambda: dict(H200_EAGER_STEP_MS))
-    eager_fused_factor: float = 1.15
-    # Eager profile (HT, default): attention etc. launched op by op, Higgs' local MLP replayed
-    # as a graph. Fitted to HT at c1 (RTF 0.389) and c16 (0.475).
-    mlp_graph_step_base_ms: float = 10.7
-    mlp_graph_step_per_seq_ms: float = 0.07
+    # Eager profile (HT, default): attention and friends launched op by op, Higgs' local MLP
+    # replayed as a graph. The step is bound by the host launching kernels (base + per
+    # request) until the GPU work (graph-step work times the factor below, plus the
+    # per-request work above) exceeds it. Fitted to HT at c1 (0.389) and c16 (0.475).
+    mlp_graph_host_ms: float = 10.9
+    mlp_graph_host_per_seq_ms: float = 0.0
+    eager_gpu_factor: float = 1.23
     # One-off capture of the local MLP graph (36 layers) the first time a decode step meets
     # a new exact batch size: a cold HT worker's latency spike (vllm-omni worker notes).
     mlp_graph_capture_ms: float = 450.0
@@ -136,17 +142,19 @@ class StepModel:
         needs is reported, and the caller adds it to the set.
         """
         p = self.params
-        ms = p.step_host_ms + p.step_per_seq_ms * batch
-        ms += p.prefill_ms_per_token * prefill_tokens + p.attention_ms_per_kilo_context * context_tokens / 1000.0
+        ms = p.step_host_ms + p.prefill_ms_per_token * prefill_tokens
+        gpu_extra = p.gpu_per_seq_ms * batch + p.attention_ms_per_kilo_context * context_tokens / 1000.0
         captured_now: int | None = None
         if self.decode_graphs:
             padded = self.padded_batch(batch)
             if prefill_tokens or padded is None:
-                ms += _interpolate(p.eager_step_ms, batch) / p.eager_fused_factor
+                ms += _interpolate(p.eager_step_ms, batch) * p.mixed_step_eager_scale + gpu_extra
             else:
-                ms += _interpolate(p.graph_step_ms, padded)
+                ms += _interpolate(p.graph_step_ms, padded) + gpu_extra
         else:
-            ms += p.mlp_graph_step_base_ms + p.mlp_graph_step_per_seq_ms * batch
+            host = p.mlp_graph_host_ms + p.mlp_graph_host_per_seq_ms * batch
+            gpu = p.eager_gpu_factor * _interpolate(p.graph_step_ms, batch) + gpu_extra
+            ms += max(host, gpu)
             if not prefill_tokens and batch not in captured:
                 ms += p.mlp_graph_capture_ms
                 captured_now = batch

@@ -83,8 +83,7 @@ class LoadReporter:
         if load is None:
             load = await self._read_metrics(worker)
         if load is not None:
-            worker.reported_load = load
-            worker.reported_at = self._clock()
+            worker.record_report(load, self._clock())
             self._stale_logged.discard(worker.worker_id)
         return load
 

@@ -27,11 +27,16 @@ class Worker:
     inflight: int = 0  # this gateway's leases; changed only by Lease
     reported_load: int | None = None  # the worker's own running+waiting
     reported_at: float | None = None  # monotonic time of the last good report
+    leases_since_report: int = 0  # our leases the last report cannot have seen yet
     consecutive_failures: int = 0
     ejected_at: float | None = None
     last_error: str | None = None
     state_since: float = 0.0
     transitions: int = field(default=0)
+
+    @property
+    def base_url(self) -> str:
+        return self.url
 
     @property
     def routable(self) -> bool:
@@ -57,9 +62,17 @@ class Worker:
         return True
 
     def fresh_report(self, now: float, stale_after_s: float) -> int | None:
-        if self.reported_at is None or now - self.reported_at > stale_after_s:
+        """The worker's last report plus our leases taken since: without them, requests
+        arriving back to back between two reports would all see the old count and
+        overfill the worker (leases released since only make this conservative)."""
+        if self.reported_at is None or self.reported_load is None or now - self.reported_at > stale_after_s:
             return None
-        return self.reported_load
+        return self.reported_load + self.leases_since_report
+
+    def record_report(self, load: int, now: float) -> None:
+        self.reported_load = load
+        self.reported_at = now
+        self.leases_since_report = 0
 
     def load_view(self, now: float, stale_after_s: float) -> WorkerLoad:
         return WorkerLoad(

@@ -170,6 +170,16 @@ class Admission:
             self._serve()
         return await self._wait(waiter)
 
+    def precheck(self, sla: SlaClass) -> None:
+        """Cheap checks made before the request body is read, so a flood is turned away
+        without parsing it: the class queue is full (429) or no worker is routable (503)."""
+        if self._closed:
+            raise self._rejected(sla, reasons.SHUTTING_DOWN)
+        if len(self._queues[sla]) >= self._config.queue_limit(sla):
+            raise self._rejected(sla, reasons.QUEUE_FULL)
+        if not any(worker.routable for worker in self._snapshot().workers):
+            raise self._rejected(sla, reasons.NO_WORKERS)
+
     def capacity_changed(self) -> None:
         """A lease ended or a worker's state/report changed: serve waiters in priority order.
 
@@ -220,8 +230,8 @@ class Admission:
         try:
             while not future.done():
                 # Wake for the waiter's own next event even if capacity never changes.
-                delay = waiter.next_event(self._clock()) - self._clock()
-                await asyncio.wait((future,), timeout=max(delay, 0.0))
+                now = self._clock()
+                await asyncio.wait((future,), timeout=max(waiter.next_event(now) - now, 0.0))
                 if not future.done():
                     self._serve()
         except asyncio.CancelledError:

@@ -40,11 +40,15 @@ class AdminAuth:
         token = bearer_token(authorization)
         if token is None:
             raise AuthError(
-                401, "Admin token required: send 'Authorization: Bearer <admin token>'.", "missing_admin_token",
+                401,
+                "Admin token required: send 'Authorization: Bearer <admin token>'.",
+                "missing_admin_token",
                 headers={"WWW-Authenticate": REALM},
-            )  # fmt: skip
+            )
         if not hmac.compare_digest(_digest(token), _digest(secret.get_secret_value())):
             raise AuthError(
-                401, "Incorrect admin token.", "invalid_admin_token",
+                401,
+                "Incorrect admin token.",
+                "invalid_admin_token",
                 headers={"WWW-Authenticate": f'{REALM}, error="invalid_token"'},
-            )  # fmt: skip
+            )

@@ -27,12 +27,21 @@ class RotatingLog:
         self._file: BinaryIO = path.open("ab")
 
     def write(self, data: bytes) -> None:
-        if not data:
-            return
-        size = self._file.tell()
-        if size > 0 and size + len(data) > self.max_bytes:
+        # A pipe read can hold many lines: split so no file passes max_bytes, at a line end
+        # when one fits (a single line longer than a whole file is cut).
+        while data:
+            size = self._file.tell()
+            room = self.max_bytes - size
+            if len(data) <= room:
+                self._file.write(data)
+                break
+            cut = data.rfind(b"\n", 0, max(room, 0)) + 1
+            if cut == 0 and size == 0:
+                cut = room
+            if cut:
+                self._file.write(data[:cut])
+                data = data[cut:]
             self._rotate()
-        self._file.write(data)
         # Flushed per chunk so the file is current when an operator reads it after a crash.
         self._file.flush()
 

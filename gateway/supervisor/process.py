@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from typing import Protocol
 
 from gateway.supervisor.command import WorkerSpec
@@ -19,6 +20,8 @@ from gateway.supervisor.logfile import RotatingLog, pump
 
 # After the leader exits, how long its log pump may keep draining before it is cut off.
 PUMP_DRAIN_S = 2.0
+# How long SIGKILLed group members may take to disappear before we stop waiting.
+GROUP_EXIT_S = 5.0
 
 
 class WorkerProcess(Protocol):
@@ -88,13 +91,11 @@ class _Subprocess:
 
     async def stop(self, timeout_s: float) -> int:
         if self._proc.returncode is None:
+            # The whole group at once: stage processes shut down beside their leader.
             self._signal_group(signal.SIGTERM)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._proc.wait(), timeout_s)
-        # Stage processes may still be shutting down after the leader is gone: give them the
-        # rest of the budget, then no one survives.
-        await self._group_gone(deadline=time.monotonic() + timeout_s)
-        return await self.kill()
+        return await self.kill()  # whatever is still there after the grace period
 
     async def kill(self) -> int:
         self._signal_group(signal.SIGKILL)
@@ -104,6 +105,11 @@ class _Subprocess:
 
     async def _reap_group(self) -> None:
         self._signal_group(signal.SIGKILL)
+        # SIGKILL is asynchronous: wait until the members are really gone, or a restart
+        # could race the old stage processes for the port and the GPU memory.
+        deadline = time.monotonic() + GROUP_EXIT_S
+        while group_alive(self._pgid) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         # The log pump ends at EOF, once every holder of the pipe is dead.
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(self._pump), PUMP_DRAIN_S)
@@ -114,3 +120,28 @@ class _Subprocess:
         # The group is gone once every member exited (and was reaped): nothing to signal.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._pgid, sig)
+
+
+def group_alive(pgid: int) -> bool:
+    """Does any non-zombie process remain in the group? Zombies hold no port or GPU memory,
+    and orphans may stay zombies for long under an init that does not reap them."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no procfs: ask the kernel (counts zombies too)
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(b")", 1)[-1].split()  # the command name may contain spaces
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False

@@ -110,9 +110,12 @@ def validate_reference_audio(data: bytes, min_s: float, max_s: float) -> AudioIn
     """Probe ``data`` and hold it to the reference-audio duration Higgs clones from."""
     info = probe_audio(data, stop_after_s=max_s)
     if info.duration_s > max_s:
-        raise _invalid(f"audio_sample is longer than {max_s:g} s; trim it to {min_s:g}-{max_s:g} s of clear speech.")
+        raise _invalid(
+            f"audio_sample is longer than {max_s:g} s; trim it to {min_s:g}-{max_s:g} s of clear speech."
+        )
     if info.duration_s < min_s:
         raise _invalid(
-            f"audio_sample is {info.duration_s:.2f} s long; reference audio must be {min_s:g}-{max_s:g} s of clear speech."
+            f"audio_sample is {info.duration_s:.2f} s long; "
+            f"reference audio must be {min_s:g}-{max_s:g} s of clear speech."
         )
     return info

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -152,6 +152,9 @@ class VoiceRegistry:
         self._locks = NameLocks()
         # Bumped by every add/delete; a replay repeats while it moved (see module docstring).
         self._generation = 0
+        # Workers a fan-out may have missed while they stayed up (timeout, 5xx, the user's
+        # request cancelled mid-way): reconcile() replays them; a restart replays them anyway.
+        self._out_of_step: set[str] = set()
 
     # ---- user operations -----------------------------------------------------------
 
@@ -181,7 +184,8 @@ class VoiceRegistry:
             # No await between the bump and reading workers(): see replay's generation check.
             self._generation += 1
             targets = list(self._workers())
-            results = await asyncio.gather(*(self._push(w.worker_id, w.base_url, voice, audio) for w in targets))
+            jobs = [self._push(w.worker_id, w.base_url, voice, audio) for w in targets]
+            results = await self._fan_out(targets, jobs)
         self._log_failures("upload", voice.name, results)
         return FanOutResult(voice, tuple(results))
 
@@ -190,10 +194,13 @@ class VoiceRegistry:
         async with self._locks.exclusive(name):
             voice = await asyncio.to_thread(self.store.delete, name)
             if voice is None:
-                raise VoiceError(f"No voice named {name!r} is registered.", status=404, code="voice_not_found")
+                raise VoiceError(
+                    f"No voice named {name!r} is registered.", status=404, code="voice_not_found"
+                )
             self._generation += 1
             targets = list(self._workers())
-            results = await asyncio.gather(*(self._remove(w.worker_id, w.base_url, voice.name) for w in targets))
+            jobs = [self._remove(w.worker_id, w.base_url, voice.name) for w in targets]
+            results = await self._fan_out(targets, jobs)
         self._log_failures("delete", voice.name, results)
         return FanOutResult(voice, tuple(results))
 
@@ -212,7 +219,9 @@ class VoiceRegistry:
                 report.error = f"cannot list the worker's voices: {type(exc).__name__}: {exc}"
                 break
             wanted = {name_key(v.name): v for v in self.store.list()}
-            jobs = [self._replay_voice(base_url, v, listing.get(k), report, semaphore) for k, v in wanted.items()]
+            jobs = [
+                self._replay_voice(base_url, v, listing.get(k), report, semaphore) for k, v in wanted.items()
+            ]
             if self._prune:
                 jobs += [
                     self._prune_voice(base_url, entry["name"], report, semaphore)
@@ -222,9 +231,35 @@ class VoiceRegistry:
             await asyncio.gather(*jobs)
             if self._generation == generation:
                 break
-        if not report.ok:
+        if report.ok:
+            self._out_of_step.discard(base_url)
+        else:
             log.warning("voice replay to %s incomplete: %s", base_url, report.error or report.failed)
         return report
+
+    @property
+    def out_of_step(self) -> frozenset[str]:
+        """Base URLs of workers whose last voice fan-out failed or never finished."""
+        return frozenset(self._out_of_step)
+
+    async def reconcile(self) -> list[ReplayReport]:
+        """Replay every current worker that missed a fan-out; call it periodically."""
+        current = {w.base_url for w in self._workers()}
+        self._out_of_step &= current  # gone workers are replayed when they come back anyway
+        return list(await asyncio.gather(*(self.replay(url) for url in sorted(self._out_of_step))))
+
+    async def _fan_out(
+        self, targets: Sequence[WorkerRef], jobs: list[Coroutine[Any, Any, WorkerResult]]
+    ) -> list[WorkerResult]:
+        # Only a successful replay puts a worker back in step: a later success for another
+        # voice says nothing about the one it missed.
+        try:
+            results = await asyncio.gather(*jobs)
+        except BaseException:  # cancelled mid-way (the client left): state unknown everywhere
+            self._out_of_step.update(w.base_url for w in targets)
+            raise
+        self._out_of_step.update(w.base_url for w, r in zip(targets, results, strict=True) if not r.ok)
+        return list(results)
 
     async def _replay_voice(
         self,
@@ -247,7 +282,9 @@ class VoiceRegistry:
             result = await self._push("", base_url, voice, audio, stale_name=entry["name"] if entry else None)
             report.record(voice.name, result.outcome, result.detail)
 
-    async def _prune_voice(self, base_url: str, name: str, report: ReplayReport, semaphore: asyncio.Semaphore) -> None:
+    async def _prune_voice(
+        self, base_url: str, name: str, report: ReplayReport, semaphore: asyncio.Semaphore
+    ) -> None:
         async with semaphore, self._locks.shared(name):
             if self.store.get(name) is not None:
                 return  # registered while this pass ran: keep it
@@ -324,7 +361,10 @@ class VoiceRegistry:
     def _log_failures(action: str, name: str, results: Sequence[WorkerResult]) -> None:
         for r in results:
             if not r.ok:
-                log.warning("voice %s of %s on worker %s failed (replay will fix it): %s", action, name, r.worker_id, r.detail)
+                log.warning(
+                    "voice %s of %s on worker %s failed (replay will fix it): %s",
+                    action, name, r.worker_id, r.detail,
+                )  # fmt: skip
 
 
 def _url(base_url: str) -> str:

@@ -34,7 +34,9 @@ def _unknown(name: str, config: VoicesConfig, store: VoiceLookup) -> VoiceError:
     if registered:
         choices += ", a registered voice (" + ", ".join(registered) + ")"
     choices += ", or an OpenAI voice name (" + ", ".join(config.openai_voices) + ")"
-    return VoiceError(f"Voice {name!r} is not available. Use {choices}. {UPLOAD_HINT}", code="voice_not_found")
+    return VoiceError(
+        f"Voice {name!r} is not available. Use {choices}. {UPLOAD_HINT}", code="voice_not_found"
+    )
 
 
 def _alias_target(name: str, config: VoicesConfig) -> tuple[bool, str | None]:
@@ -45,7 +47,9 @@ def _alias_target(name: str, config: VoicesConfig) -> tuple[bool, str | None]:
     return False, None
 
 
-def resolve_voice(requested: str | dict[str, Any] | None, config: VoicesConfig, store: VoiceLookup) -> str | None:
+def resolve_voice(
+    requested: str | dict[str, Any] | None, config: VoicesConfig, store: VoiceLookup
+) -> str | None:
     """The worker-side voice name for ``requested``, or None for the model's default voice.
 
     Raises a 400 ``VoiceError`` (param ``voice``) for anything that names no voice.
@@ -84,7 +88,7 @@ def list_voices(config: VoicesConfig, store: VoiceLookup) -> dict[str, Any]:
     """
     registered = store.list()
     voices: list[dict[str, Any]] = [
-        {"id": DEFAULT_VOICE, "name": DEFAULT_VOICE, "type": "default", "description": "the model's default voice"}
+        {"id": DEFAULT_VOICE, "name": DEFAULT_VOICE, "type": "default", "description": "the model's own voice"}
     ]
     for voice in registered:
         entry: dict[str, Any] = {"id": voice.name, "name": voice.name, "type": "uploaded"}

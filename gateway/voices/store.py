@@ -106,7 +106,9 @@ def _check_consent(consent: object) -> str:
             param="consent",
         )
     if len(value) > MAX_CONSENT_CHARS or not value.isprintable():
-        raise VoiceError(f"consent must be at most {MAX_CONSENT_CHARS} printable characters.", param="consent")
+        raise VoiceError(
+            f"consent must be at most {MAX_CONSENT_CHARS} printable characters.", param="consent"
+        )
     return value
 
 
@@ -148,7 +150,9 @@ class VoiceStore:
     """Registered voices on disk. Thread-safe; blocking (call it via ``asyncio.to_thread``
     for writes and audio reads; ``get``/``list`` are cheap enough for the event loop)."""
 
-    def __init__(self, root: Path, config: VoicesConfig | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, root: Path, config: VoicesConfig | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.root = Path(root)
         self.config = config or VoicesConfig()
         self._clock = clock
@@ -180,7 +184,9 @@ class VoiceStore:
         try:
             return self.audio_path(voice).read_bytes()
         except FileNotFoundError as exc:
-            raise VoiceError(f"Voice {voice.name!r} was deleted.", status=404, code="voice_not_found") from exc
+            raise VoiceError(
+                f"Voice {voice.name!r} was deleted.", status=404, code="voice_not_found"
+            ) from exc
 
     # ---- writes ------------------------------------------------------------------
 

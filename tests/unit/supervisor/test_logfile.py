@@ -51,3 +51,13 @@ async def test_pump_copies_a_pipe_until_eof(tmp_path: Path) -> None:
     text = (tmp_path / "w.log").read_text()
     assert text.count("hello\n") == 1000
     assert "--- supervisor: marker" in text
+
+
+def test_big_chunks_split_at_line_ends(tmp_path: Path) -> None:
+    log = RotatingLog(tmp_path / "w.log", max_bytes=25, backups=5)
+    log.write(b"".join(f"line{i:05}\n".encode() for i in range(6)))  # 6 x 10 bytes at once
+    log.write(b"y" * 60)  # one line longer than a file: cut
+    log.close()
+    files = sorted(tmp_path.iterdir())
+    assert all(p.stat().st_size <= 25 for p in files)
+    assert (tmp_path / "w.log.5").read_bytes() == b"line00000\nline00001\n"

@@ -97,7 +97,7 @@ async def test_an_exited_worker_is_restarted_with_backoff(world: World) -> None:
 
 
 async def test_backoff_grows_between_quick_exits(world: World) -> None:
-    world.ready.add(W0)
+    world.ready.update({W0, W1})
     await world.supervisor.start()
     for launches in (2, 3):
         await until(lambda: world.state(W0) is RunState.RUNNING)

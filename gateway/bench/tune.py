@@ -1,0 +1,198 @@
+"""``higgs-gateway tune``: measure both pools and recommend the routing thresholds.
+
+Each pool's TTFP and RTF are measured against per-worker concurrency, either direct to
+one worker of each pool (``--ll-url``/``--ht-url``: the cleanest numbers) or through a
+gateway (``--url``), pinning the pool with the SLA header: ``latency`` stays on
+low-latency while it has free slots and ``throughput`` stays on high-throughput. Through
+a gateway the low-latency pool cannot be measured beyond its configured slots (latency
+requests spill once their queue budget is spent); the report shows the pool split.
+
+The crossing of the two curves gives ``pools.low_latency.slots_per_worker`` (a config
+change: printed) and ``routing.thresholds.balanced_threshold`` (sent to the admin API
+with ``--apply``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gateway.bench.cli import add_client_arguments, int_list, run_options
+from gateway.bench.crossover import Crossover, balanced_threshold, find_crossover
+from gateway.bench.report import to_markdown, units_note
+from gateway.bench.scenarios import run_async, sweep
+from gateway.types import PoolName, SlaClass
+
+DEFAULT_LEVELS = "1,2,4,6,8,12,16"
+METRICS = {"rtf": ("rtf", "mean"), "ttfp": ("ttfp_s", "median")}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="higgs-gateway tune", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    target = parser.add_argument_group("what to measure")
+    target.add_argument("--url", help="a gateway: pools pinned with x-sla-class")
+    target.add_argument("--ll-workers", type=int, default=None,
+                        help="with --url: workers in the low-latency pool (default: the gateway's /ready)")
+    target.add_argument("--ht-workers", type=int, default=None,
+                        help="with --url: workers in the high-throughput pool (default: the gateway's /ready)")
+    target.add_argument("--ll-url", help="one low-latency worker, direct")
+    target.add_argument("--ht-url", help="one high-throughput worker, direct")
+    parser.add_argument("--levels", type=int_list, default=int_list(DEFAULT_LEVELS), help="per-worker concurrency")
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 2 x level))")
+    parser.add_argument("--warmup", type=int, default=0, help="unmeasured requests before each level")
+    parser.add_argument("--metric", choices=sorted(METRICS), default="rtf",
+                        help="what 'beats' means: mean RTF (default) or median TTFP")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=Path("bench-out/tune"))
+    parser.add_argument("--apply", action="store_true", help="PATCH the balanced threshold through the admin API")
+    parser.add_argument("--admin-url", help="gateway base URL for --apply (default: --url)")
+    parser.add_argument("--admin-token", help="bearer token for --apply (or HIGGS_GATEWAY_ADMIN_TOKEN)")
+    add_client_arguments(parser)
+    return parser
+
+
+def routable_workers(url: str) -> dict[str, int]:
+    """Routable workers per pool, from the gateway's unauthenticated ``/ready`` (200 or 503)."""
+    try:
+        body = httpx.get(url.rstrip("/") + "/ready", timeout=5.0).json()
+        return {str(k): int(v) for k, v in body.get("routable_workers", {}).items()}
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return {}
+
+
+def _targets(args: argparse.Namespace) -> dict[PoolName, tuple[str, SlaClass | None, int]]:
+    """pool -> (url, header to pin it, workers the load is spread over)."""
+    if args.ll_url and args.ht_url:
+        return {PoolName.LOW_LATENCY: (args.ll_url, None, 1), PoolName.HIGH_THROUGHPUT: (args.ht_url, None, 1)}
+    if args.url:
+        if args.ll_workers is None or args.ht_workers is None:
+            counts = routable_workers(args.url)
+            args.ll_workers = args.ll_workers or counts.get(PoolName.LOW_LATENCY.value) or 1
+            args.ht_workers = args.ht_workers or counts.get(PoolName.HIGH_THROUGHPUT.value) or 1
+        return {
+            PoolName.LOW_LATENCY: (args.url, SlaClass.LATENCY, args.ll_workers),
+            PoolName.HIGH_THROUGHPUT: (args.url, SlaClass.THROUGHPUT, args.ht_workers),
+        }
+    raise SystemExit("give --url (a gateway) or both --ll-url and --ht-url (one worker of each pool)")
+
+
+def measure(args: argparse.Namespace) -> dict[PoolName, dict[str, Any]]:
+    """A sweep per pool, with phases relabelled to per-worker concurrency."""
+    documents = {}
+    for pool, (url, sla, workers) in _targets(args).items():
+        options = run_options(args, url, pool.value)
+        levels = [level * workers for level in args.levels]
+        document = run_async(sweep(options, levels, args.requests and args.requests * workers, args.warmup, sla))
+        for phase, per_worker in zip(document["phases"], args.levels, strict=True):
+            phase["total_concurrency"] = phase["concurrency"]
+            phase["concurrency"] = per_worker
+        document["params"]["workers"] = workers
+        documents[pool] = document
+    return documents
+
+
+def curve(document: dict[str, Any], metric: str) -> dict[int, float]:
+    key, stat = METRICS[metric]
+    return {p["concurrency"]: p[key][stat] for p in document["phases"] if p["ok"] and p[key][stat] is not None}
+
+
+def recommend(documents: dict[PoolName, dict[str, Any]], metric: str, ll_workers: int) -> dict[str, Any]:
+    found: Crossover = find_crossover(curve(documents[PoolName.LOW_LATENCY], metric),
+                                      curve(documents[PoolName.HIGH_THROUGHPUT], metric))  # fmt: skip
+    slots = found.slots_per_worker
+    return {
+        "metric": metric,
+        "last_win": found.last_win,
+        "first_loss": found.first_loss,
+        "crossing": found.crossing,
+        "slots_per_worker": slots,
+        "balanced_threshold": balanced_threshold(slots, ll_workers),
+        "low_latency_workers": ll_workers,
+    }
+
+
+def explain(rec: dict[str, Any]) -> str:
+    if rec["last_win"] is None:
+        return (f"low-latency never beat high-throughput on {rec['metric']} (already not at {rec['first_loss']} "
+                "per worker): keep its slots at 1 and question the pool's size.")  # fmt: skip
+    if rec["first_loss"] is None:
+        return (f"low-latency beat high-throughput on {rec['metric']} at every measured level up to "
+                f"{rec['last_win']} per worker; measure higher levels to find the crossing.")  # fmt: skip
+    return (f"low-latency led on {rec['metric']} up to {rec['last_win']} per worker and not at "
+            f"{rec['first_loss']}; the curves cross near {rec['crossing']:.1f}.")  # fmt: skip
+
+
+def comparison_table(documents: dict[PoolName, dict[str, Any]]) -> str:
+    ll, ht = (documents[p] for p in (PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT))
+    lines = [
+        "| per worker | LL TTFP p50 (ms) | HT TTFP p50 (ms) | LL RTF mean | HT RTF mean | LL served by | HT served by |",
+        "|---:|---:|---:|---:|---:|---|---|",
+    ]
+    ht_phases = {p["concurrency"]: p for p in ht["phases"]}
+    for a in ll["phases"]:
+        b = ht_phases.get(a["concurrency"])
+        if b is None:
+            continue
+
+        def ms(phase: dict[str, Any]) -> str:
+            value = phase["ttfp_s"]["median"]
+            return "–" if value is None else f"{1000 * value:.0f}"
+
+        def rtf(phase: dict[str, Any]) -> str:
+            value = phase["rtf"]["mean"]
+            return "–" if value is None else f"{value:.3f}"
+
+        def pools(phase: dict[str, Any]) -> str:
+            return " ".join(f"{k}:{v}" for k, v in phase["pools"].items())
+
+        lines.append(f"| {a['concurrency']} | {ms(a)} | {ms(b)} | {rtf(a)} | {rtf(b)} | {pools(a)} | {pools(b)} |")
+    return "\n".join(lines) + "\n"
+
+
+def apply(admin_url: str, token: str, threshold: int, client: httpx.Client | None = None) -> tuple[int, str]:
+    """PATCH the balanced threshold; the gateway validates and persists it."""
+    with client or httpx.Client() as http:
+        response = http.patch(
+            admin_url.rstrip("/") + "/admin/routing",
+            json={"thresholds": {"balanced_threshold": threshold}},
+            headers={"authorization": f"Bearer {token}"},
+            timeout=10.0,
+        )
+    return response.status_code, response.text
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    args = build_parser().parse_args(argv)
+    documents = measure(args)  # resolves --ll-workers/--ht-workers when measuring a gateway
+    ll_workers = documents[PoolName.LOW_LATENCY]["params"]["workers"]
+    rec = recommend(documents, args.metric, ll_workers)
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"recommendation": rec, "measurements": {pool.value: doc for pool, doc in documents.items()}}
+    (args.out / "tune.json").write_text(json.dumps(result, indent=2) + "\n")
+    snippet = f"pools:\n  low_latency:\n    slots_per_worker: {rec['slots_per_worker']}\n" \
+              f"routing:\n  thresholds:\n    balanced_threshold: {rec['balanced_threshold']}\n"  # fmt: skip
+    text = "\n".join([
+        "# Pool tuning", "", units_note(args.time_scale), "", comparison_table(documents),
+        explain(rec), "", "Recommended config:", "", "```yaml", snippet + "```", "",
+        "## Every level", "", to_markdown(list(documents.values()), by_class=False),
+    ])  # fmt: skip
+    (args.out / "tune.md").write_text(text)
+    print(text)
+    if args.apply:
+        admin_url = args.admin_url or args.url
+        token = args.admin_token or os.environ.get("HIGGS_GATEWAY_ADMIN_TOKEN")
+        if not admin_url or not token:
+            print("--apply needs --admin-url (or --url) and --admin-token", file=sys.stderr)
+            return 2
+        status, body = apply(admin_url, token, rec["balanced_threshold"])
+        print(f"PATCH /admin/routing -> {status} {body[:500]}", file=sys.stderr)
+        print("slots_per_worker is a config change: set it in the config file and restart.", file=sys.stderr)
+        return 0 if 200 <= status < 300 else 1
+    return 0

@@ -1,0 +1,191 @@
+"""The emulated worker's HTTP app: the vllm-omni surface plus ``/emulator/*`` controls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fastapi import FastAPI, File, Form, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import ValidationError
+
+from gateway.deploy_profile import DeployProfile
+from gateway.emulator.clock import ScaledClock
+from gateway.emulator.driver import EngineDriver
+from gateway.emulator.engine import Engine
+from gateway.emulator.errors import WorkerError, bad_request, error_body, error_response
+from gateway.emulator.faults import FaultUpdate, Faults
+from gateway.emulator.metrics import EmulatorMetrics
+from gateway.emulator.ref_audio import probe_audio_seconds
+from gateway.emulator.speech import LoadCounter, SpeechService
+from gateway.emulator.timing import StepModel, TimingParams
+from gateway.emulator.voices import MAX_SAMPLE_BYTES, VoiceStore
+
+log = logging.getLogger("gateway.emulator")
+
+VLLM_OMNI_VERSION = "0.30.0"
+
+
+@dataclass
+class EmulatorSettings:
+    """Everything one emulated worker needs; built by the CLI or by tests."""
+
+    model: str
+    profile: DeployProfile
+    voices_dir: Path
+    served_model_names: tuple[str, ...] = ()
+    time_scale: float = 1.0
+    seed: int | None = None  # None: the profile's Stage 0 seed (42 as shipped)
+    load_tracking: bool = True
+    faults: Faults = field(default_factory=Faults)
+    params: TimingParams = field(default_factory=TimingParams)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.served_model_names or (self.model,)
+
+
+def create_app(settings: EmulatorSettings) -> FastAPI:
+    model = StepModel(settings.profile, settings.params)
+    clock = ScaledClock(settings.time_scale)
+    driver_ref: list[EngineDriver] = []
+    metrics = EmulatorMetrics(settings.names[0], lambda: driver_ref[0].counts())
+    engine = Engine(model, clock, observer=metrics)
+    driver = EngineDriver(engine, clock)
+    driver_ref.append(driver)
+    voices = VoiceStore(settings.voices_dir)
+    faults = settings.faults
+    load = LoadCounter(settings.load_tracking)
+    speech = SpeechService(
+        served_names=settings.names,
+        model=model,
+        driver=driver,
+        metrics=metrics,
+        faults=faults,
+        voice_names=voices.names,
+        load=load,
+        default_seed=settings.seed if settings.seed is not None else model.default_seed,
+    )
+    created = int(time.time())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        driver.close()
+
+    app = FastAPI(title="higgs-gateway worker emulator", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    app.state.engine = engine
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # vLLM answers bad form/body fields with 400 in its error shape, not FastAPI's 422.
+        details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return JSONResponse(error_body(400, details), status_code=400)
+
+    @app.exception_handler(WorkerError)
+    async def _worker_error(_: Request, exc: WorkerError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.post("/v1/audio/speech")
+    async def create_speech(request: Request) -> Response:
+        return await speech.handle(request)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if faults.unhealthy:
+            return JSONResponse({"status": "unhealthy"}, status_code=503)
+        return JSONResponse({"status": "healthy"})
+
+    @app.get("/load")
+    async def server_load() -> JSONResponse:
+        return JSONResponse({"server_load": load.reported()})
+
+    @app.get("/version")
+    async def version() -> JSONResponse:
+        return JSONResponse({"version": VLLM_OMNI_VERSION})
+
+    @app.get("/v1/models")
+    async def models() -> JSONResponse:
+        data = [
+            {"id": name, "object": "model", "created": created, "owned_by": "vllm-omni", "root": settings.model,
+             "parent": None, "max_model_len": 8192, "permission": []}
+            for name in settings.names
+        ]  # fmt: skip
+        return JSONResponse({"object": "list", "data": data})
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/v1/audio/voices")
+    async def list_voices() -> JSONResponse:
+        return JSONResponse({"voices": [], "uploaded_voices": voices.list()})
+
+    @app.post("/v1/audio/voices")
+    async def upload_voice(
+        audio_sample: UploadFile = File(...),
+        name: str = Form(...),
+        consent: str = Form(...),
+        ref_text: str | None = Form(None),
+        speaker_description: str | None = Form(None),
+    ) -> JSONResponse:
+        if not consent.strip():
+            raise bad_request("consent is required to upload a voice", "consent")
+        sample = await audio_sample.read(MAX_SAMPLE_BYTES + 1)
+        if len(sample) > MAX_SAMPLE_BYTES:
+            raise bad_request(f"audio_sample exceeds {MAX_SAMPLE_BYTES // (1024 * 1024)} MB", "audio_sample")
+        seconds = await asyncio.to_thread(probe_audio_seconds, sample)
+        if seconds is None:
+            raise bad_request("audio_sample could not be decoded as audio", "audio_sample")
+        mime_type = audio_sample.content_type or "application/octet-stream"
+        voice = voices.add(name, sample, mime_type, seconds, ref_text, speaker_description)
+        return JSONResponse({"success": True, "voice": voice})
+
+    @app.delete("/v1/audio/voices/{name}")
+    async def delete_voice(name: str) -> JSONResponse:
+        voices.delete(name)
+        return JSONResponse({"success": True, "message": f"Voice '{name}' deleted"})
+
+    @app.get("/emulator/faults")
+    async def get_faults() -> JSONResponse:
+        return JSONResponse(faults.as_dict())
+
+    @app.post("/emulator/faults")
+    async def set_faults(request: Request) -> JSONResponse:
+        try:
+            update = FaultUpdate.model_validate_json(await request.body() or b"{}")
+        except ValidationError as exc:
+            return JSONResponse(error_body(400, f"Invalid fault update: {exc.errors()[0]['msg']}"), status_code=400)
+        faults.apply(update)
+        log.warning("faults now %s", faults.as_dict())
+        return JSONResponse(faults.as_dict())
+
+    @app.get("/emulator/info")
+    async def info() -> JSONResponse:
+        counts = driver.counts()
+        return JSONResponse(
+            {
+                "model": settings.model,
+                "served_model_names": list(settings.names),
+                "profile": settings.profile.source,
+                "time_scale": settings.time_scale,
+                "max_num_seqs": model.max_num_seqs,
+                "decode_graphs": model.decode_graphs,
+                "capture_sizes": list(model.capture_sizes),
+                "lazy_graph_captured_batch_sizes": sorted(engine.captured) if model.lazy_mlp_graph else [],
+                "streams_early": model.streams_early,
+                "running": counts.running,
+                "waiting": counts.waiting,
+                "steps": engine.steps_done,
+            }
+        )
+
+    return app

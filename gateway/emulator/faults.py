@@ -1,0 +1,79 @@
+"""Faults on demand: what a sick worker does, switched on by flags or ``POST /emulator/faults``.
+
+``POST /emulator/faults`` takes a JSON object; every field is optional and only the
+fields present change (``null`` switches a fault off). ``{"clear": true}`` resets all
+faults first, then applies any other fields in the same body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FaultUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clear: bool = False
+    # The next N speech requests fail with 500 in the worker's error shape.
+    fail_next: int | None = Field(None, ge=0)
+    # Streamed responses drop the connection after K audio chunks (0: before any audio);
+    # whole-file responses drop it before answering.
+    cut_after_chunks: int | None = Field(None, ge=0)
+    # Generation fails after K audio chunks: SSE sends speech.audio.error, a raw stream is
+    # cut, a whole-file request answers 500.
+    error_after_chunks: int | None = Field(None, ge=0)
+    # Speech requests send nothing (not even headers) for S wall seconds, then proceed.
+    hang_seconds: float | None = Field(None, ge=0)
+    # GET /health answers 503 {"status": "unhealthy"}.
+    unhealthy: bool | None = None
+
+
+@dataclass
+class Faults:
+    fail_next: int = 0
+    cut_after_chunks: int | None = None
+    error_after_chunks: int | None = None
+    hang_seconds: float | None = None
+    unhealthy: bool = False
+
+    def apply(self, update: FaultUpdate) -> None:
+        if update.clear:
+            self.fail_next, self.cut_after_chunks, self.error_after_chunks = 0, None, None
+            self.hang_seconds, self.unhealthy = None, False
+        fields = update.model_fields_set
+        if "fail_next" in fields:
+            self.fail_next = update.fail_next or 0
+        if "cut_after_chunks" in fields:
+            self.cut_after_chunks = update.cut_after_chunks
+        if "error_after_chunks" in fields:
+            self.error_after_chunks = update.error_after_chunks
+        if "hang_seconds" in fields:
+            self.hang_seconds = update.hang_seconds or None
+        if "unhealthy" in fields:
+            self.unhealthy = bool(update.unhealthy)
+
+    def take_failure(self) -> bool:
+        """True if this request must fail (and count it off)."""
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            return True
+        return False
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "fail_next": self.fail_next,
+            "cut_after_chunks": self.cut_after_chunks,
+            "error_after_chunks": self.error_after_chunks,
+            "hang_seconds": self.hang_seconds,
+            "unhealthy": self.unhealthy,
+        }
+
+
+class StreamCut(Exception):
+    """Raised inside a response to drop the connection, as a crashing worker would."""
+
+
+class GenerationFailed(Exception):
+    """The engine failed mid-request (the error_after_chunks fault)."""

@@ -1,0 +1,103 @@
+"""``GET /metrics`` of an emulated worker: the real worker's series, plus emulator-only ones.
+
+Names follow vllm-omni 0.30 (``vllm_omni:*`` with ``model_name``; vLLM's ``vllm:*`` with
+``stage`` and ``replica``). Series only the emulator has start with ``higgs_emulator_``.
+Latencies are measured on the wall clock, i.e. they shrink with ``--time-scale``.
+Each worker owns its registry: several emulators can share a process (tests, demo).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+_TTFP_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
+_RTF_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 5.0)
+_DURATION_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+
+
+@dataclass(frozen=True)
+class EngineCounts:
+    running: int  # Stage 0 batch
+    waiting: int  # Stage 0 queue
+    decoding: int  # requests Stage 1 holds codec state for
+
+
+class EmulatorMetrics:
+    def __init__(self, model_name: str, read_engine: Callable[[], EngineCounts]) -> None:
+        self.model_name = model_name
+        self.registry = CollectorRegistry()
+        r = self.registry
+        m = ["model_name"]
+        self.e2e_latency = Histogram("vllm_omni:e2e_request_latency_s", "End-to-end request latency", m, buckets=_LATENCY_BUCKETS, registry=r)
+        self.queue_wait = Histogram("vllm_omni:request_queue_wait_s", "Time waiting for a Stage 0 slot", m, buckets=_LATENCY_BUCKETS, registry=r)
+        self.ttfp = Histogram("vllm_omni:audio_ttfp_s", "Time to first audio packet (streaming)", m, buckets=_TTFP_BUCKETS, registry=r)
+        self.rtf = Histogram("vllm_omni:audio_rtf", "Final-stage generation time / audio duration", m, buckets=_RTF_BUCKETS, registry=r)
+        self.audio_duration = Histogram("vllm_omni:audio_duration_s", "Audio duration per request", m, buckets=_DURATION_BUCKETS, registry=r)
+        self.underrun = Histogram("vllm_omni:audio_underrun_s", "Worst gap a real-time player would hit", m, buckets=_TTFP_BUCKETS, registry=r)
+        self.success = Counter("vllm_omni:requests_success", "Requests completed", m, registry=r)
+        self.failed = Counter("vllm_omni:requests_failed", "Requests failed", [*m, "reason"], registry=r)
+        self.frames = Counter("vllm_omni:audio_frames", "Codec frames delivered", m, registry=r)
+        self.stream_completed = Counter("vllm_omni:speech_stream_completed", "Streams completed", m, registry=r)
+        self.stream_aborted = Counter("vllm_omni:speech_stream_aborted", "Streams aborted", [*m, "reason"], registry=r)
+        self.graph_captures = Counter("higgs_emulator_graph_captures", "Lazy local-MLP graph captures done", ["batch_size"], registry=r)
+        self.decode_steps = Counter("higgs_emulator_decode_steps", "Stage 0 steps run, by batch size", ["batch_size"], registry=r)
+        r.register(_EngineGauges(model_name, read_engine))
+
+    # --- EngineObserver ---------------------------------------------------------------
+    def on_steps(self, batch_size: int, steps: int) -> None:
+        self.decode_steps.labels(str(batch_size)).inc(steps)
+
+    def on_capture(self, batch_size: int) -> None:
+        self.graph_captures.labels(str(batch_size)).inc()
+
+    # --- request outcomes ---------------------------------------------------------------
+    def completed(self, e2e: float, queue_wait: float, audio_seconds: float, frames: int, streamed: bool) -> None:
+        name = self.model_name
+        self.success.labels(name).inc()
+        self.e2e_latency.labels(name).observe(e2e)
+        self.queue_wait.labels(name).observe(queue_wait)
+        self.audio_duration.labels(name).observe(audio_seconds)
+        if audio_seconds > 0:
+            self.rtf.labels(name).observe(e2e / audio_seconds)
+        self.frames.labels(name).inc(frames)
+        if streamed:
+            self.stream_completed.labels(name).inc()
+
+    def failed_request(self, reason: str) -> None:
+        self.failed.labels(self.model_name, reason).inc()
+
+    def aborted_stream(self, reason: str) -> None:
+        self.stream_aborted.labels(self.model_name, reason).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _EngineGauges(Collector):
+    """Queue gauges read from the engine at scrape time, so they are never stale."""
+
+    def __init__(self, model_name: str, read_engine: Callable[[], EngineCounts]) -> None:
+        self._model_name = model_name
+        self._read = read_engine
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._read()
+        for name, value in (("running", counts.running), ("waiting", counts.waiting)):
+            family = GaugeMetricFamily(f"vllm_omni:num_requests_{name}", f"Requests {name} in Stage 0", labels=["model_name"])
+            family.add_metric([self._model_name], value)
+            yield family
+        per_stage = {"running": (counts.running, counts.decoding), "waiting": (counts.waiting, 0)}
+        for name, (stage0, stage1) in per_stage.items():
+            family = GaugeMetricFamily(f"vllm:num_requests_{name}", f"Requests {name}, per stage", labels=["stage", "replica"])
+            family.add_metric(["0", "0"], stage0)
+            family.add_metric(["1", "0"], stage1)
+            yield family

@@ -1,0 +1,332 @@
+"""``POST /v1/audio/speech`` of the emulated worker: raw stream, SSE or whole file.
+
+Streams follow the real chunk pattern (first chunk 1 frame = 1920 bytes, then 25 frames =
+48000 bytes, the last one partial) at the times the engine model says. A client that
+leaves is noticed at once (Starlette listens for the disconnect while streaming; whole-file
+requests watch for it the way vLLM's ``with_cancellation`` does) and its batch slot freed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from gateway.emulator.audio import BYTES_PER_FRAME, SAMPLES_PER_FRAME, SpeechSynth, voice_pitch_hz
+from gateway.emulator.driver import EngineDriver
+from gateway.emulator.encode import CONTENT_TYPES, encode_whole, streaming_wav_header
+from gateway.emulator.engine import ChunkEvent, EngineRequest
+from gateway.emulator.errors import WorkerError, error_body, error_response
+from gateway.emulator.faults import Faults, GenerationFailed, StreamCut
+from gateway.emulator.metrics import EmulatorMetrics
+from gateway.emulator.protocol import SpeechJob, parse_speech_request, validate_speech
+from gateway.emulator.timing import StepModel
+from gateway.types import BYTES_PER_SECOND
+
+STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class LoadCounter:
+    """``GET /load``: speech requests in flight, counted from arrival to the last byte."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.value = 0
+
+    def acquire(self) -> Callable[[], None]:
+        """Count one request in; the returned release is idempotent."""
+        self.value += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.value -= 1
+
+        return release
+
+    def reported(self) -> int:
+        return self.value if self.enabled else 0
+
+
+@dataclass
+class _Outcome:
+    """How one response ended; read once, when it closes."""
+
+    completed: bool = False
+    abort_reason: str = "client_disconnect"
+    first_audio_at: float | None = None
+    chunk_times: list[tuple[float, float]] = field(default_factory=list)  # (wall time, audio seconds)
+
+
+class ClosingStreamingResponse(StreamingResponse):
+    """A StreamingResponse that always runs ``on_close`` once it is over, however it ends.
+
+    An un-started body generator never runs its ``finally`` (e.g. the client left before
+    the first byte), so the clean-up lives here instead: it is what keeps /load and the
+    batch slot from leaking.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], on_close: Callable[[], None], **kwargs: object) -> None:
+        super().__init__(content, **kwargs)  # type: ignore[arg-type]
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
+
+
+class Generation:
+    """One request in the engine plus its audio; chunks arrive as the model schedules them."""
+
+    def __init__(self, job: SpeechJob, model: StepModel, driver: EngineDriver, default_seed: int) -> None:
+        self.job = job
+        self.driver = driver
+        frames = model.frames_for(job.text, job.max_new_tokens)
+        self.request = EngineRequest(
+            request_id=f"speech-{uuid.uuid4().hex}",
+            prompt_tokens=model.prompt_tokens_for(job.text, job.ref_audio_seconds, job.ref_text),
+            total_frames=frames,
+            overhead_seconds=model.overhead_seconds(job.ref_audio_seconds),
+        )
+        self.output_tokens = frames + model.params.codebook_delay_steps
+        seed = job.seed if job.seed is not None else default_seed
+        self.synth = SpeechSynth(job.text, frames * SAMPLES_PER_FRAME, seed, voice_pitch_hz(job.clone_key))
+        self.seed = seed
+
+    @property
+    def usage(self) -> dict[str, int]:
+        inputs = self.request.prompt_tokens
+        return {"input_tokens": inputs, "output_tokens": self.output_tokens, "total_tokens": inputs + self.output_tokens}
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.request.total_frames * BYTES_PER_FRAME / BYTES_PER_SECOND
+
+    async def chunks(self) -> AsyncIterator[tuple[ChunkEvent, bytes]]:
+        queue = self.driver.submit(self.request)
+        while True:
+            event = await queue.get()
+            yield event, self.synth.frames_pcm(event.first_frame, event.frames)
+            if event.final:
+                return
+
+    def close(self) -> None:
+        self.driver.release(self.request)
+
+
+class SpeechService:
+    def __init__(
+        self,
+        served_names: tuple[str, ...],
+        model: StepModel,
+        driver: EngineDriver,
+        metrics: EmulatorMetrics,
+        faults: Faults,
+        voice_names: Callable[[], set[str]],
+        load: LoadCounter,
+        default_seed: int,
+    ) -> None:
+        self.served_names = served_names
+        self.model = model
+        self.driver = driver
+        self.metrics = metrics
+        self.faults = faults
+        self.voice_names = voice_names
+        self.load = load
+        self.default_seed = default_seed
+
+    async def handle(self, request: Request) -> Response:
+        release_load = self.load.acquire()
+        handed_over = False
+        try:
+            try:
+                job = validate_speech(parse_speech_request(await _json(request)), self.served_names, self.voice_names())
+            except WorkerError as exc:
+                return error_response(exc)
+            if self.faults.hang_seconds:
+                await asyncio.sleep(self.faults.hang_seconds)
+            if self.faults.take_failure():
+                self.metrics.failed_request("fault_injected")
+                return JSONResponse(error_body(500, "Speech generation failed: injected fault"), status_code=500)
+            generation = Generation(job, self.model, self.driver, self.default_seed)
+            if job.mode == "file" and self.faults.cut_after_chunks is None:
+                try:
+                    response = await _unless_disconnected(request, self._whole_file(generation))
+                except GenerationFailed as exc:
+                    self.metrics.failed_request("fault_injected")
+                    return JSONResponse(error_body(500, f"Speech generation failed: {exc}"), status_code=500)
+                finally:
+                    generation.close()
+                if response is None:
+                    self.metrics.failed_request("client_disconnect")
+                    return Response(status_code=499)  # nobody is listening any more
+                return response
+            response = self._stream(generation, release_load)
+            handed_over = True
+            return response
+        finally:
+            if not handed_over:
+                release_load()
+
+    # --- whole file ---------------------------------------------------------------------
+    async def _whole_file(self, generation: Generation) -> Response:
+        started = time.monotonic()
+        pcm_parts = []
+        failing_after = self.faults.error_after_chunks
+        async for _, pcm in generation.chunks():
+            if failing_after is not None and len(pcm_parts) >= failing_after:
+                raise GenerationFailed("injected fault")
+            pcm_parts.append(pcm)
+        job = generation.job
+        pcm = b"".join(pcm_parts)
+        if job.speed != 1.0:
+            stretched = SpeechSynth(job.text, round(len(pcm) // 2 / job.speed), generation.seed, voice_pitch_hz(job.clone_key))
+            pcm = stretched.pcm(0, stretched.total_samples)
+        body = await asyncio.to_thread(encode_whole, pcm, job.response_format)
+        self._completed(generation, time.monotonic() - started, streamed=False)
+        usage = generation.usage
+        headers = {
+            "X-VLLM-OMNI-INPUT-TOKENS": str(usage["input_tokens"]),
+            "X-VLLM-OMNI-OUTPUT-TOKENS": str(usage["output_tokens"]),
+            "X-VLLM-OMNI-TOTAL-TOKENS": str(usage["total_tokens"]),
+        }
+        return Response(body, media_type=CONTENT_TYPES[job.response_format], headers=headers)
+
+    # --- streams ------------------------------------------------------------------------
+    def _stream(self, generation: Generation, release_load: Callable[[], None]) -> Response:
+        outcome = _Outcome()
+        job = generation.job
+        if job.mode == "sse":
+            body, media_type = self._sse_body(generation, outcome), "text/event-stream"
+        elif job.mode == "audio":
+            body, media_type = self._raw_body(generation, outcome), CONTENT_TYPES[job.response_format]
+        else:  # a whole-file request under the cut fault: drop the connection, as a crash would
+            body, media_type = self._cut_body(outcome), CONTENT_TYPES[job.response_format]
+
+        def on_close() -> None:
+            generation.close()
+            release_load()
+            if not outcome.completed:
+                self.metrics.aborted_stream(outcome.abort_reason)
+
+        return ClosingStreamingResponse(body, on_close, media_type=media_type, headers=STREAM_HEADERS)
+
+    async def _cut_body(self, outcome: _Outcome) -> AsyncIterator[bytes]:
+        outcome.abort_reason = "fault_injected"
+        raise StreamCut("injected fault: connection cut")
+        yield b""  # pragma: no cover  (makes this an async generator)
+
+    async def _audio(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[tuple[bytes, bool]]:
+        """PCM chunks of the stream with the cut fault applied; records timing for metrics."""
+        cut = self.faults.cut_after_chunks
+        failing_after = self.faults.error_after_chunks
+        if cut == 0:
+            outcome.abort_reason = "fault_injected"
+            raise StreamCut("injected fault: connection cut")
+        started = time.monotonic()
+        sent = 0
+        async for event, pcm in generation.chunks():
+            if failing_after is not None and sent >= failing_after:
+                outcome.abort_reason = "fault_injected"
+                self.metrics.failed_request("fault_injected")
+                raise GenerationFailed("injected fault")
+            now = time.monotonic()
+            if outcome.first_audio_at is None:
+                outcome.first_audio_at = now
+                self.metrics.ttfp.labels(self.metrics.model_name).observe(now - started)
+            outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / 24_000))
+            yield pcm, event.final
+            sent += 1
+            if cut is not None and sent >= cut and not event.final:
+                outcome.abort_reason = "fault_injected"
+                raise StreamCut("injected fault: connection cut")
+        outcome.completed = True
+        self.metrics.underrun.labels(self.metrics.model_name).observe(_worst_underrun(outcome.chunk_times))
+        self._completed(generation, time.monotonic() - started, streamed=True)
+
+    async def _raw_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
+        if generation.job.response_format == "wav":
+            yield streaming_wav_header()
+        try:
+            async for pcm, _ in self._audio(generation, outcome):
+                yield pcm
+        except GenerationFailed:
+            # A raw stream has no error channel: the worker ends the chunked body early.
+            raise StreamCut("generation failed mid-stream") from None
+
+    async def _sse_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
+        response_format = generation.job.response_format
+        prefix = streaming_wav_header() if response_format == "wav" else b""
+        try:
+            async for pcm, _ in self._audio(generation, outcome):
+                audio = base64.b64encode(prefix + pcm).decode()
+                prefix = b""
+                yield _sse("speech.audio.delta", {"type": "speech.audio.delta", "audio": audio, "response_format": response_format})
+        except GenerationFailed as exc:
+            error = {"message": f"Speech generation failed: {exc}", "type": "server_error", "param": None, "code": 500}
+            yield _sse("speech.audio.error", {"type": "speech.audio.error", "error": error})
+            return
+        yield _sse("speech.audio.done", {"type": "speech.audio.done", "usage": generation.usage})
+
+    def _completed(self, generation: Generation, e2e: float, streamed: bool) -> None:
+        wait = self.driver.model_to_wall(generation.request.queue_wait or 0.0)
+        self.metrics.completed(e2e, wait, generation.audio_seconds, generation.request.total_frames, streamed)
+
+
+def _sse(event: str, data: dict[str, object]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _worst_underrun(chunks: list[tuple[float, float]]) -> float:
+    """Worst wait a real-time player starting at the first chunk would suffer."""
+    if not chunks:
+        return 0.0
+    start = chunks[0][0]
+    buffered = 0.0
+    worst = 0.0
+    for arrived, seconds in chunks:
+        worst = max(worst, arrived - (start + buffered))
+        buffered += seconds
+    return worst
+
+
+async def _json(request: Request) -> object:
+    try:
+        return json.loads(await request.body())
+    except ValueError:
+        raise WorkerError(400, "Request body is not valid JSON") from None
+
+
+async def _unless_disconnected(request: Request, work: Coroutine[object, object, Response]) -> Response | None:
+    """Run ``work``; if the client disconnects first, cancel it and return None.
+
+    vLLM's ``with_cancellation`` does the same: without it a whole-file request whose client
+    left keeps its batch slot until the clip is done."""
+    work_task = asyncio.ensure_future(work)
+    watch_task = asyncio.ensure_future(_wait_for_disconnect(request))
+    try:
+        await asyncio.wait({work_task, watch_task}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch_task.cancel()
+        if not work_task.done():
+            work_task.cancel()
+    if work_task.cancelled() or not work_task.done():
+        return None
+    return work_task.result()
+
+
+async def _wait_for_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

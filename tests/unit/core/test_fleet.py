@@ -1,0 +1,172 @@
+"""The fleet: leases go down exactly once, only transport faults eject, drain persists."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config
+from gateway.pools.fleet import Fleet, pool_specs
+from gateway.types import PoolName, WorkerState
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_fleet(tmp_path: Path, clock: Clock | None = None) -> Fleet:
+    config = load_config(overrides={"data_dir": str(tmp_path)})
+    return Fleet(config, pool_specs(config), clock=clock or Clock())
+
+
+async def ready_worker(fleet: Fleet, worker_id: str = "low_latency-0", pool: PoolName = PoolName.LOW_LATENCY) -> None:
+    fleet.add_worker(pool, worker_id, "http://127.0.0.1:1/")
+    worker = fleet.get(worker_id)
+    assert worker is not None and worker.state is WorkerState.STARTING
+    fleet.probe_succeeded(worker)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert worker.state is WorkerState.READY
+
+
+def test_slots_follow_the_profiles(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    assert fleet.specs[PoolName.LOW_LATENCY].slots_per_worker == 4
+    assert fleet.specs[PoolName.HIGH_THROUGHPUT].slots_per_worker == 64
+    assert fleet.specs[PoolName.HIGH_THROUGHPUT].max_num_seqs == 64
+
+
+async def test_lease_released_exactly_once(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    await ready_worker(fleet)
+    wakeups: list[int] = []
+    fleet.on_capacity_change(lambda: wakeups.append(1))
+    lease = fleet.lease("low_latency-0")
+    worker = fleet.get("low_latency-0")
+    assert worker is not None and worker.inflight == 1
+    lease.release()
+    lease.release()
+    assert worker.inflight == 0
+    assert len(wakeups) == 1
+
+
+async def test_prepare_hook_gates_readiness(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    gate = asyncio.Event()
+    calls: list[str] = []
+
+    async def prepare(worker) -> None:  # type: ignore[no-untyped-def]
+        calls.append(worker.worker_id)
+        await gate.wait()
+
+    fleet.set_prepare_hook(prepare)
+    fleet.add_worker(PoolName.HIGH_THROUGHPUT, "high_throughput-0", "http://127.0.0.1:1")
+    worker = fleet.get("high_throughput-0")
+    assert worker is not None
+    fleet.probe_succeeded(worker)
+    fleet.probe_succeeded(worker)  # a second probe while preparing must not prepare twice
+    await asyncio.sleep(0)
+    assert worker.state is WorkerState.STARTING and not worker.routable
+    gate.set()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert worker.state is WorkerState.READY
+    assert calls == ["high_throughput-0"]
+
+
+async def test_failed_prepare_stays_unready(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+
+    async def prepare(worker) -> None:  # type: ignore[no-untyped-def]
+        raise RuntimeError("voice replay failed")
+
+    fleet.set_prepare_hook(prepare)
+    fleet.add_worker(PoolName.LOW_LATENCY, "w", "http://127.0.0.1:1")
+    worker = fleet.get("w")
+    assert worker is not None
+    fleet.probe_succeeded(worker)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert worker.state is WorkerState.STARTING
+    assert "voice replay failed" in (worker.last_error or "")
+
+
+@pytest.mark.parametrize(
+    ("kind", "ejecting", "ejected"),
+    [("connect", True, True), ("status_5xx", True, True), ("status_5xx", False, False), ("status_4xx", False, False)],
+)
+async def test_only_transport_failures_eject(tmp_path: Path, kind: str, ejecting: bool, ejected: bool) -> None:
+    fleet = make_fleet(tmp_path)
+    await ready_worker(fleet)
+    worker = fleet.get("low_latency-0")
+    assert worker is not None
+    ejections: list[str] = []
+    fleet.on_ejection(lambda w, reason: ejections.append(reason))
+    for _ in range(fleet._config.health.eject_after_failures):  # noqa: SLF001
+        fleet.request_failed(worker, kind, "x", ejecting)
+    assert (worker.state is WorkerState.EJECTED) is ejected
+    assert ejections == (["request_failures"] if ejected else [])
+
+
+async def test_a_success_resets_the_failure_count(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    await ready_worker(fleet)
+    worker = fleet.get("low_latency-0")
+    assert worker is not None
+    for _ in range(5):
+        fleet.request_failed(worker, "connect", "refused", True)
+        fleet.request_succeeded(worker)
+    assert worker.state is WorkerState.READY
+
+
+async def test_half_open_after_ejection(tmp_path: Path) -> None:
+    clock = Clock()
+    fleet = make_fleet(tmp_path, clock)
+    await ready_worker(fleet)
+    worker = fleet.get("low_latency-0")
+    assert worker is not None
+    for _ in range(3):
+        fleet.probe_failed(worker, "ConnectError")
+    assert worker.state is WorkerState.EJECTED
+    assert not fleet.due_for_half_open(worker)
+    clock.now += fleet._config.health.half_open_after_s  # noqa: SLF001
+    assert fleet.due_for_half_open(worker)
+    fleet.probe_failed(worker, "still down")  # the half-open probe failed: wait another period
+    assert not fleet.due_for_half_open(worker)
+    clock.now += fleet._config.health.half_open_after_s  # noqa: SLF001
+    fleet.probe_succeeded(worker)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert worker.state is WorkerState.READY
+
+
+async def test_drain_survives_a_restart(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    await ready_worker(fleet)
+    fleet.set_drained("low_latency-0", True)
+    assert not fleet.snapshot().workers[0].routable
+    again = make_fleet(tmp_path)
+    await ready_worker(again)
+    worker = again.get("low_latency-0")
+    assert worker is not None and worker.drained and not worker.routable
+    again.set_drained("low_latency-0", False)
+    assert worker.routable
+
+
+async def test_reports_include_leases_taken_since(tmp_path: Path) -> None:
+    clock = Clock()
+    fleet = make_fleet(tmp_path, clock)
+    await ready_worker(fleet)
+    worker = fleet.get("low_latency-0")
+    assert worker is not None
+    worker.record_report(3, clock.now)  # another gateway replica's 3 requests
+    fleet.lease("low_latency-0")
+    assert fleet.snapshot().workers[0].load == 4
+    clock.now += 10  # stale: local count only (fail open)
+    assert fleet.snapshot().workers[0].load == 1

@@ -1,0 +1,88 @@
+"""The OpenAI request contract: every client mistake is a 400 that names the field."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from gateway.api.errors import ApiError
+from gateway.api.speech_request import parse_speech_request, worker_payload
+from gateway.audio.formats import AudioFormat
+
+VALID = {"model": "tts-1", "input": "Hello there.", "voice": "alloy"}
+
+
+def body(**changes: object) -> bytes:
+    document = {**VALID, **changes}
+    return orjson.dumps({k: v for k, v in document.items() if v is not ...})
+
+
+def test_defaults_follow_openai() -> None:
+    speech = parse_speech_request(body())
+    assert speech.response_format is AudioFormat.MP3
+    assert speech.speed == 1.0
+    assert speech.stream_format == "audio"
+
+
+@pytest.mark.parametrize(
+    ("raw", "param", "code"),
+    [
+        (b"", None, "invalid_json"),
+        (b"{not json", None, "invalid_json"),
+        (b"[1, 2]", None, "invalid_json"),
+        (body(input=...), "input", "missing_required_parameter"),
+        (body(model=...), "model", "missing_required_parameter"),
+        (body(voice=...), "voice", "missing_required_parameter"),
+        (body(input="   "), "input", "invalid_value"),
+        (body(input="x" * 4097), "input", "invalid_value"),
+        (body(speed=5), "speed", "invalid_value"),
+        (body(speed=0.1), "speed", "invalid_value"),
+        (body(speed="fast"), "speed", "invalid_value"),
+        (body(response_format="ogg"), "response_format", "invalid_value"),
+        (body(stream_format="chunks"), "stream_format", "invalid_value"),
+        (body(voice=7), "voice", "invalid_value"),
+        (body(voice={"name": "x"}), "voice", "invalid_value"),
+        (body(seed=-1), "seed", "invalid_value"),
+        (body(max_new_tokens=0), "max_new_tokens", "invalid_value"),
+        (body(max_new_tokens=4096), "max_new_tokens", "invalid_value"),
+        (body(sample_rate=16000), "sample_rate", "unknown_parameter"),
+        (body(temperature=0.3), "temperature", "unknown_parameter"),
+        (body(input=["a", "b"]), "input", "invalid_value"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(raw: bytes, param: str | None, code: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        parse_speech_request(raw)
+    error = caught.value
+    assert error.status == 400
+    assert error.param == param
+    assert error.code == code
+    assert error.body()["error"]["type"] == "invalid_request_error"
+    assert error.message
+
+
+def test_voice_object_and_extensions_reach_the_worker() -> None:
+    speech = parse_speech_request(
+        body(voice={"id": "narrator"}, seed=7, max_new_tokens=100, ref_text="hi", language="en", speed=1.5)
+    )
+    assert speech.voice_name == "narrator"
+    payload = worker_payload(speech, "served-model", "narrator")
+    assert payload == {
+        "model": "served-model",
+        "input": "Hello there.",
+        "response_format": "pcm",
+        "stream_format": "audio",
+        "voice": "narrator",
+        "seed": 7,
+        "max_new_tokens": 100,
+        "ref_text": "hi",
+        "language": "en",
+    }
+
+
+def test_default_voice_is_not_sent() -> None:
+    payload = worker_payload(parse_speech_request(body()), "m", None)
+    assert "voice" not in payload
+    # speed is applied by the gateway's encoder, never sent to the worker (it rejects
+    # speed != 1 on streams).
+    assert "speed" not in payload

@@ -1,0 +1,62 @@
+"""Start-up refuses supervised pools whose profile breaks a rule (including the pool role)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config
+from gateway.supervisor.setup import ProfileCheckFailed, build_supervisors, check_supervised_profiles
+
+from .fakes import RecordingSink
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "profiles"
+LL = "higgs_multimodal_qwen3_low_latency.yaml"
+HT = "higgs_multimodal_qwen3_high_throughput.yaml"
+
+
+def config(ll_profile: str, ht_profile: str, **launch: object):
+    return load_config(
+        None,
+        {
+            "pools": {
+                "low_latency": {"profile": ll_profile, "launch": {"gpus": ["0"], **launch}},
+                "high_throughput": {"profile": ht_profile, "workers": ["http://127.0.0.1:1"]},
+            }
+        },
+    )
+
+
+def test_swapped_profiles_are_refused() -> None:
+    with pytest.raises(ProfileCheckFailed, match="low_latency pool needs a low-latency profile"):
+        build_supervisors(config(HT, LL), RecordingSink())
+
+
+def test_only_supervised_pools_are_checked() -> None:
+    # The static pool's profile is wrong for its role, but the gateway does not launch it.
+    assert check_supervised_profiles(config(LL, LL)) == []
+    assert len(build_supervisors(config(LL, LL), RecordingSink())) == 1
+
+
+def test_broken_fixture_is_refused_with_its_key() -> None:
+    with pytest.raises(ProfileCheckFailed) as info:
+        build_supervisors(config(str(FIXTURES / "ll_trtllm_attention.yaml"), HT), RecordingSink())
+    assert [f.key for f in info.value.findings] == ["stages[0].attention_config.use_trtllm_attention"]
+
+
+def test_stage_overrides_are_checked_as_the_worker_will_run_them() -> None:
+    overrides = {"0": {"max_num_seqs": 32}}
+    findings = check_supervised_profiles(config(LL, HT, stage_overrides=overrides))
+    assert [f.key for f in findings] == ["stages[0].compilation_config.cudagraph_capture_sizes"]
+
+
+def test_warnings_do_not_refuse(caplog: pytest.LogCaptureFixture) -> None:
+    supervisors = build_supervisors(config(str(FIXTURES / "no_async_chunk.yaml"), HT), RecordingSink())
+    assert len(supervisors) == 1
+    assert "async_chunk" in caplog.text
+
+
+def test_missing_profile_is_refused() -> None:
+    with pytest.raises(ProfileCheckFailed, match="not found"):
+        build_supervisors(config("nope.yaml", HT), RecordingSink())

@@ -1,0 +1,161 @@
+import json
+import os
+import time
+
+import pytest
+
+from gateway.config import VoicesConfig
+from gateway.voices import store as store_module
+from gateway.voices.errors import VoiceError
+from gateway.voices.store import VoiceStore
+from tests.unit.voices.samples import encoded, wav_bytes
+
+
+@pytest.fixture
+def store(tmp_path):
+    return VoiceStore.in_data_dir(tmp_path)
+
+
+def test_add_writes_audio_and_meta_and_survives_restart(tmp_path, store):
+    audio = wav_bytes(2.0)
+    voice = store.add(
+        "Narrator", audio, consent="true", ref_text=" Hello there. ", speaker_description="warm"
+    )
+    directory = tmp_path / "voices" / "Narrator"
+    assert (directory / "audio.wav").read_bytes() == audio
+    meta = json.loads((directory / "meta.json").read_text())
+    assert meta["name"] == "Narrator" and meta["mime_type"] == "audio/wav"
+    assert meta["ref_text"] == "Hello there." and meta["speaker_description"] == "warm"
+    assert voice.file_size == len(audio) and voice.duration_s == pytest.approx(2.0, abs=0.01)
+
+    reopened = VoiceStore.in_data_dir(tmp_path)
+    assert reopened.list() == [voice]
+    assert reopened.get("narrator") == voice  # case-insensitive, like workers
+    assert reopened.read_audio(voice) == audio
+
+
+def test_container_detected_from_content_not_filename(store):
+    voice = store.add("m", encoded("mp3"), consent="yes")
+    assert (voice.ext, voice.mime_type) == ("mp3", "audio/mpeg")
+
+
+def test_duplicate_names_conflict_case_insensitively(store):
+    store.add("bob", wav_bytes(), consent="1")
+    with pytest.raises(VoiceError) as err:
+        store.add("BOB", wav_bytes(), consent="1")
+    assert err.value.status == 409
+
+
+@pytest.mark.parametrize("consent", ["", "  ", "false", "No", "0", "off", None])
+def test_consent_is_required(store, consent):
+    with pytest.raises(VoiceError) as err:
+        store.add("v", wav_bytes(), consent=consent)
+    assert err.value.param == "consent"
+    assert store.list() == []
+
+
+def test_consent_record_ids_are_kept(store):
+    assert store.add("v", wav_bytes(), consent="consent_abc123").consent == "consent_abc123"
+
+
+def test_size_limit(tmp_path):
+    store = VoiceStore(tmp_path / "v", VoicesConfig(max_upload_bytes=1000))
+    with pytest.raises(VoiceError) as err:
+        store.add("big", wav_bytes(), consent="true")
+    assert err.value.status == 413 and err.value.param == "audio_sample"
+
+
+def test_non_audio_is_refused_and_nothing_is_written(tmp_path, store):
+    with pytest.raises(VoiceError, match="not a recognised audio file"):
+        store.add("fake", b"#!/bin/sh\necho not audio\n" * 20, consent="true")
+    assert os.listdir(tmp_path / "voices") == []
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".x", "..", "default", "alloy"])
+def test_path_tricks_and_reserved_names_never_touch_disk(tmp_path, store, name):
+    with pytest.raises(VoiceError):
+        store.add(name, wav_bytes(), consent="true")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["voices"]
+
+
+def test_alias_keys_are_reserved(tmp_path):
+    store = VoiceStore(tmp_path, VoicesConfig(aliases={"narrator": None}))
+    with pytest.raises(VoiceError, match="reserved"):
+        store.add("Narrator", wav_bytes(), consent="true")
+
+
+def test_overlong_ref_text_is_refused(store):
+    with pytest.raises(VoiceError) as err:
+        store.add("v", wav_bytes(), consent="true", ref_text="x" * 5000)
+    assert err.value.param == "ref_text"
+
+
+def test_delete(tmp_path, store):
+    voice = store.add("gone", wav_bytes(), consent="true")
+    assert store.delete("GONE") == voice
+    assert store.get("gone") is None and store.delete("gone") is None
+    assert os.listdir(tmp_path / "voices") == []
+    assert VoiceStore.in_data_dir(tmp_path).list() == []
+
+
+def test_crash_before_rename_leaves_no_voice(tmp_path, store, monkeypatch):
+    def crash(src, dst):
+        raise OSError(5, "simulated crash")
+
+    monkeypatch.setattr(store_module.os, "rename", crash)
+    with pytest.raises(OSError):
+        store.add("half", wav_bytes(), consent="true")
+    monkeypatch.undo()
+    assert store.get("half") is None
+    assert os.listdir(tmp_path / "voices") == []  # staging cleaned up
+
+
+def test_leftover_staging_dir_is_ignored_then_swept(tmp_path, store):
+    store.add("real", wav_bytes(), consent="true")
+    # What a crash between writing and renaming leaves: a complete-looking hidden voice.
+    leftover = tmp_path / "voices" / ".tmp-deadbeef"
+    leftover.mkdir()
+    (leftover / "audio.wav").write_bytes(wav_bytes())
+    (leftover / "meta.json").write_text((tmp_path / "voices" / "real" / "meta.json").read_text())
+    trash = tmp_path / "voices" / ".trash-cafe"
+    trash.mkdir()
+
+    young = VoiceStore.in_data_dir(tmp_path)
+    assert [v.name for v in young.list()] == ["real"]
+    assert leftover.exists()  # may be another replica's write in progress: kept, still invisible
+
+    old = time.time() - 2 * store_module.LEFTOVER_MIN_AGE_S
+    for path in (leftover, trash):
+        os.utime(path, (old, old))
+    VoiceStore.in_data_dir(tmp_path)
+    assert not leftover.exists() and not trash.exists()
+
+
+def test_corrupt_entries_are_ignored(tmp_path, store):
+    good = store.add("good", wav_bytes(), consent="true")
+    root = tmp_path / "voices"
+    (root / "nometa").mkdir()
+    (root / "badjson").mkdir()
+    (root / "badjson" / "meta.json").write_text("{not json")
+    truncated = store.add("trunc", wav_bytes(), consent="true")
+    with open(root / "trunc" / truncated.filename, "r+b") as f:
+        f.truncate(100)
+    renamed = store.add("orig", wav_bytes(), consent="true")
+    (root / "orig").rename(root / "other")  # meta.json no longer matches its directory
+    store.add("linked", wav_bytes(), consent="true")
+    (root / "linked" / "audio.wav").unlink()
+    (root / "linked" / "audio.wav").symlink_to(root / "good" / "audio.wav")
+    (root / "afile").write_text("x")
+
+    assert VoiceStore.in_data_dir(tmp_path).list() == [good]
+    assert renamed.name == "orig"
+
+
+def test_a_second_store_on_the_same_directory_sees_changes(tmp_path):
+    a = VoiceStore.in_data_dir(tmp_path)
+    b = VoiceStore.in_data_dir(tmp_path)
+    assert b.list() == []
+    voice = a.add("shared", wav_bytes(), consent="true")
+    assert b.get("shared") == voice
+    a.delete("shared")
+    assert b.get("shared") is None
