@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 
-class RelayResponse:
+class RelayResponse(Response):
+    # A Response subclass so the framework sends it as it is instead of serialising it.
     def __init__(
         self,
         body: AsyncIterator[bytes],
@@ -27,6 +29,8 @@ class RelayResponse:
         self._headers = headers
         self._on_disconnect = on_disconnect
         self._status = status
+        self.status_code = status
+        self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         streaming = asyncio.ensure_future(self._stream(send))
@@ -51,6 +55,7 @@ class RelayResponse:
 
     async def _stream(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self._status, "headers": self._headers})
+        self.raw_headers = self._headers
         async for chunk in self._body:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -139,13 +139,16 @@ async def create_speech(request: Request) -> Response:
         phase = "queued" if exchange.decision is None else "before_first_byte"
         exchange.finish(CLIENT_CLOSED, disconnect_phase=phase)
         return Response(status_code=CLIENT_CLOSED)
-    encoder = gateway.open_encoder(speech)
+    try:
+        encoder = gateway.open_encoder(speech)
+    except BaseException:
+        await stream.close()
+        exchange.finish(500)
+        raise
     sse = speech.stream_format == "sse"
     headers = _response_headers(speech, sse, stream.decision)
     body = _relay_body(exchange, stream, encoder, sse, gateway.config.upstream.read_timeout_s)
-    return RelayResponse(  # type: ignore[return-value]
-        body, headers, on_disconnect=lambda: exchange.finish(CLIENT_CLOSED, disconnect_phase="streaming")
-    )
+    return RelayResponse(body, headers, on_disconnect=lambda: exchange.finish(CLIENT_CLOSED, disconnect_phase="streaming"))
 
 
 async def _open(gateway: Gateway, exchange: SpeechExchange, info: RequestInfo, payload: dict[str, object]) -> OpenStream:

@@ -1,0 +1,129 @@
+"""``higgs-gateway emulate``: one emulated worker, launched like ``vllm-omni serve``.
+
+    higgs-gateway emulate bosonai/higgs-audio-v3-tts-4b --omni --trust-remote-code \\
+        --deploy-config higgs_multimodal_qwen3_low_latency.yaml --host 127.0.0.1 --port 8091 \\
+        --log-stats --enable-server-load-tracking [--time-scale 0.1]
+
+The worker's own flags come first (same names, same strictness: unknown flags and the
+removed ``--stage-configs-path`` are errors); the emulator's own flags follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from gateway.deploy_profile import ProfileError, load_deploy_profile
+from gateway.emulator.faults import Faults, StreamCut
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="higgs-gateway emulate",
+        description="Run one emulated vllm-omni Higgs-Audio V3 worker (same API and flags, modelled GPU timing).",
+        allow_abbrev=False,  # a real worker's argparse would not guess either
+    )
+    worker = parser.add_argument_group("vllm-omni serve flags")
+    worker.add_argument("model", help="model id, e.g. bosonai/higgs-audio-v3-tts-4b")
+    worker.add_argument("--omni", action="store_true", help="required: serve the multi-stage omni pipeline")
+    worker.add_argument("--trust-remote-code", action="store_true")
+    worker.add_argument("--deploy-config", required=True, help="deploy profile YAML: a path or a bare name in profiles/")
+    worker.add_argument("--stage-overrides", default=None, help='JSON per stage id, e.g. \'{"0": {"max_num_seqs": 8}}\'')
+    worker.add_argument("--host", default="0.0.0.0")
+    worker.add_argument("--port", type=int, default=8000)
+    worker.add_argument("--served-model-name", nargs="+", default=None)
+    worker.add_argument("--log-stats", action="store_true")
+    worker.add_argument("--disable-log-stats", action="store_true")
+    worker.add_argument("--enable-server-load-tracking", action="store_true")
+    worker.add_argument("--stage-init-timeout", type=int, default=300, help="accepted for compatibility")
+    worker.add_argument("--init-timeout", type=int, default=600, help="accepted for compatibility")
+
+    emulator = parser.add_argument_group("emulator-only flags")
+    emulator.add_argument("--time-scale", type=float, default=1.0, help="multiply all modelled GPU time (0.1 = 10x faster than an H200)")
+    emulator.add_argument("--startup-delay", type=float, default=0.0, help="seconds before the HTTP listener opens (weights loading)")
+    emulator.add_argument("--voices-dir", type=Path, default=None, help="where uploaded voices live (default: a temporary directory)")
+    emulator.add_argument("--seed", type=int, default=None, help="default sampling seed (default: the profile's, 42)")
+    emulator.add_argument("--fail-next", type=int, default=0, metavar="N", help="fault: the next N speech requests answer 500")
+    emulator.add_argument("--cut-after-chunks", type=int, default=None, metavar="K", help="fault: drop streams after K chunks")
+    emulator.add_argument("--error-after-chunks", type=int, default=None, metavar="K", help="fault: fail generation after K chunks")
+    emulator.add_argument("--hang-seconds", type=float, default=None, metavar="S", help="fault: send nothing for S s first")
+    emulator.add_argument("--unhealthy", action="store_true", help="fault: /health answers 503")
+    emulator.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.omni:
+        parser.error("--omni is required: without it vllm-omni runs plain vLLM, which cannot serve Higgs-Audio V3")
+    if args.time_scale <= 0:
+        parser.error("--time-scale must be > 0")
+    for flag, value in (("--fail-next", args.fail_next), ("--cut-after-chunks", args.cut_after_chunks), ("--error-after-chunks", args.error_after_chunks)):
+        if value is not None and value < 0:
+            parser.error(f"{flag} must be >= 0")
+    try:
+        profile = load_deploy_profile(args.deploy_config, args.stage_overrides)
+    except (ProfileError, FileNotFoundError) as exc:
+        print(f"higgs-gateway emulate: {exc}", file=sys.stderr)
+        return 2
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("uvicorn.error").addFilter(_DropInjectedCuts())
+
+    # Imported late so `--help` and argument errors stay fast.
+    import uvicorn
+
+    from gateway.emulator.app import EmulatorSettings, create_app
+
+    with tempfile.TemporaryDirectory(prefix="higgs-emulator-voices-") as scratch:
+        settings = EmulatorSettings(
+            model=args.model,
+            profile=profile,
+            voices_dir=args.voices_dir or Path(scratch),
+            served_model_names=tuple(args.served_model_name or ()),
+            time_scale=args.time_scale,
+            seed=args.seed,
+            load_tracking=args.enable_server_load_tracking,
+            faults=Faults(
+                fail_next=args.fail_next,
+                cut_after_chunks=args.cut_after_chunks,
+                error_after_chunks=args.error_after_chunks,
+                hang_seconds=args.hang_seconds,
+                unhealthy=args.unhealthy,
+            ),
+        )
+        app = create_app(settings)
+        if args.startup_delay > 0:
+            # A real worker answers nothing (connection refused) until its stages are up.
+            time.sleep(args.startup_delay)
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, loop="uvloop", http="httptools",
+            log_level=args.log_level, access_log=False, lifespan="on",
+        )  # fmt: skip
+        server = uvicorn.Server(config)
+        logging.getLogger("gateway.emulator").warning(
+            "emulated worker %s on http://%s:%d (profile %s, time scale %g)",
+            settings.names[0], args.host, args.port, profile.source, args.time_scale,
+        )  # fmt: skip
+        server.run()
+    return 0
+
+
+class _DropInjectedCuts(logging.Filter):
+    """An injected connection cut is the point of the fault, not an application error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        while exc is not None:
+            if isinstance(exc, StreamCut):
+                return False
+            if isinstance(exc, BaseExceptionGroup):
+                if any(isinstance(inner, StreamCut) for inner in exc.exceptions):
+                    return False
+            exc = exc.__cause__ or exc.__context__
+        return True
