@@ -96,5 +96,4 @@ def main(argv: list[str]) -> int:
         file=sys.stderr,
         flush=True,
     )
-    run(config)
-    return 0
+    return run(config)

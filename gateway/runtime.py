@@ -20,8 +20,9 @@ from gateway.api.errors import ApiError, bad_request
 from gateway.api.speech_request import SpeechRequest, worker_payload
 from gateway.audio.encoder import StreamEncoder
 from gateway.audio.factory import open_encoder
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, WarmupConfig
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot, threshold_values
+from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet, pool_specs
 from gateway.pools.health import HealthChecker
 from gateway.pools.lease import Lease
@@ -35,6 +36,8 @@ from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.supervisor.setup import build_supervisors
+from gateway.supervisor.warmup import batch_sizes_for, warm_up
 from gateway.types import PoolName, SlaClass, WorkerState
 from gateway.voices.registry import VoiceRegistry
 from gateway.voices.resolve import list_voices, resolve_voice
@@ -84,21 +87,34 @@ class Gateway:
         self.ref_audio = RefAudioPolicy(config.auth)
         self.voices = VoiceRegistry(VoiceStore.in_data_dir(data_dir, config.voices), self.control_client, self._voice_targets)
         self.fleet.set_prepare_hook(self.prepare_worker)
+        # Supervised pools: profiles are checked here, so a bad one stops the start-up.
+        self.supervisors = build_supervisors(config, self.fleet, is_ready=self.fleet.has_answered)
+        self.discoveries: list[Discovery] = []
 
     # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
         for pool, pool_config in self.config.pools.items():
-            for index, url in enumerate(pool_config.workers):
-                self.fleet.add_worker(pool, f"{pool.value}-{index}", url)
+            if pool_config.launch is None:
+                discovery = create_discovery(pool, pool_config, self.fleet)
+                await discovery.start()
+                self.discoveries.append(discovery)
         self.health.start()
         self.load_reports.start()
+        for supervisor in self.supervisors:
+            await supervisor.start()
 
     async def stop(self) -> None:
+        """Stop admitting, let in-flight requests finish (the server drains them within
+        its grace period before calling this), then stop everything we started."""
         self.shutting_down = True
         self.admission.close()
+        for discovery in self.discoveries:
+            await discovery.stop()
         await self.health.stop()
         await self.load_reports.stop()
         await self.fleet.close()
+        for supervisor in self.supervisors:
+            await supervisor.stop()
         await self.transport.close()
         await self.control_client.aclose()
 
@@ -153,6 +169,26 @@ class Gateway:
         report = await self.voices.replay(worker.url)
         if not report.ok:
             raise RuntimeError(f"voice replay incomplete: {report.error or report}")
+        warmup = self._warmup_for(worker)
+        if warmup is None or not warmup.enabled:
+            return
+        spec = self.fleet.specs[worker.pool]
+        sizes = batch_sizes_for(worker.pool, warmup, spec.max_num_seqs)
+        result = await warm_up(self.control_client, worker.url, self.config.models.served_model_name, warmup, sizes)
+        log.info(result.summary(), extra={"worker": worker.worker_id, "pool": worker.pool.value})
+        if not result.ok:
+            raise RuntimeError(result.summary())
+
+    def _warmup_for(self, worker: Worker) -> WarmupConfig | None:
+        """Supervised workers warm as configured, discovered ones with the defaults; static
+        URLs are run by their operator, who warms them (a restarted static worker is
+        still replayed its voices)."""
+        pool_config = self.config.pools.get(worker.pool)
+        if pool_config.launch is not None:
+            return pool_config.launch.warmup
+        if pool_config.discovery.mode != "static":
+            return WarmupConfig()
+        return None
 
     def open_encoder(self, speech: SpeechRequest) -> StreamEncoder:
         return open_encoder(speech.response_format, speech.speed)

@@ -10,6 +10,7 @@ import uvicorn
 from gateway.access_log import configure_logging
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.supervisor.setup import ProfileCheckFailed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,9 +21,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(config: GatewayConfig) -> None:
+def run(config: GatewayConfig) -> int:
     configure_logging(config.logging.level)
-    app = create_app(config)
+    try:
+        app = create_app(config)
+    except ProfileCheckFailed as exc:
+        print(f"higgs-gateway: {exc}", file=sys.stderr)
+        return 2
     uvicorn.run(
         app,
         host=config.server.host,
@@ -32,6 +37,7 @@ def run(config: GatewayConfig) -> None:
         timeout_graceful_shutdown=int(config.server.shutdown_grace_s) or None,
         lifespan="on",
     )
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -46,5 +52,4 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
         return 2
-    run(config)
-    return 0
+    return run(config)

@@ -213,6 +213,8 @@ class Engine:
                     continue
                 self._run = self._plan_run(self._boundary)
             if self._run.end > now:
+                # Arrivals that reached the scheduler mid-step queue for the next boundary.
+                self._promote_pending(now)
                 return
             self._complete_run()
 

@@ -153,6 +153,7 @@ class Fleet:
         if worker is None:
             return
         self._cancel_prepare(worker_id)
+        worker.answered = False
         worker.reported_load = None
         worker.reported_at = None
         if worker.set_state(WorkerState.STARTING, self._clock(), "process restarting"):
@@ -175,7 +176,14 @@ class Fleet:
         self._capacity_changed()
 
     # ---- what the health checker and the relay saw ----------------------------------
+    def has_answered(self, worker_id: str) -> bool:
+        """Whether the worker answered /health since it (re)started: the supervisor's
+        start timeout ends there, warm-up time is not held against it."""
+        worker = self._workers.get(worker_id)
+        return worker is not None and worker.answered
+
     def probe_succeeded(self, worker: Worker) -> None:
+        worker.answered = True
         worker.consecutive_failures = 0
         if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
             self._start_prepare(worker)

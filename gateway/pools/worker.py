@@ -29,6 +29,7 @@ class Worker:
     reported_at: float | None = None  # monotonic time of the last good report
     leases_since_report: int = 0  # our leases the last report cannot have seen yet
     consecutive_failures: int = 0
+    answered: bool = False  # answered /health since it (re)started
     ejected_at: float | None = None
     last_error: str | None = None
     state_since: float = 0.0

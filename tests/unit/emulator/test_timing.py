@@ -1,0 +1,92 @@
+"""The latency model is built from the deploy profile, not from a pool name."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile, parse_deploy_profile
+from gateway.emulator.timing import StepModel
+
+
+def test_low_latency_profile_replays_decode_graphs(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    assert model.decode_graphs and not model.lazy_mlp_graph
+    assert model.capture_sizes == (1, 2, 4, 8, 16)
+    assert model.max_num_seqs == 16
+    assert (model.initial_chunk_frames, model.chunk_frames) == (1, 25)
+    assert model.streams_early
+    assert model.default_seed == 42
+
+
+def test_high_throughput_profile_is_eager_with_lazy_graphs(high_throughput: DeployProfile) -> None:
+    model = StepModel(high_throughput)
+    assert not model.decode_graphs and model.lazy_mlp_graph
+    assert model.max_num_seqs == 64
+
+
+def test_stage_overrides_reach_the_model() -> None:
+    overridden = load_deploy_profile(
+        "higgs_multimodal_qwen3_low_latency.yaml",
+        '{"0": {"max_num_seqs": 4, "compilation_config": {"cudagraph_capture_sizes": [1, 4]}}}',
+    )
+    model = StepModel(overridden)
+    assert model.max_num_seqs == 4
+    assert model.capture_sizes == (1, 4)
+    assert model.padded_batch(2) == 4
+
+
+def test_eager_override_switches_the_graph_path_off() -> None:
+    model = StepModel(load_deploy_profile("higgs_multimodal_qwen3_low_latency.yaml", {"0": {"enforce_eager": True}}))
+    assert not model.decode_graphs and model.lazy_mlp_graph
+
+
+def test_batches_beyond_the_largest_capture_run_eager() -> None:
+    model = StepModel(load_deploy_profile("higgs_multimodal_qwen3_low_latency.yaml", {"0": {"max_num_seqs": 32}}))
+    assert model.padded_batch(17) is None
+    assert model.step(17, 0, 0, set()).seconds > model.step(16, 0, 0, set()).seconds + 0.015
+
+
+@pytest.mark.parametrize(
+    ("mutate", "key"),
+    [
+        (lambda raw: raw["stages"][0].update(max_num_seqs="many"), "stages[0].max_num_seqs"),
+        (lambda raw: raw["stages"][0].pop("max_num_seqs"), "stages[0].max_num_seqs"),
+        (lambda raw: raw["stages"][0].update(enforce_eager="yes"), "stages[0].enforce_eager"),
+        (lambda raw: raw["stages"][0]["compilation_config"].update(cudagraph_capture_sizes=[0, 2]), "cudagraph_capture_sizes"),
+        (lambda raw: raw["connectors"]["connector_of_shared_memory"]["extra"].update(codec_chunk_frames=0), "codec_chunk_frames"),
+        (lambda raw: raw["stages"][0]["default_sampling_params"].update(max_tokens=0), "max_tokens"),
+        (lambda raw: raw["stages"][0].update(max_num_batched_tokens="lots"), "max_num_batched_tokens"),
+    ],
+)
+def test_a_broken_profile_names_the_key(low_latency: DeployProfile, mutate: object, key: str) -> None:
+    raw = copy.deepcopy(low_latency.raw)
+    mutate(raw)  # type: ignore[operator]
+    with pytest.raises(ProfileError) as caught:
+        StepModel(parse_deploy_profile(raw, source="broken.yaml"))
+    assert key in str(caught.value)
+    assert "broken.yaml" in str(caught.value)
+
+
+def test_audio_length_follows_the_text(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    # ~15 characters per second, 25 frames per second.
+    assert model.frames_for("x" * 150) == 250
+    assert model.frames_for("x" * 300) == 2 * model.frames_for("x" * 150)
+    assert model.frames_for("hi") >= 1
+
+
+def test_audio_length_is_capped_by_the_token_limits(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    delay = model.params.codebook_delay_steps
+    assert model.frames_for("x" * 10_000) == 2048 - delay  # Stage 0 max_tokens: about 82 s
+    assert model.frames_for("x" * 150, max_new_tokens=107) == 100
+
+
+def test_prompt_grows_with_text_and_reference_audio(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    plain = model.prompt_tokens_for("hello there")
+    assert model.prompt_tokens_for("hello there" * 10) > plain
+    assert model.prompt_tokens_for("hello there", ref_audio_seconds=6.0, ref_text="reference words") >= plain + 150
+    assert model.overhead_seconds(6.0) > model.overhead_seconds()
