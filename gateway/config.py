@@ -49,8 +49,9 @@ class Strict(BaseModel):
 class ServerConfig(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
-    # Largest request body accepted (voice uploads are at most 10 MB of audio + form fields).
-    max_body_bytes: int = Field(11 * 1024 * 1024, gt=0)
+    # Largest request body accepted: a speech request carrying a 10 MB ref_audio clip as a
+    # base64 data: URI is ~13.4 MB; voice uploads are at most 10 MB of audio + form fields.
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     # CORS stays off unless origins are listed.
     cors_origins: list[str] = Field(default_factory=list)
     # Seconds to let in-flight requests finish on SIGTERM before workers are stopped.
@@ -282,6 +283,9 @@ class AuthConfig(Strict):
     rate_limit_rps: float = Field(0.0, ge=0)
     rate_limit_burst: int = Field(20, gt=0)
     admin_token: SecretStr | None = None  # admin routes are off without one
+    # GET /v1/models, /v1/audio/models and /v1/audio/voices without an API key: Open WebUI
+    # fetches them without its Authorization header.
+    open_listings: bool = False
     # ref_audio URLs are refused unless their host is listed (data: URIs are always fine).
     # Entries: "host" (any port), "host:port", "*.domain" (subdomains only), IP literals.
     ref_audio_url_hosts: list[str] = Field(default_factory=list)

@@ -6,6 +6,7 @@ touches HTTP framing, and nothing in the routes owns state. Built by ``create_ap
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from pathlib import Path
@@ -35,10 +36,11 @@ from gateway.routing.policy import create_policy
 from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
+from gateway.security.errors import AuthError
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.supervisor.setup import build_supervisors
 from gateway.supervisor.warmup import batch_sizes_for, warm_up
-from gateway.types import PoolName, SlaClass, WorkerState
+from gateway.types import SLA_CLASS_HEADER, PoolName, SlaClass, WorkerState
 from gateway.voices.registry import VoiceRegistry
 from gateway.voices.resolve import list_voices, resolve_voice
 from gateway.voices.store import VoiceStore
@@ -47,6 +49,7 @@ from gateway.upstream.retry import RETRY_OTHER_WORKER, pick_retry_worker
 from gateway.upstream.transport import create_transport
 
 log = logging.getLogger("higgs_gateway")
+VOICE_SYNC_INTERVAL_S = 10.0
 
 
 class Gateway:
@@ -90,6 +93,7 @@ class Gateway:
         # Supervised pools: profiles are checked here, so a bad one stops the start-up.
         self.supervisors = build_supervisors(config, self.fleet, is_ready=self.fleet.has_answered)
         self.discoveries: list[Discovery] = []
+        self._voice_sync: asyncio.Task[None] | None = None
 
     # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -100,6 +104,7 @@ class Gateway:
                 self.discoveries.append(discovery)
         self.health.start()
         self.load_reports.start()
+        self._voice_sync = asyncio.get_running_loop().create_task(self._keep_voices_in_step(), name="voice-sync")
         for supervisor in self.supervisors:
             await supervisor.start()
 
@@ -110,6 +115,9 @@ class Gateway:
         self.admission.close()
         for discovery in self.discoveries:
             await discovery.stop()
+        if self._voice_sync is not None:
+            self._voice_sync.cancel()
+            await asyncio.gather(self._voice_sync, return_exceptions=True)
         await self.health.stop()
         await self.load_reports.stop()
         await self.fleet.close()
@@ -119,9 +127,18 @@ class Gateway:
         await self.control_client.aclose()
 
     # ---- request path -------------------------------------------------------------------
-    def check_api_key(self, request: Request) -> None:
+    def check_api_key(self, request: Request, listing: bool = False) -> None:
         """Raises AuthError 401/429 when API keys are configured and this request fails them."""
-        self.api_keys.check(request.headers.get("authorization"))
+        if listing and self.config.auth.open_listings:
+            return
+        try:
+            self.api_keys.check(request.headers.get("authorization"))
+        except AuthError as exc:
+            if exc.status == 429:
+                sla = request.headers.get(SLA_CLASS_HEADER, SlaClass.BALANCED.value).strip().lower()
+                label = sla if sla in SlaClass.__members__.values() else SlaClass.BALANCED.value
+                self.metrics.rejections.labels(label, "rate_limited").inc()
+            raise
 
     def check_admin(self, request: Request) -> None:
         self.admin_auth.check(request.headers.get("authorization"))
@@ -178,6 +195,17 @@ class Gateway:
         log.info(result.summary(), extra={"worker": worker.worker_id, "pool": worker.pool.value})
         if not result.ok:
             raise RuntimeError(result.summary())
+
+    async def _keep_voices_in_step(self) -> None:
+        """A worker that stayed up but missed an upload or delete (timeout, 5xx) would
+        otherwise keep a stale voice list until its next restart."""
+        while True:
+            await asyncio.sleep(VOICE_SYNC_INTERVAL_S)
+            if self.voices.out_of_step:
+                try:
+                    await self.voices.reconcile()
+                except Exception:
+                    log.exception("voice reconcile failed; retrying later")
 
     def _warmup_for(self, worker: Worker) -> WarmupConfig | None:
         """Supervised workers warm as configured, discovered ones with the defaults; static

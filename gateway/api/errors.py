@@ -87,7 +87,7 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         if exc.status_code == 404 and message == "Not Found":
-            message = "Unknown route."
+            message = "Not found."
         headers = dict(exc.headers or {})
         return ApiError(exc.status_code, message, code=None, headers=headers).response()
 

@@ -23,7 +23,7 @@ router = APIRouter()
 @router.get("/v1/audio/voices")
 async def list_voices(request: Request) -> dict[str, Any]:
     gateway: Gateway = request.app.state.gateway
-    gateway.check_api_key(request)
+    gateway.check_api_key(request, listing=True)
     return gateway.voice_listing()
 
 

@@ -50,9 +50,13 @@ def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
         return runner.run(coroutine)
 
 
-def requests_for(concurrency: int, requests: int | None) -> int:
-    """Requests measured at one level: as given, else enough for several rounds."""
-    return requests if requests else max(16, 2 * concurrency)
+def requests_for(concurrency: int, requests: int | None, rounds: int = 2, minimum: int = 16) -> int:
+    """Requests measured at one level: as given, else ``rounds`` rounds (at least ``minimum``).
+
+    More rounds mean more of the level runs at full concurrency: a closed loop's last
+    round drains with fewer requests in flight than the level says.
+    """
+    return requests if requests else max(minimum, rounds * concurrency)
 
 
 def _document(options: RunOptions, mode: str, params: dict[str, Any], phases: list[dict[str, Any]]) -> dict[str, Any]:
@@ -106,13 +110,15 @@ async def sweep(
     requests: int | None = None,
     warmup: int = 0,
     sla_class: SlaClass | None = None,
+    rounds: int = 2,
+    minimum: int = 16,
 ) -> dict[str, Any]:
     """Closed-loop levels; every level gets the same seeded text sequence."""
     client = make_client(options.client_kind, options.client)
     phases = []
     try:
         for concurrency in levels:
-            count = requests_for(concurrency, requests)
+            count = requests_for(concurrency, requests, rounds, minimum)
             await _warm(client, options, concurrency, warmup)
             specs = [RequestSpec(text, sla_class) for text in text_order(count, options.seed, options.texts)]
             progress = _progress(options, f"c{concurrency}", count)
@@ -121,7 +127,8 @@ async def sweep(
             phases.append(summarize_phase(phase, options.time_scale))
     finally:
         await client.close()
-    params = {"levels": list(levels), "requests": requests, "warmup": warmup, "sla_class": sla_class}
+    params = {"levels": list(levels), "requests": requests or f"max({minimum}, {rounds} x level)",
+              "warmup": warmup, "sla_class": sla_class}
     return _document(options, "sweep", params, phases)
 
 

@@ -25,7 +25,7 @@ import httpx
 from gateway.bench.cli import add_client_arguments, int_list, run_options
 from gateway.bench.crossover import Crossover, balanced_threshold, find_crossover
 from gateway.bench.report import to_markdown, units_note
-from gateway.bench.scenarios import run_async, sweep
+from gateway.bench.scenarios import run_async, sweep, warm_up
 from gateway.types import PoolName, SlaClass
 
 DEFAULT_LEVELS = "1,2,4,6,8,12,16"
@@ -44,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--ll-url", help="one low-latency worker, direct")
     target.add_argument("--ht-url", help="one high-throughput worker, direct")
     parser.add_argument("--levels", type=int_list, default=int_list(DEFAULT_LEVELS), help="per-worker concurrency")
-    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 2 x level))")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="requests per level and worker (default max(24, 4 x level): mostly steady state)")
     parser.add_argument("--warmup", type=int, default=0, help="unmeasured requests before each level")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="skip the mixed-length round at the top level that warms lazy graphs first")
     parser.add_argument("--metric", choices=sorted(METRICS), default="rtf",
                         help="what 'beats' means: mean RTF (default) or median TTFP")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench-out/tune"))
@@ -87,7 +90,10 @@ def measure(args: argparse.Namespace) -> dict[PoolName, dict[str, Any]]:
     for pool, (url, sla, workers) in _targets(args).items():
         options = run_options(args, url, pool.value)
         levels = [level * workers for level in args.levels]
-        document = run_async(sweep(options, levels, args.requests and args.requests * workers, args.warmup, sla))
+        if not args.no_warm_up:
+            run_async(warm_up(options, max(levels)))
+        requests = args.requests and args.requests * workers
+        document = run_async(sweep(options, levels, requests, args.warmup, sla, rounds=4, minimum=24 * workers))
         for phase, per_worker in zip(document["phases"], args.levels, strict=True):
             phase["total_concurrency"] = phase["concurrency"]
             phase["concurrency"] = per_worker

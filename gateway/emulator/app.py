@@ -44,6 +44,7 @@ class EmulatorSettings:
     time_scale: float = 1.0
     seed: int | None = None  # None: the profile's Stage 0 seed (42 as shipped)
     load_tracking: bool = True
+    warm: bool = False  # start with every lazy graph captured, as after a full warm-up
     faults: Faults = field(default_factory=Faults)
     params: TimingParams = field(default_factory=TimingParams)
 
@@ -57,7 +58,8 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     clock = ScaledClock(settings.time_scale)
     driver_ref: list[EngineDriver] = []
     metrics = EmulatorMetrics(settings.names[0], lambda: driver_ref[0].counts())
-    engine = Engine(model, clock, observer=metrics)
+    precaptured = range(1, model.max_num_seqs + 1) if settings.warm and model.lazy_mlp_graph else ()
+    engine = Engine(model, clock, observer=metrics, precaptured=precaptured)
     driver = EngineDriver(engine, clock)
     driver_ref.append(driver)
     voices = VoiceStore(settings.voices_dir)

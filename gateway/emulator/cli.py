@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--time-scale", type=float, default=1.0, help="multiply all modelled GPU time (0.1 = 10x faster than an H200)")
     emulator.add_argument("--startup-delay", type=float, default=0.0, help="seconds before the HTTP listener opens (weights loading)")
     emulator.add_argument("--voices-dir", type=Path, default=None, help="where uploaded voices live (default: a temporary directory)")
+    emulator.add_argument("--warm", action="store_true", help="start with every lazy graph captured (as after a full warm-up)")
     emulator.add_argument("--seed", type=int, default=None, help="default sampling seed (default: the profile's, 42)")
     emulator.add_argument("--fail-next", type=int, default=0, metavar="N", help="fault: the next N speech requests answer 500")
     emulator.add_argument("--cut-after-chunks", type=int, default=None, metavar="K", help="fault: drop streams after K chunks")
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             time_scale=args.time_scale,
             seed=args.seed,
             load_tracking=args.enable_server_load_tracking,
+            warm=args.warm,
             faults=Faults(
                 fail_next=args.fail_next,
                 cut_after_chunks=args.cut_after_chunks,
@@ -104,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         config = uvicorn.Config(
             app, host=args.host, port=args.port, loop="uvloop", http="httptools",
             log_level=args.log_level, access_log=False, lifespan="on",
+            # A stuck request (hang fault) must not hold up a restart for long.
+            timeout_graceful_shutdown=2,
         )  # fmt: skip
         server = uvicorn.Server(config)
         logging.getLogger("gateway.emulator").warning(

@@ -29,7 +29,7 @@ from gateway.emulator.faults import Faults, GenerationFailed, StreamCut
 from gateway.emulator.metrics import EmulatorMetrics
 from gateway.emulator.protocol import SpeechJob, parse_speech_request, validate_speech
 from gateway.emulator.timing import StepModel
-from gateway.types import BYTES_PER_SECOND
+from gateway.types import BYTES_PER_SECOND, SAMPLE_RATE
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -90,8 +90,9 @@ class ClosingStreamingResponse(StreamingResponse):
 class Generation:
     """One request in the engine plus its audio; chunks arrive as the model schedules them."""
 
-    def __init__(self, job: SpeechJob, model: StepModel, driver: EngineDriver, default_seed: int) -> None:
+    def __init__(self, job: SpeechJob, model: StepModel, driver: EngineDriver, default_seed: int, arrived_at: float) -> None:
         self.job = job
+        self.arrived_at = arrived_at  # wall clock (monotonic) when the request came in
         self.driver = driver
         frames = model.frames_for(job.text, job.max_new_tokens)
         self.request = EngineRequest(
@@ -148,6 +149,7 @@ class SpeechService:
         self.default_seed = default_seed
 
     async def handle(self, request: Request) -> Response:
+        arrived_at = time.monotonic()
         release_load = self.load.acquire()
         handed_over = False
         try:
@@ -155,12 +157,11 @@ class SpeechService:
                 job = validate_speech(parse_speech_request(await _json(request)), self.served_names, self.voice_names())
             except WorkerError as exc:
                 return error_response(exc)
-            if self.faults.hang_seconds:
-                await asyncio.sleep(self.faults.hang_seconds)
+            await self._hang_if_asked()
             if self.faults.take_failure():
                 self.metrics.failed_request("fault_injected")
                 return JSONResponse(error_body(500, "Speech generation failed: injected fault"), status_code=500)
-            generation = Generation(job, self.model, self.driver, self.default_seed)
+            generation = Generation(job, self.model, self.driver, self.default_seed, arrived_at)
             if job.mode == "file" and self.faults.cut_after_chunks is None:
                 try:
                     response = await _unless_disconnected(request, self._whole_file(generation))
@@ -180,9 +181,16 @@ class SpeechService:
             if not handed_over:
                 release_load()
 
+    async def _hang_if_asked(self) -> None:
+        """The hang fault: silence until it expires or is cleared (clearing frees hung requests)."""
+        if not self.faults.hang_seconds:
+            return
+        deadline = time.monotonic() + self.faults.hang_seconds
+        while self.faults.hang_seconds and (remaining := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(0.1, remaining))
+
     # --- whole file ---------------------------------------------------------------------
     async def _whole_file(self, generation: Generation) -> Response:
-        started = time.monotonic()
         pcm_parts = []
         failing_after = self.faults.error_after_chunks
         async for _, pcm in generation.chunks():
@@ -195,7 +203,7 @@ class SpeechService:
             stretched = SpeechSynth(job.text, round(len(pcm) // 2 / job.speed), generation.seed, voice_pitch_hz(job.clone_key))
             pcm = stretched.pcm(0, stretched.total_samples)
         body = await asyncio.to_thread(encode_whole, pcm, job.response_format)
-        self._completed(generation, time.monotonic() - started, streamed=False)
+        self._completed(generation, streamed=False)
         usage = generation.usage
         headers = {
             "X-VLLM-OMNI-INPUT-TOKENS": str(usage["input_tokens"]),
@@ -235,7 +243,6 @@ class SpeechService:
         if cut == 0:
             outcome.abort_reason = "fault_injected"
             raise StreamCut("injected fault: connection cut")
-        started = time.monotonic()
         sent = 0
         async for event, pcm in generation.chunks():
             if failing_after is not None and sent >= failing_after:
@@ -245,8 +252,8 @@ class SpeechService:
             now = time.monotonic()
             if outcome.first_audio_at is None:
                 outcome.first_audio_at = now
-                self.metrics.ttfp.labels(self.metrics.model_name).observe(now - started)
-            outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / 24_000))
+                self.metrics.ttfp.labels(self.metrics.model_name).observe(now - generation.arrived_at)
+            outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / SAMPLE_RATE))
             yield pcm, event.final
             sent += 1
             if cut is not None and sent >= cut and not event.final:
@@ -254,7 +261,7 @@ class SpeechService:
                 raise StreamCut("injected fault: connection cut")
         outcome.completed = True
         self.metrics.underrun.labels(self.metrics.model_name).observe(_worst_underrun(outcome.chunk_times))
-        self._completed(generation, time.monotonic() - started, streamed=True)
+        self._completed(generation, streamed=True)
 
     async def _raw_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
         if generation.job.response_format == "wav":
@@ -280,7 +287,8 @@ class SpeechService:
             return
         yield _sse("speech.audio.done", {"type": "speech.audio.done", "usage": generation.usage})
 
-    def _completed(self, generation: Generation, e2e: float, streamed: bool) -> None:
+    def _completed(self, generation: Generation, streamed: bool) -> None:
+        e2e = time.monotonic() - generation.arrived_at
         wait = self.driver.model_to_wall(generation.request.queue_wait or 0.0)
         self.metrics.completed(e2e, wait, generation.audio_seconds, generation.request.total_frames, streamed)
 

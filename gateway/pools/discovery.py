@@ -15,7 +15,7 @@ replays voices to a new worker before it is routable, and drains one that disapp
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
@@ -79,16 +79,27 @@ class Membership:
         return dict(self._current)
 
     def reconcile(self, desired: Mapping[str, str]) -> None:
+        # Leavers first, so a pool never briefly counts a replaced worker twice. A sink call
+        # that raises is logged and not recorded: the next reconcile retries it, and the
+        # discovery loop that called us keeps running.
         for worker_id in sorted(self._current.keys() - desired.keys()):
-            url = self._current.pop(worker_id)
-            log.info("worker %s (%s) left pool %s", worker_id, url, self.pool.value)
-            self._sink.remove_worker(worker_id)
+            log.info("worker %s (%s) left pool %s", worker_id, self._current[worker_id], self.pool.value)
+            if self._call(self._sink.remove_worker, worker_id):
+                del self._current[worker_id]
         for worker_id in sorted(desired.keys()):
             url = desired[worker_id]
             if self._current.get(worker_id) != url:
-                self._current[worker_id] = url
                 log.info("worker %s joined pool %s at %s", worker_id, self.pool.value, url)
-                self._sink.add_worker(self.pool, worker_id, url)
+                if self._call(self._sink.add_worker, self.pool, worker_id, url):
+                    self._current[worker_id] = url
+
+    def _call(self, method: Callable[..., None], *args: object) -> bool:
+        try:
+            method(*args)
+        except Exception:
+            log.exception("pool %s: %s%r failed", self.pool.value, method.__name__, args)
+            return False
+        return True
 
 
 class StaticDiscovery:

@@ -156,7 +156,11 @@ class Fleet:
         worker.answered = False
         worker.reported_load = None
         worker.reported_at = None
+        was_ready = worker.state is WorkerState.READY
         if worker.set_state(WorkerState.STARTING, self._clock(), "process restarting"):
+            if was_ready:
+                for listener in self._ejection_listeners:
+                    listener(worker, "process_exit")
             self._capacity_changed()
 
     def worker_failed(self, worker_id: str, reason: str) -> None:

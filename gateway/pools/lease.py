@@ -18,7 +18,6 @@ class Lease:
 
     def __init__(self, worker: Worker, on_release: Callable[[Worker], None]) -> None:
         worker.inflight += 1
-        worker.leases_since_report += 1
         self.worker = worker
         self._on_release = on_release
         self._released = False

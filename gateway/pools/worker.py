@@ -27,7 +27,7 @@ class Worker:
     inflight: int = 0  # this gateway's leases; changed only by Lease
     reported_load: int | None = None  # the worker's own running+waiting
     reported_at: float | None = None  # monotonic time of the last good report
-    leases_since_report: int = 0  # our leases the last report cannot have seen yet
+    inflight_at_report: int = 0  # our own in-flight when the last report arrived
     consecutive_failures: int = 0
     answered: bool = False  # answered /health since it (re)started
     ejected_at: float | None = None
@@ -63,17 +63,20 @@ class Worker:
         return True
 
     def fresh_report(self, now: float, stale_after_s: float) -> int | None:
-        """The worker's last report plus our leases taken since: without them, requests
-        arriving back to back between two reports would all see the old count and
-        overfill the worker (leases released since only make this conservative)."""
+        """The worker's load as of now: what others (other gateway replicas) had on it at
+        the last report, plus our own exact in-flight. Adding only our leases taken since
+        the report (and never our releases) kept requests that had already finished in the
+        count until the next report: a closed-loop client at concurrency 3 then saw the
+        fleet at the balanced threshold and was sent to high-throughput."""
         if self.reported_at is None or self.reported_load is None or now - self.reported_at > stale_after_s:
             return None
-        return self.reported_load + self.leases_since_report
+        others = max(0, self.reported_load - self.inflight_at_report)
+        return others + self.inflight
 
     def record_report(self, load: int, now: float) -> None:
         self.reported_load = load
         self.reported_at = now
-        self.leases_since_report = 0
+        self.inflight_at_report = self.inflight
 
     def load_view(self, now: float, stale_after_s: float) -> WorkerLoad:
         return WorkerLoad(

@@ -204,6 +204,25 @@ async def test_dns_background_loop_follows_changes_and_stops() -> None:
     assert len(resolver.asked) == asked  # stopped: no more resolutions
 
 
+async def test_a_failing_sink_call_is_retried_next_time() -> None:
+    class FlakySink(RecordingSink):
+        fail_next = True
+
+        def add_worker(self, pool: PoolName, worker_id: str, url: str, managed: bool = False) -> None:
+            if self.fail_next:
+                self.fail_next = False
+                raise RuntimeError("fleet not ready")
+            super().add_worker(pool, worker_id, url, managed)
+
+    sink = FlakySink()
+    discovery = dns_discovery(ScriptedResolver(["10.0.0.1"]), sink)
+    await discovery.start()  # the failure is logged, not raised
+    assert sink.calls == [] and discovery.workers == {}
+    await discovery.refresh()
+    await discovery.stop()
+    assert sink.calls == [add(LL, "10.0.0.1")]
+
+
 async def test_default_resolver_returns_addresses() -> None:
     assert await getaddrinfo_resolver("127.0.0.1", 8091) == ["127.0.0.1"]
 

@@ -201,17 +201,17 @@ async def test_a_worker_that_stayed_up_but_missed_a_fan_out_is_reconciled(regist
 
 
 async def test_a_fan_out_cut_short_marks_every_target_out_of_step(registry, fleet):
-    fleet[B].list_gate = asyncio.Event()  # not used by add; hold B's POST instead:
-    original = fleet[B].handle
+    original, reached = fleet[B].handle, asyncio.Event()
 
-    async def slow(request):
-        await asyncio.sleep(10)
+    async def hang(request):
+        reached.set()
+        await asyncio.sleep(60)
         return await original(request)
 
-    fleet[B].handle = slow
+    fleet[B].handle = hang
     adding = asyncio.create_task(registry.add("v", wav_bytes(), consent="true"))
-    await asyncio.sleep(0.05)
-    adding.cancel()
+    await asyncio.wait_for(reached.wait(), 5)  # the fan-out has begun
+    adding.cancel()  # the client went away
     with pytest.raises(asyncio.CancelledError):
         await adding
     assert registry.store.get("v") is not None  # durable before the fan-out began
