@@ -62,9 +62,7 @@ def ready_hosts(kind: Kind, obj: dict[str, Any]) -> set[str]:
         return hosts
     metadata = obj.get("metadata") or {}
     status = obj.get("status") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     if not ready or metadata.get("deletionTimestamp") or not status.get("podIP"):
         return set()
     return {status["podIP"]}
@@ -137,8 +135,13 @@ class KubernetesDiscovery:
                 except WatchExpired:
                     log.info("watch of %s expired; re-listing", self._where)
                 except Exception as exc:  # noqa: BLE001 - any API failure: keep the pool, retry
-                    log.warning("watch of %s failed: %r; keeping %d worker(s), re-listing in %.0fs",
-                                self._where, exc, len(self._membership.workers), self._retry_s)
+                    log.warning(
+                        "watch of %s failed: %r; keeping %d worker(s), re-listing in %.0fs",
+                        self._where,
+                        exc,
+                        len(self._membership.workers),
+                        self._retry_s,
+                    )
                     await asyncio.sleep(self._retry_s)
             await self._relist()
 
@@ -206,6 +209,7 @@ class OfficialResourceApi:
             ) from exc
 
         api_client = api_client or default_api_client()
+        list_fn: Callable[..., Any]
         if kind == "endpointslices":
             list_fn = client.DiscoveryV1Api(api_client).list_namespaced_endpoint_slice
         else:
@@ -219,7 +223,8 @@ class OfficialResourceApi:
         response = self._list_fn(
             self._namespace, label_selector=self._selector, _preload_content=False, _request_timeout=30
         )
-        return json.loads(response.data)
+        listing: dict[str, Any] = json.loads(response.data)
+        return listing
 
     async def watch(self, resource_version: str, timeout_s: float) -> AsyncIterator[Event]:
         from kubernetes import watch

@@ -290,7 +290,7 @@ def test_compose_gpu_machine() -> None:
     workers = {name: s for name, s in services.items() if "HIGGS_PROFILE" in s.get("environment", {})}
     assert len(workers) == 2
     seen_gpus = set()
-    for name, worker in workers.items():
+    for worker in workers.values():
         assert {k: worker["environment"][k] for k in DEEP_GEMM} == DEEP_GEMM
         profile = worker["environment"]["HIGGS_PROFILE"]
         assert (PROFILES / profile).exists()

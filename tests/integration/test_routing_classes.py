@@ -1,0 +1,171 @@
+"""SLA classes under load, and operator drain: one low-latency worker (4 slots) and one
+high-throughput worker limited to 8 slots so a flood of ``throughput`` requests saturates it.
+
+``latency`` requests keep getting low-latency slots while the flood runs (the reserve),
+spill to high-throughput once low-latency is full and their queue budget is spent, and a
+drained worker finishes what it carries while new requests go elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from tests.integration.conftest import (
+    ADMIN,
+    LONG_TEXT,
+    SHORT_TEXT,
+    LoadSampler,
+    pools,
+    speech_body,
+    wait_idle,
+    worker_entry,
+    worker_load,
+)
+from tests.support.stack import Stack, running_stack
+
+TIME_SCALE = 0.1
+HT_SLOTS = 8
+MEDIUM_TEXT = f"{SHORT_TEXT} {SHORT_TEXT}"
+VERY_LONG_TEXT = " ".join([SHORT_TEXT] * 18)  # ~80 s of audio: holds a slot for seconds here
+
+
+@dataclass
+class Routed:
+    status: int
+    pool: str | None
+    reason: str | None
+    audio_bytes: int
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    extra = {"pools": {"high_throughput": {"slots_per_worker": HT_SLOTS}}}
+    with running_stack(tmp_path_factory.mktemp("classes"), 1, 1, time_scale=TIME_SCALE, extra=extra) as running:
+        yield running
+
+
+def urls(stack: Stack) -> list[str]:
+    return [stack.workers["low_latency"][0].url, stack.workers["high_throughput"][0].url]
+
+
+async def speak(
+    client: httpx.AsyncClient, url: str, text: str, sla_class: str, headers: dict[str, str] | None = None
+) -> Routed:
+    all_headers = {"x-sla-class": sla_class, **(headers or {})}
+    async with client.stream(
+        "POST", f"{url}/v1/audio/speech", json=speech_body(text, response_format="pcm"), headers=all_headers
+    ) as response:
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+        return Routed(
+            response.status_code, response.headers.get("x-gateway-pool"), response.headers.get("x-gateway-route-reason"), size
+        )
+
+
+async def wait_for(predicate_sync: object, timeout: float, message: str) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if await asyncio.to_thread(predicate_sync):  # type: ignore[arg-type]
+            return
+        await asyncio.sleep(0.03)
+    raise AssertionError(f"timed out after {timeout}s: {message}")
+
+
+@asynccontextmanager
+async def background(client: httpx.AsyncClient, url: str, text: str, sla_class: str, count: int) -> AsyncIterator[list[asyncio.Task[Routed]]]:
+    """``count`` requests running in the background; cancelled (client gone) if still running at exit."""
+    tasks = [asyncio.create_task(speak(client, url, text, sla_class)) for _ in range(count)]
+    try:
+        yield tasks
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_latency_keeps_low_latency_slots_during_a_throughput_flood(stack: Stack) -> None:
+    ll_url = stack.workers["low_latency"][0].url
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=64)) as client:
+        with LoadSampler(ll_url, stack.url) as sampler:
+            flood = [asyncio.create_task(speak(client, stack.url, LONG_TEXT, "throughput")) for _ in range(20)]
+
+            def saturated() -> bool:
+                status = httpx.get(f"{stack.url}/admin/pools", headers=ADMIN, timeout=10).json()
+                return (
+                    status["pools"]["high_throughput"]["inflight"] == HT_SLOTS
+                    and status["queue_depths"]["throughput"] > 0
+                )
+
+            await wait_for(saturated, 30, "high-throughput full and throughput requests queued")
+            # Throughput borrowed low-latency slots only down to the reserve (2 per worker).
+            assert pools(stack.url)["low_latency"]["inflight"] <= 2
+            latency = [await speak(client, stack.url, MEDIUM_TEXT, "latency") for _ in range(4)]
+            still_flooding = pools(stack.url)["high_throughput"]["inflight"] > 0
+            flooded = await asyncio.gather(*flood)
+    assert still_flooding, "the flood ended before the latency requests did: lengthen it"
+    for routed in latency:
+        assert routed.status == 200 and routed.audio_bytes > 0
+        assert (routed.pool, routed.reason) == ("low_latency", "ll_slot_free"), routed
+    assert all(r.status == 200 for r in flooded), [r.status for r in flooded]
+    where = Counter((r.pool, r.reason) for r in flooded)
+    assert where[("high_throughput", "throughput_default")] >= 12, dict(where)
+    assert set(where) <= {("high_throughput", "throughput_default"), ("low_latency", "borrow_ll")}, dict(where)
+    assert sampler.worker_max <= 4, f"low-latency worker carried {sampler.worker_max}"
+    await asyncio.to_thread(wait_idle, stack.url, urls(stack))
+
+
+async def test_full_low_latency_makes_latency_spill_after_its_budget(stack: Stack) -> None:
+    ll_url = stack.workers["low_latency"][0].url
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=16)) as client:
+        with LoadSampler(ll_url, stack.url) as sampler:
+            async with background(client, stack.url, VERY_LONG_TEXT, "latency", 4):
+                await wait_for(lambda: worker_load(ll_url) == 4, 30, "four latency requests on the low-latency worker")
+                assert pools(stack.url)["low_latency"]["inflight"] == 4
+                spilled = await speak(client, stack.url, SHORT_TEXT, "latency")
+                # With a TTFP budget, part of it is the queueing budget (50 ms of 100 ms here).
+                budgeted = await speak(client, stack.url, SHORT_TEXT, "latency", {"x-sla-ttfp-ms": "100"})
+                assert pools(stack.url)["low_latency"]["inflight"] == 4, "the fillers were still running"
+    for routed in (spilled, budgeted):
+        assert routed.status == 200 and routed.audio_bytes > 0
+        assert (routed.pool, routed.reason) == ("high_throughput", "spill_ll_full"), routed
+    assert sampler.worker_max <= 4
+    await asyncio.to_thread(wait_idle, stack.url, urls(stack))
+
+
+async def test_drain_finishes_in_flight_and_routes_nothing_new(stack: Stack) -> None:
+    ll_url = stack.workers["low_latency"][0].url
+    ll_id = worker_entry(stack.url, ll_url)["id"]
+    async with httpx.AsyncClient(timeout=120) as client:
+        in_flight = [asyncio.create_task(speak(client, stack.url, LONG_TEXT, "balanced")) for _ in range(3)]
+        await wait_for(lambda: worker_load(ll_url) == 3, 30, "three requests on the low-latency worker")
+        drained = httpx.post(f"{stack.url}/admin/workers/{ll_id}/drain", headers=ADMIN, timeout=10)
+        assert drained.status_code == 200, drained.text
+        assert drained.json()["drained"] is True and drained.json()["inflight"] == 3, drained.json()
+        assert not worker_entry(stack.url, ll_url)["routable"]
+
+        during = [await speak(client, stack.url, LONG_TEXT, sla) for sla in ("balanced", "latency")]
+        finished = await asyncio.gather(*in_flight)
+    for routed in during:
+        assert routed.status == 200
+        assert (routed.pool, routed.reason) == ("high_throughput", "no_ll_workers"), routed
+    expected_bytes = during[0].audio_bytes
+    for routed in finished:
+        assert routed.status == 200 and routed.pool == "low_latency"
+        assert routed.audio_bytes == expected_bytes, "in-flight requests ran to the end of their clip"
+    assert worker_load(ll_url) == 0 and pools(stack.url)["low_latency"]["inflight"] == 0
+
+    undrained = httpx.post(f"{stack.url}/admin/workers/{ll_id}/undrain", headers=ADMIN, timeout=10)
+    assert undrained.status_code == 200 and undrained.json()["drained"] is False, undrained.text
+    async with httpx.AsyncClient(timeout=120) as client:
+        after = await speak(client, stack.url, SHORT_TEXT, "balanced")
+    assert (after.pool, after.reason) == ("low_latency", "balanced_under_threshold"), after
+    unknown = httpx.post(f"{stack.url}/admin/workers/no-such-worker/drain", headers=ADMIN, timeout=10)
+    assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "worker_id", unknown.text
