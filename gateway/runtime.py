@@ -255,6 +255,9 @@ class Gateway:
         ttfp_s: float | None,
         audio_s: float,
         disconnect_phase: str | None,
+        speech: SpeechRequest | None = None,
+        retries: int = 0,
+        error: str | None = None,
     ) -> None:
         self.metrics.observe_request(
             sla_class=sla_class.value, pool=pool, status=status, duration_s=duration_s, ttfp_s=ttfp_s, audio_s=audio_s
@@ -272,6 +275,13 @@ class Gateway:
                 reason=reason,
                 ttfp_ms=None if ttfp_s is None else ttfp_s * 1000,
                 audio_s=audio_s,
+                model=speech.model if speech else None,
+                response_format=speech.response_format.value if speech else None,
+                stream_format=speech.stream_format if speech else None,
+                input_chars=len(speech.input) if speech else None,
+                retries=retries,
+                error=error,
+                input_text=speech.input if speech and self.config.logging.log_input_text else None,
             )
         )
 

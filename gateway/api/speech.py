@@ -64,7 +64,8 @@ class SpeechExchange:
         self.stream: OpenStream | None = None
         self.ttfp_s: float | None = None
         self.pcm_bytes = 0
-        self.input_chars = 0
+        self.speech: SpeechRequest | None = None
+        self.error: str | None = None  # a short error code for the access log
         self._finished = False
 
     @property
@@ -96,13 +97,17 @@ class SpeechExchange:
             ttfp_s=self.ttfp_s,
             audio_s=audio_s,
             disconnect_phase=disconnect_phase,
+            speech=self.speech,
+            retries=(self.stream.attempts - 1) if self.stream else 0,
+            error=self.error,
         )
 
     def usage(self) -> dict[str, int]:
         # Workers report token usage only on whole-file answers; on the PCM stream we
         # relay, the output is one token per codec frame and the input is estimated.
         output_tokens = round(self.pcm_bytes / BYTES_PER_SECOND * FRAMES_PER_SECOND)
-        input_tokens = max(1, (self.input_chars + 3) // 4)
+        chars = len(self.speech.input) if self.speech else 0
+        input_tokens = max(1, (chars + 3) // 4)
         return {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
 
 
@@ -117,22 +122,29 @@ async def create_speech(request: Request) -> Response:
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
         gateway.admission.precheck(sla.sla_class)
         body = await gateway.read_json_body(request)
-        speech = parse_speech_request(body)
+        speech = exchange.speech = parse_speech_request(body)
         payload = gateway.prepare_worker_payload(speech)
     except AdmissionRejected as exc:
+        exchange.error = exc.reason
         exchange.finish(exc.status)
         return _rejection(exc)
     except ApiError as exc:
+        exchange.error = exc.code
         exchange.finish(exc.status)
         raise
-    exchange.input_chars = len(speech.input)
+    except Exception as exc:  # auth, voice and ref_audio refusals carry their own status
+        exchange.error = getattr(exc, "code", None) or type(exc).__name__
+        exchange.finish(getattr(exc, "status", 500))
+        raise
     info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input))
     try:
         stream = await _until_disconnect(request, _open(gateway, exchange, info, payload))
     except AdmissionRejected as exc:
+        exchange.error = exc.reason
         exchange.finish(exc.status)
         return _rejection(exc)
     except ApiError as exc:
+        exchange.error = exc.code
         exchange.finish(exc.status)
         raise
     except ClientGone:
@@ -212,6 +224,7 @@ async def _relay_body(
         # stream is cut (no terminating chunk) so the client cannot mistake it for a whole clip.
         status = 502
         kind = "read_timeout" if isinstance(exc, TimeoutError) else "stream_error"
+        exchange.error = kind
         exchange.gateway.stream_failed(stream, kind, str(exc) or kind)
         if not sse:
             raise

@@ -91,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
                     ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
                     progress=not args.no_progress, notes={"setup": setup.summary, "policy": setup.policy},
                 )  # fmt: skip
-                # As the supervisor would before admitting traffic: no cold graph captures
-                # inside the measurement.
+                # Connections, caches and the policy's state settle before measuring.
                 run_async(warm_up(options, max(levels)))
                 document = run_async(sweep(options, levels, args.requests))
                 report.write(document, args.out, f"{setup.name}-sweep")
@@ -107,7 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
-    workers = [fleet.emulator(f"worker{i}", profile, time_scale) for i, profile in enumerate(setup.profiles, 1)]
+    # --warm: every lazy graph already captured, as the supervisor's warm-up leaves a worker.
+    workers = [fleet.emulator(f"worker{i}", profile, time_scale, extra=["--warm"])
+               for i, profile in enumerate(setup.profiles, 1)]  # fmt: skip
     ll = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == LL_PROFILE]
     ht = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == HT_PROFILE]
     port = free_port()
@@ -177,7 +178,8 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         "## Emulator",
         "",
         "Each worker is `" + " ".join(["higgs-gateway", *example[3:]]).replace(" --port 0", " --port PORT") + "`",
-        "(high-throughput workers with the high-throughput profile). Its timing model's parameters:",
+        "(high-throughput workers with the high-throughput profile), plus `--warm` (lazy graphs",
+        "already captured, as after the supervisor's warm-up). Its timing model's parameters:",
         "",
         _emulator_parameters(),
         "",

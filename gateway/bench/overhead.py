@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         os.sched_setaffinity(0, other_cpus)  # the load generator stays off the proxy's core
     results: dict[str, PathResult] = {}
     with tempfile.TemporaryDirectory(prefix="higgs-overhead-") as scratch, Fleet(Path(scratch)) as fleet:
-        worker = fleet.emulator("worker", HT_PROFILE, args.time_scale, other_cpus)
+        worker = fleet.emulator("worker", HT_PROFILE, args.time_scale, other_cpus, extra=["--warm"])
         port = free_port()
         document = gateway_document(port, Path(scratch) / "data", [], [worker.url], "high_throughput_only", args.time_scale)
         gateway = fleet.gateway("gateway", write_config(document, Path(scratch) / "gateway.yaml"), port, proxy_cpus)

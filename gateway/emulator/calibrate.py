@@ -53,6 +53,10 @@ CALIBRATION_TEXTS: tuple[str, ...] = (
     "The river freezes over in January and thaws in early spring.",
 )
 
+# Voice-clone runs add a reference clip of this length and its transcript to every prompt.
+CLONE_REF_SECONDS = 6.0
+CLONE_REF_TEXT = "A reference recording of the voice to clone, read calmly."
+
 # The published figures (calibration README): mean RTF, zero-shot, one H200.
 PUBLISHED_MEAN_RTF: dict[tuple[str, int], float] = {
     (LOW_LATENCY, 1): 0.276,
@@ -84,8 +88,9 @@ def simulate(
     params: TimingParams | None = None,
     texts: Sequence[str] = CALIBRATION_TEXTS,
     warm: bool = True,
+    ref_audio_seconds: float = 0.0,
 ) -> SweepPoint:
-    """Closed-loop clients against one engine on a virtual clock."""
+    """Closed-loop clients against one engine on a virtual clock (voice clone: ``ref_audio_seconds`` > 0)."""
     clock = VirtualClock()
     model = StepModel(profile, params)
     # A benchmarked worker is warm: every lazy graph it will meet is already captured.
@@ -105,9 +110,9 @@ def simulate(
         text = texts[(client + sent) % len(texts)]
         request = EngineRequest(
             request_id=f"c{client}-{sent}",
-            prompt_tokens=model.prompt_tokens_for(text),
+            prompt_tokens=model.prompt_tokens_for(text, ref_audio_seconds, CLONE_REF_TEXT if ref_audio_seconds else ""),
             total_frames=model.frames_for(text),
-            overhead_seconds=model.overhead_seconds(),
+            overhead_seconds=model.overhead_seconds(ref_audio_seconds),
         )
         sent += 1
         engine.submit(request)

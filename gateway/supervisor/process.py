@@ -34,12 +34,7 @@ class WorkerProcess(Protocol):
         """Until the process exits; its exit code (negative = killed by that signal)."""
 
     async def stop(self, timeout_s: float) -> int:
-        if self._proc.returncode is None:
-            # The whole group at once: stage processes shut down beside their leader.
-            self._signal_group(signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), timeout_s)
-        return await self.kill()  # whatever is still there after the grace period
+        """SIGTERM the group, SIGKILL it after ``timeout_s``; the exit code."""
 
     async def kill(self) -> int:
         """SIGKILL the group now; the exit code."""

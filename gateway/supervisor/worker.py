@@ -121,11 +121,6 @@ class WorkerRunner:
             self._sink.worker_restarting(self.spec.worker_id)
         await self.start()
 
-    async def wait_stopped(self) -> None:
-        """Until the runner stops by itself (failed); for tests and shutdown."""
-        if self._task is not None:
-            await asyncio.gather(self._task, return_exceptions=True)
-
     async def _halt(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -226,9 +226,7 @@ def bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
 
 
 def named_volumes(service: dict[str, Any]) -> dict[str, str]:
-    return {
-        v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", []) if not v.startswith((".", "/"))
-    }
+    return {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", []) if not v.startswith((".", "/"))}
 
 
 def gpu_devices(service: dict[str, Any]) -> list[dict[str, Any]]:
@@ -367,7 +365,12 @@ def test_compose_config_validates(name: str) -> None:
         pytest.skip("neither `docker compose` nor `docker-compose` is installed")
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
     done = subprocess.run(
-        [*cli, "-f", str(DOCKER / name), "config", "-q"], capture_output=True, text=True, env=env, timeout=60, check=False
+        [*cli, "-f", str(DOCKER / name), "config", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
 
@@ -521,7 +524,9 @@ def test_k8s_gateway_config_finds_the_workers(target: str) -> None:
         assert service["spec"]["clusterIP"] == "None"  # headless: one endpoint per worker
         assert service["spec"]["ports"][0]["port"] == discovery.port == WORKER_PORT
         workers = [
-            d for d in find(docs, "Deployment") if selects(service["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"])
+            d
+            for d in find(docs, "Deployment")
+            if selects(service["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"])
         ]
         (worker,) = workers
         worker_env = {e["name"]: e.get("value") for e in container(worker)["env"]}
@@ -532,7 +537,9 @@ def test_k8s_gateway_config_finds_the_workers(target: str) -> None:
 @pytest.mark.parametrize("target", OVERLAYS)
 def test_k8s_workers(target: str) -> None:
     docs = kustomize(str(K8S / target))
-    workers = [d for d in find(docs, "Deployment") if d["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"]
+    workers = [
+        d for d in find(docs, "Deployment") if d["metadata"]["labels"].get("app.kubernetes.io/component") == "worker"
+    ]
     assert len(workers) == 2
     for worker in workers:
         c = container(worker)
@@ -570,9 +577,13 @@ def test_k8s_demo_emulator_flags_parse() -> None:
     cli = pytest.importorskip("gateway.emulator.cli", reason="the emulator CLI is not written yet")
     if not hasattr(cli, "build_parser"):
         pytest.skip("gateway.emulator.cli has no build_parser()")
-    worker = next(d for d in find(kustomize(str(K8S / "overlays/demo")), "Deployment") if "worker" in d["metadata"]["name"])
+    worker = next(
+        d for d in find(kustomize(str(K8S / "overlays/demo")), "Deployment") if "worker" in d["metadata"]["name"]
+    )
     command = [a.replace("$(HIGGS_PROFILE)", POOL_PROFILE[PoolName.LOW_LATENCY]) for a in container(worker)["command"]]
-    cli.build_parser().parse_args(command[2:])
+    args = cli.build_parser().parse_args(command[2:])
+    assert args.omni and args.enable_server_load_tracking and args.port == WORKER_PORT
+    load_deploy_profile(PROFILES / Path(args.deploy_config).name)
 
 
 def test_k8s_prometheus_operator_component(tmp_path: Path) -> None:
@@ -589,5 +600,11 @@ def test_k8s_prometheus_operator_component(tmp_path: Path) -> None:
     assert set(monitors) == {"higgs-gateway", "higgs-worker"}
     for monitor in monitors.values():
         assert monitor["metadata"]["namespace"] == one(docs, "Service", "higgs-gateway")["metadata"]["namespace"]
-        services = [s for s in find(docs, "Service") if selects(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
-        assert services and all(s["spec"]["ports"][0]["name"] == monitor["spec"]["endpoints"][0]["port"] for s in services)
+        services = [
+            s
+            for s in find(docs, "Service")
+            if selects(monitor["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])
+        ]
+        assert services and all(
+            s["spec"]["ports"][0]["name"] == monitor["spec"]["endpoints"][0]["port"] for s in services
+        )

@@ -388,7 +388,9 @@ async def test_k8s_api_failures_keep_the_pool() -> None:
 
 async def test_k8s_list_failure_at_start_retries() -> None:
     sink = RecordingSink()
-    api = FakeApi(PermissionError("403 endpointslices is forbidden"), listing(endpoint_slice("s1", [("10.1.0.7", True)])))
+    api = FakeApi(
+        PermissionError("403 endpointslices is forbidden"), listing(endpoint_slice("s1", [("10.1.0.7", True)]))
+    )
     discovery = k8s_discovery(api, sink)
     await discovery.start()  # must not raise
     assert sink.calls == []
@@ -404,7 +406,9 @@ async def test_k8s_pods_by_label_selector() -> None:
         pod("w-b", "10.2.0.2", ready=False),
         pod("w-c", None, ready=False),
     ))  # fmt: skip
-    discovery = k8s_discovery(api, sink, label_selector="app.kubernetes.io/component=worker,pool=low-latency", port=9000)
+    discovery = k8s_discovery(
+        api, sink, label_selector="app.kubernetes.io/component=worker,pool=low-latency", port=9000
+    )
     await discovery.start()
     await eventually(lambda: len(api.watch_versions) == 1)
     assert sink.take() == [add(LL, "10.2.0.1", 9000)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ W0, W1 = "high_throughput-0", "high_throughput-1"
 
 
 class World:
-    def __init__(self, tmp_path: Path, **launch: object) -> None:
+    def __init__(self, tmp_path: Path, sleep: Any = None, **launch: object) -> None:
         self.sink = RecordingSink()
         self.launcher = FakeLauncher()
         self.clock = FakeClock()
@@ -46,7 +47,7 @@ class World:
             is_ready=self.is_ready,
             launcher=self.launcher,
             clock=self.clock,
-            sleep=self.clock.sleep,
+            sleep=sleep or self.clock.sleep,
             rng=random.Random(3),
             ready_poll_s=1.0,
         )
@@ -179,7 +180,6 @@ async def test_stop_stops_every_process_and_removes_workers(world: World) -> Non
 
 
 async def test_stop_during_backoff_launches_nothing_more(tmp_path: Path) -> None:
-    w = World(tmp_path, restart_backoff_initial_s=1000.0, restart_backoff_max_s=1000.0)
     gate = asyncio.Event()
 
     async def slow_sleep(seconds: float) -> None:
@@ -188,7 +188,7 @@ async def test_stop_during_backoff_launches_nothing_more(tmp_path: Path) -> None
         else:
             await w.clock.sleep(seconds)
 
-    w.supervisor._sleep = slow_sleep  # noqa: SLF001 - swap before start
+    w = World(tmp_path, sleep=slow_sleep, restart_backoff_initial_s=1000.0, restart_backoff_max_s=1000.0)
     w.ready.add(W0)
     await w.supervisor.start()
     await until(lambda: w.state(W0) is RunState.RUNNING)

@@ -60,3 +60,8 @@ def test_warnings_do_not_refuse(caplog: pytest.LogCaptureFixture) -> None:
 def test_missing_profile_is_refused() -> None:
     with pytest.raises(ProfileCheckFailed, match="not found"):
         build_supervisors(config("nope.yaml", HT), RecordingSink())
+
+
+def test_a_launch_served_name_other_than_the_gateways_is_flagged(caplog: pytest.LogCaptureFixture) -> None:
+    build_supervisors(config(LL, HT, served_model_name="other"), RecordingSink())
+    assert "served_model_name 'other' differs" in caplog.text
