@@ -50,6 +50,7 @@ from gateway.upstream.transport import create_transport
 
 log = logging.getLogger("higgs_gateway")
 VOICE_SYNC_INTERVAL_S = 10.0
+SHARED_STATE_INTERVAL_S = 2.0
 
 
 class Gateway:
@@ -104,7 +105,7 @@ class Gateway:
                 self.discoveries.append(discovery)
         self.health.start()
         self.load_reports.start()
-        self._voice_sync = asyncio.get_running_loop().create_task(self._keep_voices_in_step(), name="voice-sync")
+        self._voice_sync = asyncio.get_running_loop().create_task(self._keep_in_step(), name="shared-state")
         for supervisor in self.supervisors:
             await supervisor.start()
 
@@ -196,16 +197,32 @@ class Gateway:
         if not result.ok:
             raise RuntimeError(result.summary())
 
-    async def _keep_voices_in_step(self) -> None:
-        """A worker that stayed up but missed an upload or delete (timeout, 5xx) would
-        otherwise keep a stale voice list until its next restart."""
+    async def _keep_in_step(self) -> None:
+        """Background upkeep of state shared with workers and other gateway replicas.
+
+        A worker that stayed up but missed a voice upload or delete (timeout, 5xx) would
+        otherwise keep a stale voice list until its next restart, and a threshold or drain
+        changed through another replica would only apply here after a restart.
+        """
+        last_voice_sync = 0.0
         while True:
-            await asyncio.sleep(VOICE_SYNC_INTERVAL_S)
-            if self.voices.out_of_step:
-                try:
+            await asyncio.sleep(SHARED_STATE_INTERVAL_S)
+            try:
+                self._follow_shared_state()
+                if self.voices.out_of_step and self._clock() - last_voice_sync >= VOICE_SYNC_INTERVAL_S:
+                    last_voice_sync = self._clock()
                     await self.voices.reconcile()
-                except Exception:
-                    log.exception("voice reconcile failed; retrying later")
+            except Exception:
+                log.exception("shared-state upkeep failed; retrying later")
+
+    def _follow_shared_state(self) -> None:
+        policy = self.thresholds.current().policy
+        if self.thresholds.reload_if_changed():
+            log.info("routing changed by another replica: %s", self.thresholds.current().model_dump())
+            if self.thresholds.current().policy != policy:
+                self.admission.set_policy(create_policy(self.thresholds.current().policy))
+            self.admission.capacity_changed()
+        self.fleet.reload_drained_if_changed()
 
     def _warmup_for(self, worker: Worker) -> WarmupConfig | None:
         """Supervised workers warm as configured, discovered ones with the defaults; static

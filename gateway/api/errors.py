@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from gateway.security.errors import SecurityError
+from gateway.security.errors import NOT_FOUND_MESSAGE, NOT_FOUND_TYPE, SecurityError
 from gateway.voices.errors import VoiceError
 
 log = logging.getLogger("higgs_gateway.api")
@@ -86,9 +86,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
-        if exc.status_code == 404 and message == "Not Found":
-            message = "Not found."
         headers = dict(exc.headers or {})
+        if exc.status_code == 404 and message == "Not Found":
+            return ApiError(404, NOT_FOUND_MESSAGE, code="not_found", type_=NOT_FOUND_TYPE, headers=headers).response()
         return ApiError(exc.status_code, message, code=None, headers=headers).response()
 
     async def on_domain_error(_: Request, exc: Exception) -> Response:

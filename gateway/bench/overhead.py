@@ -52,7 +52,8 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser("overhead", help="gateway vs direct vs nginx: added TTFP and CPU per request",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
-    parser.add_argument("--time-scale", type=float, default=0.1, help="emulator speed-up (shortens clips)")
+    parser.add_argument("--time-scale", type=float, default=0.25,
+                        help="emulator speed-up (shortens clips; faster than 0.25 starves the emulator at c64)")
     parser.add_argument("--levels", default="1,64", help="concurrency levels; the targets are read at the largest")
     parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 4 x level))")
     parser.add_argument("--rounds", type=int, default=2, help="direct/gateway/nginx are interleaved this many times")

@@ -57,12 +57,18 @@ CALIBRATION_TEXTS: tuple[str, ...] = (
 CLONE_REF_SECONDS = 6.0
 CLONE_REF_TEXT = "A reference recording of the voice to clone, read calmly."
 
-# The published figures (calibration README): mean RTF, zero-shot, one H200.
+# The published figures (calibration README): mean RTF on one H200, by task.
 PUBLISHED_MEAN_RTF: dict[tuple[str, int], float] = {
     (LOW_LATENCY, 1): 0.276,
     (LOW_LATENCY, 16): 0.491,
     (HIGH_THROUGHPUT, 1): 0.389,
     (HIGH_THROUGHPUT, 16): 0.475,
+}
+PUBLISHED_CLONE_MEAN_RTF: dict[tuple[str, int], float] = {
+    (LOW_LATENCY, 1): 0.295,
+    (LOW_LATENCY, 16): 0.505,
+    (HIGH_THROUGHPUT, 1): 0.399,
+    (HIGH_THROUGHPUT, 16): 0.495,
 }
 SWEEP_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 
@@ -157,22 +163,25 @@ def sweep(
     concurrencies: Sequence[int] = SWEEP_CONCURRENCY,
     requests_per_client: int = 10,
     params: TimingParams | None = None,
+    voice_clone: bool = False,
 ) -> list[SweepPoint]:
+    ref_seconds = CLONE_REF_SECONDS if voice_clone else 0.0
     points = []
     for name in profiles:
         profile = load_deploy_profile(name)
         for concurrency in concurrencies:
-            points.append(simulate(profile, concurrency, requests_per_client, params))
+            points.append(simulate(profile, concurrency, requests_per_client, params, ref_audio_seconds=ref_seconds))
     return points
 
 
-def format_table(points: Sequence[SweepPoint]) -> str:
+def format_table(points: Sequence[SweepPoint], voice_clone: bool = False) -> str:
+    published_rtf = PUBLISHED_CLONE_MEAN_RTF if voice_clone else PUBLISHED_MEAN_RTF
     lines = [
         "| profile | c | mean RTF | published | median RTF | median TTFP ms | p99 TTFP ms | queue wait ms | max waiting | audio-s/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in points:
-        published = PUBLISHED_MEAN_RTF.get((_profile_key(p.profile), p.concurrency))
+        published = published_rtf.get((_profile_key(p.profile), p.concurrency))
         lines.append(
             f"| {p.profile.removeprefix('higgs_multimodal_qwen3_').removesuffix('.yaml')} | {p.concurrency} "
             f"| {p.mean_rtf:.3f} | {'' if published is None else f'{published:.3f}'} | {p.median_rtf:.3f} "
@@ -202,13 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests-per-client", type=int, default=10)
     parser.add_argument("--profile", action="append", help="deploy profile name or path (repeatable)")
     parser.add_argument("--concurrency", type=int, action="append", help="concurrency level (repeatable)")
+    parser.add_argument("--voice-clone", action="store_true", help=f"every prompt carries a {CLONE_REF_SECONDS:g} s reference clip")
     args = parser.parse_args(argv)
     points = sweep(
         profiles=args.profile or (LOW_LATENCY, HIGH_THROUGHPUT),
         concurrencies=args.concurrency or SWEEP_CONCURRENCY,
         requests_per_client=args.requests_per_client,
+        voice_clone=args.voice_clone,
     )
-    print(format_table(points))
+    print(format_table(points, args.voice_clone))
     return 0
 
 

@@ -261,7 +261,7 @@ class Engine:
         admitting = self._waiting and batch < self.model.max_num_seqs
         if not prefill and cost.captured_batch_size is None and not admitting:
             # Identical decode steps until the next chunk is due or an arrival joins.
-            run.steps = self._due[0][0] - self._step_index
+            run.steps = max(1, self._due[0][0] - self._step_index)
             arrival = self._next_pending_time()
             if arrival is not None:
                 run.truncate_at(arrival)

@@ -274,7 +274,30 @@ class Fleet:
         self._capacity_changed()
         return worker
 
+    def reload_drained_if_changed(self) -> bool:
+        """Follow drains another gateway replica wrote to the shared data directory."""
+        try:
+            stamp = self._drain_file.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if stamp == self._drain_stamp:
+            return False
+        self._drained_ids = self._load_drained()
+        changed = False
+        for worker in self._workers.values():
+            drained = worker.worker_id in self._drained_ids
+            if worker.drained != drained:
+                worker.drained = drained
+                changed = True
+        if changed:
+            self._capacity_changed()
+        return changed
+
     def _load_drained(self) -> set[str]:
+        try:
+            self._drain_stamp: int | None = self._drain_file.stat().st_mtime_ns
+        except OSError:
+            self._drain_stamp = None
         try:
             return set(json.loads(self._drain_file.read_text()))
         except FileNotFoundError:
@@ -291,3 +314,4 @@ class Fleet:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self._drain_file)
+        self._drain_stamp = self._drain_file.stat().st_mtime_ns

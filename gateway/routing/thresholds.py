@@ -51,6 +51,7 @@ class ThresholdStore:
         self._lock = threading.Lock()
         self._overrides: dict[str, Any] = {}
         self._current = initial
+        self._seen: tuple[int, int] | None = None  # (mtime_ns, size) of the file we last read or wrote
         self._restore()
 
     @classmethod
@@ -86,13 +87,36 @@ class ThresholdStore:
             updated = self._validated(overrides)
             _write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": overrides}, indent=2))
             self._overrides, self._current = overrides, updated
+            self._seen = self._stamp()
             return updated
+
+    def reload_if_changed(self) -> bool:
+        """Pick up a change another gateway replica wrote to the shared data directory.
+
+        Replicas share the file, not memory: without this an admin change made through
+        one replica would only reach the others at their next restart.
+        """
+        with self._lock:
+            stamp = self._stamp()
+            if stamp == self._seen:
+                return False
+            before = self._current
+            self._restore()
+            return self._current != before
+
+    def _stamp(self) -> tuple[int, int] | None:
+        try:
+            stat = self._path.stat()
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size)
 
     def reset(self) -> RoutingConfig:
         """Back to the config file's values; the persisted overrides are cleared too."""
         with self._lock:
             _write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": {}}, indent=2))
             self._overrides, self._current = {}, self._initial
+            self._seen = self._stamp()
             return self._initial
 
     def _validated(self, overrides: dict[str, Any]) -> RoutingConfig:
@@ -105,6 +129,7 @@ class ThresholdStore:
 
     def _restore(self) -> None:
         """Overrides persisted by an earlier run win over ``initial``; a bad file is ignored."""
+        self._seen = self._stamp()
         try:
             text = self._path.read_text(encoding="utf-8")
         except FileNotFoundError:

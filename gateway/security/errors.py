@@ -33,6 +33,11 @@ class SecurityError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
 
+# Unknown routes and disabled admin routes answer alike, so the admin surface stays hidden.
+NOT_FOUND_MESSAGE = "Not found: no such route on this gateway."
+NOT_FOUND_TYPE = "not_found_error"
+
+
 class AuthError(SecurityError):
     """401/403/404/429 from the API-key or admin check."""
 

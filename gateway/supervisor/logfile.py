@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from pathlib import Path
 from typing import BinaryIO
 
 READ_CHUNK = 64 * 1024
+logger = logging.getLogger("higgs_gateway.supervisor")
 
 
 class RotatingLog:
@@ -76,9 +78,17 @@ async def pump(read_fd: int, log: RotatingLog) -> None:
     transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
     )
+    write_failed = False
     try:
         while chunk := await reader.read(READ_CHUNK):
-            log.write(chunk)
+            try:
+                log.write(chunk)
+            except (OSError, ValueError) as exc:
+                # Disk full or file gone: keep draining (dropping output) rather than let
+                # the worker block on a full pipe.
+                if not write_failed:
+                    logger.error("worker log %s unwritable, dropping output: %s", log.path, exc)
+                write_failed = True
     finally:
         with contextlib.suppress(Exception):
             transport.close()

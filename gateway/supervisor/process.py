@@ -94,9 +94,7 @@ class _Subprocess:
 
     async def kill(self) -> int:
         self._signal_group(signal.SIGKILL)
-        code = await self._proc.wait()
-        await self._reap_group()
-        return code
+        return await self.wait()
 
     async def _reap_group(self) -> None:
         self._signal_group(signal.SIGKILL)
@@ -106,8 +104,8 @@ class _Subprocess:
         while group_alive(self._pgid) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         # The log pump ends at EOF, once every holder of the pipe is dead.
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(self._pump), PUMP_DRAIN_S)
+        # asyncio.wait: neither raises the pump's outcome nor swallows our own cancellation.
+        await asyncio.wait({self._pump}, timeout=PUMP_DRAIN_S)
         if not self._pump.done():
             self._pump.cancel()
 

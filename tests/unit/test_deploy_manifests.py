@@ -211,8 +211,19 @@ def test_worker_entrypoint_needs_a_profile() -> None:
 # ---- compose --------------------------------------------------------------------------
 
 
+def with_defaults(value: Any) -> Any:
+    """Compose's ${VAR:-default} interpolation with nothing set in the environment."""
+    if isinstance(value, str):
+        return re.sub(r"\$\{\w+(?::?-([^}]*))?\}", lambda m: m.group(1) or "", value)
+    if isinstance(value, list):
+        return [with_defaults(v) for v in value]
+    if isinstance(value, dict):
+        return {k: with_defaults(v) for k, v in value.items()}
+    return value
+
+
 def compose(name: str) -> dict[str, Any]:
-    return yaml.safe_load((DOCKER / name).read_text())
+    return with_defaults(yaml.safe_load((DOCKER / name).read_text()))
 
 
 def bind_mounts(service: dict[str, Any]) -> dict[str, Path]:

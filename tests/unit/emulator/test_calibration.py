@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from gateway.deploy_profile import DeployProfile
-from gateway.emulator.calibrate import PUBLISHED_MEAN_RTF, SweepPoint, format_table, main, simulate, sweep
+from gateway.emulator.calibrate import (
+    PUBLISHED_CLONE_MEAN_RTF,
+    PUBLISHED_MEAN_RTF,
+    SweepPoint,
+    format_table,
+    main,
+    simulate,
+    sweep,
+)
 
 TOLERANCE = 0.15
 
@@ -24,6 +32,13 @@ def test_mean_rtf_matches_the_published_figure(points: dict, profile: str, concu
     published = PUBLISHED_MEAN_RTF[(profile, concurrency)]
     modelled = rtf(points, profile, concurrency)
     assert abs(modelled - published) / published <= TOLERANCE, f"{profile} c{concurrency}: {modelled:.3f} vs {published}"
+
+
+@pytest.mark.parametrize(("profile", "concurrency"), sorted(PUBLISHED_CLONE_MEAN_RTF))
+def test_voice_clone_mean_rtf_matches_the_published_figure(profile: str, concurrency: int) -> None:
+    (point,) = sweep(profiles=(profile,), concurrencies=(concurrency,), voice_clone=True)
+    published = PUBLISHED_CLONE_MEAN_RTF[(profile, concurrency)]
+    assert abs(point.mean_rtf - published) / published <= TOLERANCE, f"{profile} c{concurrency}: {point.mean_rtf:.3f}"
 
 
 LL = "higgs_multimodal_qwen3_low_latency.yaml"

@@ -61,3 +61,17 @@ def test_big_chunks_split_at_line_ends(tmp_path: Path) -> None:
     files = sorted(tmp_path.iterdir())
     assert all(p.stat().st_size <= 25 for p in files)
     assert (tmp_path / "w.log.5").read_bytes() == b"line00000\nline00001\n"
+
+
+async def test_pump_keeps_draining_when_the_log_cannot_be_written(tmp_path: Path) -> None:
+    log = RotatingLog(tmp_path / "w.log", 1 << 20, 1)
+    log.close()  # every write now fails
+    read_fd, write_fd = os.pipe()
+    task = asyncio.create_task(pump(read_fd, log))
+
+    def feed() -> None:  # more than a pipe buffer: blocks unless the pump keeps reading
+        with os.fdopen(write_fd, "wb") as pipe:
+            pipe.write(b"x" * 300_000)
+
+    await asyncio.wait_for(asyncio.to_thread(feed), 10)
+    await asyncio.wait_for(task, 10)
