@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from gateway.api.errors import ApiError, bad_request
 from gateway.api.speech_request import SpeechRequest, worker_payload
 from gateway.audio.encoder import StreamEncoder
 from gateway.audio.factory import open_encoder
-from gateway.config import GatewayConfig, WarmupConfig
+from gateway.config import GatewayConfig, PoolConfig, WarmupConfig
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot, threshold_values
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet, pool_specs
@@ -49,13 +50,20 @@ from gateway.upstream.retry import RETRY_OTHER_WORKER, pick_retry_worker
 from gateway.upstream.transport import create_transport
 
 log = logging.getLogger("higgs_gateway")
+DiscoveryFactory = Callable[[PoolName, PoolConfig, Fleet], Discovery]
 VOICE_SYNC_INTERVAL_S = 10.0
 SHARED_STATE_INTERVAL_S = 2.0
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, clock: Any = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        clock: Any = time.monotonic,
+        discovery_factory: DiscoveryFactory = create_discovery,
+    ) -> None:
         self.config = config
+        self._discovery_factory = discovery_factory  # tests inject resolvers / API fakes here
         self.shutting_down = False
         self._clock = clock
         data_dir = Path(config.data_dir)
@@ -100,7 +108,7 @@ class Gateway:
     async def start(self) -> None:
         for pool, pool_config in self.config.pools.items():
             if pool_config.launch is None:
-                discovery = create_discovery(pool, pool_config, self.fleet)
+                discovery = self._discovery_factory(pool, pool_config, self.fleet)
                 await discovery.start()
                 self.discoveries.append(discovery)
         self.health.start()
