@@ -52,10 +52,11 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser("compare", help="routing policies on equal emulated hardware, one report",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/comparison"))
-    parser.add_argument("--time-scale", type=float, default=0.2, help="emulator speed-up (0.2 = five times real time)")
+    parser.add_argument("--time-scale", type=float, default=0.25,
+                        help="emulator speed-up (0.25 = four times real time; faster starves the emulators at c64)")
     parser.add_argument("--setups", default=",".join(s.name for s in SETUPS), help="comma-separated subset")
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)))
-    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 2 x level))")
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(32, 4 x level))")
     parser.add_argument("--trace-duration", type=float, default=120.0, help="bursty trace, modelled seconds (0 = skip)")
     parser.add_argument("--latency-rate", type=float, default=1.0)
     parser.add_argument("--burst-rate", type=float, default=8.0)
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 )  # fmt: skip
                 # Connections, caches and the policy's state settle before measuring.
                 run_async(warm_up(options, max(levels)))
-                document = run_async(sweep(options, levels, args.requests))
+                document = run_async(sweep(options, levels, args.requests, rounds=4, minimum=32))
                 report.write(document, args.out, f"{setup.name}-sweep")
                 documents.append(document)
                 if arrivals:
@@ -155,7 +156,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         "## Closed-loop sweep",
         "",
         f"Concurrency {', '.join(map(str, levels))}; requests per level "
-        f"{args.requests or 'max(16, 2 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
+        f"{args.requests or 'max(32, 4 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
         "",
         report.to_markdown(sweeps, by_class=False),
         *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "trace_ttfp"],

@@ -4,7 +4,7 @@ The same closed-loop load goes to one emulated high-throughput worker three ways
 through the gateway, and through nginx (``proxy_buffering off``, upstream keep-alive) as
 the reference for a plain streaming proxy. Reported: added TTFP (p50, p99) against
 direct, and the proxy's CPU time per request and per audio second, read from
-``/proc/<pid>/stat`` around the measured phase (its idle CPU, from health probes and
+``/proc/<pid>/stat`` around each measured phase (its idle CPU, from health probes and
 load scraping, measured beforehand and subtracted).
 
 The proxy under test is pinned to one core, the worker and load generator to the other,
@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -26,26 +25,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.bench import report
 from gateway.bench.client import ClientOptions, RequestSpec, make_client
 from gateway.bench.fleet import HT_PROFILE, Fleet, Service, free_port, tree_cpu_seconds, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.nginx import nginx_binary, nginx_command
 from gateway.bench.progress import Progress
 from gateway.bench.runner import run_closed
-from gateway.bench.scenarios import requests_for, run_async
+from gateway.bench.scenarios import run_async
 from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import TEXTS, text_order
 
-TARGETS = {"added_ttfp_p50_ms": 2.0, "added_ttfp_p99_ms": 10.0, "cpu_ms_per_request": 1.0}
-IDLE_SAMPLE_S = 3.0
+IDLE_SAMPLE_S = 5.0
+# Clips of a few words: about 2-3 s of audio in three chunks, the shape of the reference
+# relay measurement, so CPU per request can be split into a per-request and a per-byte part.
+SHORT_TEXTS = tuple(text for text in TEXTS if len(text) <= 50)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    concurrency: int
+    short: bool = False
 
 
 @dataclass
-class PathResult:
-    name: str
-    phases: list[dict[str, Any]]
-    cpu: dict[int, dict[str, float]]  # concurrency -> proxy CPU figures (absent for direct)
+class Run:
+    """One path, one workload, one round."""
+
+    summary: dict[str, Any]
+    cpu_s: float | None = None  # proxy CPU during the phase (None: direct)
+    idle_cpu_s: float | None = None  # its idle rate x the phase's wall time
 
 
 def add_parser(commands: Any) -> None:
@@ -53,10 +62,11 @@ def add_parser(commands: Any) -> None:
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--time-scale", type=float, default=0.25,
-                        help="emulator speed-up (shortens clips; faster than 0.25 starves the emulator at c64)")
-    parser.add_argument("--levels", default="1,64", help="concurrency levels; the targets are read at the largest")
-    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 4 x level))")
-    parser.add_argument("--rounds", type=int, default=2, help="direct/gateway/nginx are interleaved this many times")
+                        help="emulator speed-up (shortens clips; faster than 0.25 starves the emulator at c64)")  # fmt: skip
+    parser.add_argument("--levels", default="1,64", help="concurrency levels (full text mix); targets are read at the largest")
+    parser.add_argument("--requests", type=int, default=None, help="requests per phase (default max(16, 4 x level))")
+    parser.add_argument("--rounds", type=int, default=3, help="direct/gateway/nginx are interleaved this many times")
+    parser.add_argument("--no-short", action="store_true", help="skip the short-clip phase at the largest level")
     parser.add_argument("--no-nginx", action="store_true")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
     parser.add_argument("--seed", type=int, default=0)
@@ -72,54 +82,51 @@ def _cores(pin: bool) -> tuple[set[int] | None, set[int] | None]:
     return {available[-1]}, set(available[:-1])
 
 
-async def _measure(url: str, specs: list[RequestSpec], concurrency: int, label: str, progress: bool,
-                   proxy: Service | None) -> tuple[dict[str, Any], dict[str, float] | None]:  # fmt: skip
+async def _measure(url: str, specs: list[RequestSpec], workload: Workload, label: str, progress: bool,
+                   proxy: Service | None) -> Run:  # fmt: skip
     client = make_client("aiohttp", ClientOptions(url=url))
     try:
-        warm = [RequestSpec(min(TEXTS, key=len))] * concurrency
-        await run_closed(client, warm, concurrency, "warmup")
-        idle_rate = 0.0
+        # Open the connections (client and proxy upstream pools) before measuring.
+        await run_closed(client, [RequestSpec(min(TEXTS, key=len))] * workload.concurrency, workload.concurrency, "warm")
+        idle_rate = cpu_before = 0.0
         if proxy is not None:
             before, start = tree_cpu_seconds(proxy.pid), time.perf_counter()
             await asyncio.sleep(IDLE_SAMPLE_S)
             idle_rate = (tree_cpu_seconds(proxy.pid) - before) / (time.perf_counter() - start)
             cpu_before = tree_cpu_seconds(proxy.pid)
-        bar = Progress(f"{label} c{concurrency}", len(specs), enabled=progress)
-        phase = await run_closed(client, specs, concurrency, f"c{concurrency}", bar)
+        bar = Progress(f"{label} {workload.name}", len(specs), enabled=progress)
+        phase = await run_closed(client, specs, workload.concurrency, workload.name, bar)
         bar.close()
     finally:
         await client.close()
     summary = summarize_phase(phase)
     if proxy is None:
-        return summary, None
-    used = tree_cpu_seconds(proxy.pid) - cpu_before
-    busy = max(0.0, used - idle_rate * phase.wall_s)
-    requests, audio = max(1, summary["ok"]), max(1e-9, summary["audio_s"])
-    cpu = {
-        "cpu_s": used,
-        "idle_cpu_s": idle_rate * phase.wall_s,
-        "cpu_ms_per_request": 1000 * busy / requests,
-        "cpu_ms_per_audio_s": 1000 * busy / audio,
-        "cpu_ms_per_request_raw": 1000 * used / requests,
-        "core_utilisation": used / phase.wall_s,
-    }
-    return summary, cpu
+        return Run(summary)
+    return Run(summary, tree_cpu_seconds(proxy.pid) - cpu_before, idle_rate * phase.wall_s)
+
+
+def workloads(levels: list[int], short: bool) -> list[Workload]:
+    chosen = [Workload(f"c{level}", level) for level in levels]
+    if short:
+        chosen.append(Workload(f"c{max(levels)}-short", max(levels), short=True))
+    return chosen
 
 
 def run(args: argparse.Namespace) -> int:
     from gateway.bench.cli import int_list
+    from gateway.bench.overhead_report import write_report
 
-    levels = int_list(args.levels)
+    plan = workloads(int_list(args.levels), not args.no_short)
     use_nginx = not args.no_nginx and nginx_binary() is not None
     proxy_cpus, other_cpus = _cores(not args.no_pin)
     if other_cpus:
         os.sched_setaffinity(0, other_cpus)  # the load generator stays off the proxy's core
-    results: dict[str, PathResult] = {}
+    runs: dict[str, dict[str, list[Run]]] = {}
     with tempfile.TemporaryDirectory(prefix="higgs-overhead-") as scratch, Fleet(Path(scratch)) as fleet:
         worker = fleet.emulator("worker", HT_PROFILE, args.time_scale, other_cpus, extra=["--warm"])
         port = free_port()
-        document = gateway_document(port, Path(scratch) / "data", [], [worker.url], "high_throughput_only", args.time_scale)
-        gateway = fleet.gateway("gateway", write_config(document, Path(scratch) / "gateway.yaml"), port, proxy_cpus)
+        config = gateway_document(port, Path(scratch) / "data", [], [worker.url], "high_throughput_only", args.time_scale)
+        gateway = fleet.gateway("gateway", write_config(config, Path(scratch) / "gateway.yaml"), port, proxy_cpus)
         wait_speech(gateway.url)
         paths: list[tuple[str, str, Service | None]] = [("direct", worker.url, None), ("gateway", gateway.url, gateway)]
         if use_nginx:
@@ -127,114 +134,26 @@ def run(args: argparse.Namespace) -> int:
             command = nginx_command(Path(scratch) / "nginx", nginx_port, worker.url.split("//", 1)[1])
             nginx = fleet.start("nginx", command, f"http://127.0.0.1:{nginx_port}", "/health", proxy_cpus)
             paths.append(("nginx", nginx.url, nginx))
-        for name, _, _ in paths:
-            results[name] = PathResult(name, [], {})
-        for concurrency in levels:
-            count = args.requests or max(16, 4 * concurrency)
-            specs = [RequestSpec(text) for text in text_order(count, args.seed)]
-            merged: dict[str, list[tuple[dict[str, Any], dict[str, float] | None]]] = {n: [] for n, _, _ in paths}
+        runs = {name: {w.name: [] for w in plan} for name, _, _ in paths}
+        for workload in plan:
+            count = args.requests or max(16, 4 * workload.concurrency)
+            texts = text_order(count, args.seed, SHORT_TEXTS if workload.short else TEXTS)
+            specs = [RequestSpec(text) for text in texts]
             for _ in range(args.rounds):  # interleaved so drift hits every path alike
                 for name, url, proxy in paths:
-                    merged[name].append(run_async(_measure(url, specs, concurrency, name, not args.no_progress, proxy)))
-            for name, runs in merged.items():
-                results[name].phases.extend(summary for summary, _ in runs)
-                cpus = [cpu for _, cpu in runs if cpu is not None]
-                if cpus:
-                    results[name].cpu[concurrency] = {k: sum(c[k] for c in cpus) / len(cpus) for k in cpus[0]}
-    write_report(results, args, levels, use_nginx)
-    return 0
-
-
-def _round_mean(phases: list[dict[str, Any]], concurrency: int, stat: str) -> float | None:
-    """The mean over rounds of one TTFP statistic at one level (rounds are equal in size)."""
-    values = [p["ttfp_s"][stat] for p in phases if p["concurrency"] == concurrency and p["ttfp_s"][stat] is not None]
-    return sum(values) / len(values) if values else None
-
-
-def write_report(results: dict[str, PathResult], args: argparse.Namespace, levels: list[int], nginx: bool) -> Path:
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    raw = {name: {"phases": r.phases, "cpu": r.cpu} for name, r in results.items()}
-    (out / "overhead.json").write_text(json.dumps(
-        {"schema": report.SCHEMA + "+overhead", "time_scale": args.time_scale, "levels": levels,
-         "rounds": args.rounds, "paths": raw}, indent=2) + "\n")  # fmt: skip
-    command = "higgs-gateway bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    lines = [
-        "# Gateway overhead",
-        "",
-        f"Reproduce: `{command}`",
-        "",
-        (__doc__ or "").split("\n\n", 1)[1].strip(),
-        "",
-        f"One emulated high-throughput worker at time scale {args.time_scale:g} (clips play "
-        f"{1 / args.time_scale:g}x faster than real time, so each request is short); "
-        f"{args.rounds} interleaved rounds per path and level; requests per level: "
-        f"{args.requests or 'max(16, 4 x concurrency)'}; load generator: aiohttp on uvloop.",
-        "",
-        "## Added time to first packet (wall clock, against direct)",
-        "",
-        "| concurrency | path | TTFP p50 (ms) | TTFP p99 (ms) | added p50 (ms) | added p99 (ms) |",
-        "|---:|---|---:|---:|---:|---:|",
-    ]
-    for concurrency in levels:
-        base50 = _round_mean(results["direct"].phases, concurrency, "median")
-        base99 = _round_mean(results["direct"].phases, concurrency, "p99")
-        for name, result in results.items():
-            p50 = _round_mean(result.phases, concurrency, "median")
-            p99 = _round_mean(result.phases, concurrency, "p99")
-            added50 = "–" if name == "direct" or p50 is None or base50 is None else f"{1000 * (p50 - base50):+.2f}"
-            added99 = "–" if name == "direct" or p99 is None or base99 is None else f"{1000 * (p99 - base99):+.2f}"
-            lines.append(f"| {concurrency} | {name} | {_ms(p50)} | {_ms(p99)} | {added50} | {added99} |")
-    lines += [
-        "",
-        "## Proxy CPU time",
-        "",
-        "| concurrency | path | CPU per request (ms) | CPU per audio second (ms) | raw CPU per request, idle included (ms) | core busy |",
-        "|---:|---|---:|---:|---:|---:|",
-    ]
-    for concurrency in levels:
-        for name, result in results.items():
-            cpu = result.cpu.get(concurrency)
-            if cpu:
-                lines.append(
-                    f"| {concurrency} | {name} | {cpu['cpu_ms_per_request']:.3f} | {cpu['cpu_ms_per_audio_s']:.4f} | "
-                    f"{cpu['cpu_ms_per_request_raw']:.3f} | {100 * cpu['core_utilisation']:.0f}% |"
-                )
-    top = max(levels)
-    lines += ["", f"## Against the targets (concurrency {top})", ""]
-    lines += _verdict(results, top)
-    if not nginx:
-        lines += ["", "nginx was not installed, so the reference row is missing (Debian: `apt-get install nginx`)."]
-    lines += ["", "## Every run", "", report.to_markdown(
-        [{"label": name, "phases": r.phases} for name, r in results.items()], by_class=False)]  # fmt: skip
-    path = out / "overhead.md"
-    path.write_text("\n".join(lines))
-    print(f"wrote {path}", file=sys.stderr)
-    return path
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{1000 * value:.1f}"
-
-
-def _verdict(results: dict[str, PathResult], top: int) -> list[str]:
-    gateway = results.get("gateway")
-    if gateway is None:
-        return ["(no gateway run)"]
-    base50 = _round_mean(results["direct"].phases, top, "median")
-    base99 = _round_mean(results["direct"].phases, top, "p99")
-    p50 = _round_mean(gateway.phases, top, "median")
-    p99 = _round_mean(gateway.phases, top, "p99")
-    cpu = gateway.cpu.get(top, {}).get("cpu_ms_per_request")
-    measured = {
-        "added_ttfp_p50_ms": None if p50 is None or base50 is None else 1000 * (p50 - base50),
-        "added_ttfp_p99_ms": None if p99 is None or base99 is None else 1000 * (p99 - base99),
-        "cpu_ms_per_request": cpu,
+                    runs[name][workload.name].append(
+                        run_async(_measure(url, specs, workload, name, not args.no_progress, proxy))
+                    )
+    document = {
+        "schema": "higgs-gateway-bench-overhead/1",
+        "time_scale": args.time_scale,
+        "rounds": args.rounds,
+        "workloads": [vars(w) for w in plan],
+        "machine": f"{os.cpu_count()}-core {os.uname().machine}",
+        "runs": {path: {name: [vars(r) for r in rs] for name, rs in per.items()} for path, per in runs.items()},
     }
-    lines = ["| measure | target | measured | met |", "|---|---:|---:|---|"]
-    for key, target in TARGETS.items():
-        value = measured[key]
-        shown = "–" if value is None else f"{value:.2f}"
-        met = "–" if value is None else ("yes" if value < target else "**no**")
-        lines.append(f"| {key} | < {target:g} | {shown} | {met} |")
-    return lines
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "overhead.json").write_text(json.dumps(document, indent=2) + "\n")
+    path = write_report(document, args.out / "overhead.md", " ".join(sys.argv[2:]) or "overhead", __doc__ or "")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
