@@ -336,6 +336,19 @@ class GatewayConfig(BaseSettings):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     data_dir: Path = Path("./data")
 
+    @model_validator(mode="after")
+    def _workers_serve_our_model(self) -> GatewayConfig:
+        # The relay and the warm-up send models.served_model_name; a supervised worker
+        # serving another name would answer every request with 404.
+        for name, pool in self.pools.items():
+            launched = pool.launch.served_model_name if pool.launch else None
+            if launched is not None and launched != self.models.served_model_name:
+                raise ValueError(
+                    f"pools.{name.value}.launch.served_model_name ({launched!r}) must equal "
+                    f"models.served_model_name ({self.models.served_model_name!r})"
+                )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -27,7 +27,7 @@ from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
-from gateway.bench.traces import bursty
+from gateway.bench.traces import Arrival, bursty
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--off", type=float, default=25.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--report-only", action="store_true", help="re-render README.md from the JSON files in --out")
     parser.set_defaults(func=run)
 
 
@@ -84,26 +85,50 @@ def run(args: argparse.Namespace) -> int:
     trace_params = {"kind": "bursty", "duration_s": args.trace_duration, "latency_rate": args.latency_rate,
                     "burst_rate": args.burst_rate, "on_s": args.on, "off_s": args.off}  # fmt: skip
     documents: list[dict[str, Any]] = []
+    failures: dict[str, str] = {}
+    if args.report_only:
+        for setup in setups:
+            documents += [report.load(p) for p in sorted(args.out.glob(f"{setup.name}-*.json"))]
+        write_report(documents, args, setups, levels)
+        return 0
     with tempfile.TemporaryDirectory(prefix="higgs-bench-") as scratch:
         for setup in setups:
-            with Fleet(Path(scratch) / setup.name.replace("+", "_")) as fleet:
-                url = _start(fleet, setup, args.time_scale)
-                options = RunOptions(
-                    ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
-                    progress=not args.no_progress, notes={"setup": setup.summary, "policy": setup.policy},
-                )  # fmt: skip
-                # Connections, caches and the policy's state settle before measuring.
-                run_async(warm_up(options, max(levels)))
-                document = run_async(sweep(options, levels, args.requests, rounds=4, minimum=32))
-                report.write(document, args.out, f"{setup.name}-sweep")
-                documents.append(document)
-                if arrivals:
-                    document = run_async(trace(options, arrivals, "bursty", trace_params))
-                    report.write(document, args.out, f"{setup.name}-trace")
-                    documents.append(document)
-    write_report(documents, args, setups, levels)
+            try:
+                documents += _measure(setup, Path(scratch), args, levels, arrivals, trace_params)
+            except (RuntimeError, TimeoutError) as exc:  # one broken setup must not lose the others
+                failures[setup.name] = str(exc).strip().splitlines()[0][:300]
+                print(f"{setup.name}: failed: {failures[setup.name]}", file=sys.stderr)
+    write_report(documents, args, setups, levels, failures)
     print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
     return 0
+
+
+def _command() -> str:
+    """The command line that produced this run, as a user would type it."""
+    return "higgs-gateway bench " + " ".join(shlex.quote(a) for a in sys.argv[2:] if a != "--report-only")
+
+
+def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list[int],
+             arrivals: list[Arrival], trace_params: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+    """Start the setup's fleet, run the sweep and the trace, write both results."""
+    documents = []
+    with Fleet(scratch / setup.name.replace("+", "_")) as fleet:
+        url = _start(fleet, setup, args.time_scale)
+        options = RunOptions(
+            ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
+            progress=not args.no_progress,
+            notes={"setup": setup.summary, "policy": setup.policy, "command": _command()},
+        )  # fmt: skip
+        # Connections, caches and the policy's state settle before measuring.
+        run_async(warm_up(options, max(levels)))
+        document = run_async(sweep(options, levels, args.requests, rounds=4, minimum=32))
+        report.write(document, args.out, f"{setup.name}-sweep")
+        documents.append(document)
+        if arrivals:
+            document = run_async(trace(options, arrivals, "bursty", trace_params))
+            report.write(document, args.out, f"{setup.name}-trace")
+            documents.append(document)
+    return documents
 
 
 def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
@@ -131,15 +156,48 @@ def _emulator_parameters() -> str:
     return "\n".join(lines)
 
 
-def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setups: list[Setup], levels: list[int]) -> Path:
+def _stat(phase: dict[str, Any] | None, metric: str, stat: str, scale: float = 1.0, digits: int = 0) -> str:
+    value = None if phase is None else phase[metric][stat]
+    return "–" if value is None else f"{value * scale:.{digits}f}"
+
+
+def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
+    """One row per setup: the figures the comparison is about."""
+    low, high = min(levels), max(levels)
+    lines = [
+        f"| config | c{low} TTFP p50 (ms) | c{low} RTF mean | c{high} TTFP p99 (ms) | c{high} RTF mean | "
+        f"c{high} audio-s/s | trace `latency` TTFP p50 / p99 (ms) | trace `throughput` TTFP p99 (ms) | trace errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label in dict.fromkeys(d["label"] for d in documents):
+        sweep_doc = next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
+        trace_doc = next((d for d in documents if d["label"] == label and d["mode"] == "trace"), None)
+        by_level = {p["concurrency"]: p for p in sweep_doc["phases"]} if sweep_doc else {}
+        first, last = by_level.get(low), by_level.get(high)
+        trace_phase = trace_doc["phases"][0] if trace_doc else None
+        classes = trace_phase.get("by_class", {}) if trace_phase else {}
+        latency, throughput = classes.get("latency"), classes.get("throughput")
+        errors = "–" if trace_phase is None else str(sum(trace_phase["errors"].values()))
+        audio = "–" if last is None else f"{last['audio_s_per_s']:.1f}"
+        lines.append(
+            f"| {label} | {_stat(first, 'ttfp_s', 'median', 1000)} | {_stat(first, 'rtf', 'mean', digits=3)} | "
+            f"{_stat(last, 'ttfp_s', 'p99', 1000)} | {_stat(last, 'rtf', 'mean', digits=3)} | {audio} | "
+            f"{_stat(latency, 'ttfp_s', 'median', 1000)} / {_stat(latency, 'ttfp_s', 'p99', 1000)} | "
+            f"{_stat(throughput, 'ttfp_s', 'p99', 1000)} | {errors} |"
+        )
+    return lines
+
+
+def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setups: list[Setup], levels: list[int],
+                 failures: dict[str, str] | None = None) -> Path:  # fmt: skip
     from gateway.bench.plots import plot_sweeps, plot_traces
 
     out: Path = args.out
     plots = plot_sweeps(documents, out) + plot_traces(documents, out)
     sweeps = [d for d in documents if d["mode"] == "sweep"]
     traces = [d for d in documents if d["mode"] == "trace"]
-    command = "higgs-gateway bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 2 else (
-        "higgs-gateway bench compare")  # fmt: skip
+    recorded = [d["notes"]["command"] for d in documents if d.get("notes", {}).get("command")]
+    command = recorded[0] if recorded else _command()
     lines = [
         "# Routing policies on equal hardware (emulated)",
         "",
@@ -152,6 +210,11 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         "| config | workers and policy |",
         "|---|---|",
         *[f"| {s.name} | {s.summary} (`{s.policy}`) |" for s in setups],
+        "",
+        *[f"**{name} failed to run:** `{reason}`\n" for name, reason in (failures or {}).items()],
+        "## Summary",
+        "",
+        *headline(documents, levels),
         "",
         "## Closed-loop sweep",
         "",

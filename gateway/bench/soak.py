@@ -52,6 +52,7 @@ WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often
 FORMS = ("pcm", "pcm", "sse", "wav")  # raw PCM stream, SSE (base64 PCM), streamed WAV
 DEFAULT_TOKEN = "soak-admin-token"
+RUN_STARTED = [time.perf_counter()]
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Outcome:
     retry_after: str | None = None
     reason: str | None = None  # x-gateway-dropped-reason of a rejection
     ttfp_s: float | None = None
+    sent_s: float | None = None  # since the run started
 
 
 @dataclass
@@ -149,6 +151,7 @@ async def _speak(
     if outcome.form == "sse":
         body["stream_format"] = "sse"
     sent = time.perf_counter()
+    outcome.sent_s = sent - RUN_STARTED[0]
     try:
         async with session.post(
             f"{url}/v1/audio/speech", json=body, headers={SLA_CLASS_HEADER: outcome.sla_class, **headers}
@@ -266,7 +269,7 @@ async def run_soak(
 
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=300)
-    started = time.perf_counter()
+    started = RUN_STARTED[0] = time.perf_counter()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session:
 
         async def burst(number: int) -> list[Outcome]:
@@ -317,6 +320,7 @@ async def run_soak(
             await half(number, first, last)
             idle = await asyncio.to_thread(_wait_idle, gateway_url, worker_urls, admin_token, plan.idle_timeout_s)
             idle["after_half"] = number + 1
+            idle["at_s"] = round(time.perf_counter() - started, 2)
             rss.append((f"half {number + 1} idle", rss_bytes(gateway_pid)))
             if not idle["idle"]:
                 break  # a leaked counter: the report says which

@@ -23,6 +23,7 @@ from tests.integration.conftest import (
     SHORT_TEXT,
     LoadSampler,
     pools,
+    set_faults,
     speech_body,
     wait_idle,
     worker_entry,
@@ -130,31 +131,45 @@ async def test_full_low_latency_makes_latency_spill_after_its_budget(stack: Stac
     """While four long requests fill low-latency, every new ``latency`` request must spill
     to high-throughput once its queue budget (150 ms, or half its TTFP budget) is spent.
 
-    ``latency`` may wait 30 s here, far longer than the fillers run: a request that missed
-    its spill moment waits for a low-latency slot and comes back ``ll_slot_free``.
+    ``latency`` may wait 30 s here, far longer than the fillers hold their slots: a request
+    that missed its spill moment waits for a low-latency slot and comes back ``ll_slot_free``.
+    Each request is a fresh chance to miss it, hence several in a row.
     """
     ll_url = stack.workers["low_latency"][0].url
     spills: list[Routed] = []
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=16)) as client:
         with LoadSampler(ll_url, stack.url) as sampler:
-            async with background(client, stack.url, VERY_LONG_TEXT, "latency", 4) as fillers:
-                await wait_for(lambda: worker_load(ll_url) == 4, 30, "four latency requests on the low-latency worker")
-                for attempt in range(8):
-                    if any(task.done() for task in fillers) or pools(stack.url)["low_latency"]["inflight"] != 4:
-                        break
-                    # Alternate the default budget and a TTFP budget (half of 100 ms may queue).
-                    headers = {"x-sla-ttfp-ms": "100"} if attempt % 2 else None
-                    routed = await speak(client, stack.url, SHORT_TEXT, "latency", headers)
-                    spills.append(routed)
-                    assert routed.status == 200 and routed.audio_bytes > 0, routed
-                    assert (routed.pool, routed.reason) == ("high_throughput", "spill_ll_full"), (
-                        f"latency request {attempt} (headers {headers}) did not spill after its queue budget "
-                        f"while low-latency was full: {routed}. If it came back ll_slot_free it waited for "
-                        "the fillers to end: admission missed the waiter's spill time."
-                    )
-    assert len(spills) >= 2, f"the fillers ended too soon to test spilling: {spills}"
+            # The worker holds the fillers 2 s before streaming ~80 s of audio: they keep
+            # every low-latency slot for several seconds, whatever the box's speed.
+            set_faults(ll_url, hang_seconds=2.0)
+            try:
+                async with background(client, stack.url, VERY_LONG_TEXT, "latency", 4) as fillers:
+                    await wait_for(lambda: worker_load(ll_url) == 4, 30, "four latency requests on the low-latency worker")
+                    set_faults(ll_url, clear=True)
+                    await spill_attempts(client, stack, fillers, spills)
+            finally:
+                set_faults(ll_url, clear=True)
+    assert len(spills) >= 4, f"the fillers ended too soon to test spilling: {spills}"
     assert sampler.worker_max <= 4
     await asyncio.to_thread(wait_idle, stack.url, urls(stack))
+
+
+async def spill_attempts(
+    client: httpx.AsyncClient, stack: Stack, fillers: list[asyncio.Task[Routed]], spills: list[Routed]
+) -> None:
+    for attempt in range(8):
+        if any(task.done() for task in fillers) or pools(stack.url)["low_latency"]["inflight"] != 4:
+            return
+        # Alternate the default budget and a TTFP budget (half of 100 ms may queue).
+        headers = {"x-sla-ttfp-ms": "100"} if attempt % 2 else None
+        routed = await speak(client, stack.url, SHORT_TEXT, "latency", headers)
+        spills.append(routed)
+        assert routed.status == 200 and routed.audio_bytes > 0, routed
+        assert (routed.pool, routed.reason) == ("high_throughput", "spill_ll_full"), (
+            f"latency request {attempt} (headers {headers}) did not spill after its queue budget "
+            f"while low-latency was full: {routed}. If it came back ll_slot_free it waited for "
+            "the fillers to end: admission missed the waiter's spill time."
+        )
 
 
 async def test_drain_finishes_in_flight_and_routes_nothing_new(stack: Stack) -> None:
