@@ -60,6 +60,7 @@ class SubprocessLauncher:
                 stderr=write_fd,
                 env=dict(spec.env),
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         except BaseException:
             os.close(read_fd)
@@ -138,3 +139,20 @@ def group_alive(pgid: int) -> bool:
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             return True
     return False
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGTERM when the gateway dies.
+
+    A gateway killed with SIGKILL cannot stop its workers; without this they would keep
+    running, hold their ports and GPU memory, and the next gateway's workers would
+    crash-loop on "address in use". No-op where prctl is unavailable.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
