@@ -53,6 +53,10 @@ CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: 
 FORMS = ("pcm", "pcm", "sse", "wav")  # raw PCM stream, SSE (base64 PCM), streamed WAV
 DEFAULT_TOKEN = "soak-admin-token"
 RUN_STARTED = [time.perf_counter()]
+# Below uvicorn's 5 s keep-alive: a client that reuses a connection the server is closing
+# for idleness gets "server disconnected" before its request is read. That race is the
+# client's to avoid (browsers and proxies keep their idle timeout below the server's).
+KEEPALIVE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -267,7 +271,7 @@ async def run_soak(
     def make(phase: str, text: str) -> Outcome:
         return Outcome(phase, rng.choice(CLASSES), rng.choice(FORMS), len(text), expected_bytes=expected_pcm_bytes(text, model))
 
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    connector = aiohttp.TCPConnector(limit=0, force_close=False, keepalive_timeout=KEEPALIVE_S)
     timeout = aiohttp.ClientTimeout(total=300)
     started = RUN_STARTED[0] = time.perf_counter()
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session:

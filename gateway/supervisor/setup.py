@@ -53,15 +53,6 @@ def build_supervisors(
         raise ProfileCheckFailed(findings)
     for finding in findings:
         log.warning("deploy profile: %s", finding)
-    served = config.models.served_model_name
-    for name, pool in config.pools.items():
-        if pool.launch is not None and pool.launch.served_model_name not in (None, served):
-            # Requests (and the warm-up) name models.served_model_name; a worker answers 404
-            # for any other name, so this pool would never serve.
-            log.warning(
-                "pools.%s.launch.served_model_name %r differs from models.served_model_name %r",
-                name.value, pool.launch.served_model_name, served,
-            )  # fmt: skip
     supervisors = []
     for name, pool in config.pools.items():
         if pool.launch is None:

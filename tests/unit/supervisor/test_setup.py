@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import load_config
+from gateway.config import ConfigError, load_config
 from gateway.supervisor.setup import ProfileCheckFailed, build_supervisors, check_supervised_profiles
 
 from .fakes import RecordingSink
@@ -62,6 +62,7 @@ def test_missing_profile_is_refused() -> None:
         build_supervisors(config("nope.yaml", HT), RecordingSink())
 
 
-def test_a_launch_served_name_other_than_the_gateways_is_flagged(caplog: pytest.LogCaptureFixture) -> None:
-    build_supervisors(config(LL, HT, served_model_name="other"), RecordingSink())
-    assert "served_model_name 'other' differs" in caplog.text
+def test_a_launch_served_name_other_than_the_gateways_is_refused() -> None:
+    # Requests and the warm-up name models.served_model_name: such a pool would only 404.
+    with pytest.raises(ConfigError, match="launch.served_model_name .'other'. must equal"):
+        config(LL, HT, served_model_name="other")
