@@ -8,12 +8,13 @@ can filter on them without parsing the message.
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
+
+import orjson
 
 ACCESS_LOGGER = "higgs_gateway.access"
 
@@ -39,7 +40,8 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             payload["stack"] = self.formatStack(record.stack_info)
         # default=str: an odd extra (a Path, an enum, a datetime) must never lose the line.
-        return json.dumps(payload, default=str, ensure_ascii=False)
+        # orjson: this runs once per request on the hot path, several times faster than json.
+        return orjson.dumps(payload, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class _OurHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -74,6 +74,16 @@ def _validation_error(exc: RequestValidationError) -> ApiError:
     return bad_request(f"{param + ': ' if param else ''}{first.get('msg', 'invalid request')}", param)
 
 
+def render_error(exc: Exception) -> Response:
+    """The envelope response for any exception a request raised (unknown ones: 500)."""
+    if isinstance(exc, ApiError):
+        return exc.response()
+    if isinstance(exc, (SecurityError, VoiceError)):
+        return Response(orjson.dumps(exc.envelope()), status_code=exc.status, media_type="application/json", headers=exc.headers)
+    log.exception("unhandled error", exc_info=exc)
+    return ApiError(500, "Internal gateway error.", code="internal_error").response()
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_api_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)

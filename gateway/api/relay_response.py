@@ -1,64 +1,112 @@
-"""An ASGI streaming response that stops the moment the client goes away.
+"""Stream a relayed body, and stop the moment the client goes away.
 
 Starlette's ``StreamingResponse`` only notices a vanished client on ASGI 2.4 servers when
 a ``send`` fails, which uvicorn does not do for a closed socket: the relay would keep
-pulling audio from the worker, holding its batch slot, until the clip ended. Here the
-body is streamed in one task and ``http.disconnect`` awaited in another; whichever ends
-first cancels the other, and the body's own ``finally`` releases the worker.
+pulling audio from the worker, holding its batch slot, until the clip ended. One
+``DisconnectWatch`` per request waits for ``http.disconnect`` and cancels whatever the
+request task is doing at that moment (queued in admission, waiting for the worker's first
+byte, or streaming); the cleanup in that code's ``finally`` releases the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 
+class ClientGone(Exception):
+    """The client disconnected; the guarded work was cancelled."""
+
+
+class DisconnectWatch:
+    """One task per request; costs nothing until the client leaves."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.gone = False
+        self._target: asyncio.Task[object] | None = None
+        self._on_gone: Callable[[], None] | None = None
+        self._task = asyncio.ensure_future(wait_for_disconnect(receive))
+        self._task.add_done_callback(self._fire)
+
+    def _fire(self, task: asyncio.Future[None]) -> None:
+        if task.cancelled():
+            return
+        self.gone = True  # a disconnect, or a receive() that failed: either way nobody listens
+        if self._on_gone is not None:
+            self._on_gone()
+        if self._target is not None:
+            # Callbacks run only while the request task is suspended, so when a target is
+            # set the task is parked at an await inside ``guard``: the cancel lands there.
+            self._target.cancel()
+
+    def guard(self, on_gone: Callable[[], None] | None = None) -> _Guard:
+        """Inside, a disconnect cancels the current task and surfaces as ``ClientGone``."""
+        return _Guard(self, on_gone)
+
+    def close(self) -> None:
+        self._task.cancel()
+
+
+class _Guard:
+    # A plain class rather than @contextmanager: this runs twice per request on the hot path.
+    __slots__ = ("_watch", "_on_gone", "_target")
+
+    def __init__(self, watch: DisconnectWatch, on_gone: Callable[[], None] | None) -> None:
+        self._watch = watch
+        self._on_gone = on_gone
+        self._target: asyncio.Task[object] | None = None
+
+    def __enter__(self) -> None:
+        watch = self._watch
+        if watch.gone:
+            raise ClientGone
+        self._target = asyncio.current_task()
+        watch._target, watch._on_gone = self._target, self._on_gone
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        watch = self._watch
+        watch._target, watch._on_gone = None, None
+        if kind is asyncio.CancelledError and watch.gone and self._target is not None:
+            # Ours only if the client left and nobody else (server shutdown) also cancelled.
+            if self._target.uncancel() == 0:
+                raise ClientGone from None
+
+
 class RelayResponse(Response):
-    # A Response subclass so the framework sends it as it is instead of serialising it.
+    """Sends ``body`` chunk by chunk; a Response subclass so the framework sends it as it is."""
+
     def __init__(
         self,
-        body: AsyncIterator[bytes],
+        body: AsyncGenerator[bytes, None],
         headers: list[tuple[bytes, bytes]],
+        watch: DisconnectWatch,
         on_disconnect: Callable[[], None],
         status: int = 200,
     ) -> None:
         self._body = body
-        self._headers = headers
+        self._watch = watch
         self._on_disconnect = on_disconnect
-        self._status = status
         self.status_code = status
+        self.raw_headers = headers
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        streaming = asyncio.ensure_future(self._stream(send))
-        watching = asyncio.ensure_future(wait_for_disconnect(receive))
         try:
-            await asyncio.wait((streaming, watching), return_when=asyncio.FIRST_COMPLETED)
+            with self._watch.guard(self._on_disconnect):
+                await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+                async for chunk in self._body:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except ClientGone:
+            pass
         finally:
-            if not streaming.done():
-                # The client left (or our own task was cancelled): stop relaying now.
-                self._on_disconnect()
-                streaming.cancel()
-            watching.cancel()
-            await asyncio.gather(streaming, watching, return_exceptions=True)
-            # A body suspended at ``yield`` when its consumer was cancelled only runs its
+            self._watch.close()
+            # A body suspended at ``yield`` when the send was cancelled only runs its
             # ``finally`` (lease release, upstream close) when closed explicitly.
-            aclose = getattr(self._body, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        # Re-raise a body failure so the server aborts the connection (a cut stream).
-        if not streaming.cancelled() and streaming.exception() is not None:
-            raise streaming.exception()  # type: ignore[misc]
-
-    async def _stream(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self._status, "headers": self._headers})
-        self.raw_headers = self._headers
-        async for chunk in self._body:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self._body.aclose()
 
 
 async def wait_for_disconnect(receive: Receive) -> None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from gateway.api.errors import ApiError
-from gateway.api.relay_response import RelayResponse, wait_for_disconnect
+from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse
 from gateway.api.sla import parse_sla_headers
 from gateway.api.speech_request import SpeechRequest, parse_speech_request, worker_payload
 from gateway.audio.encoder import StreamEncoder
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("higgs_gateway.speech")
 router = APIRouter()
-T = TypeVar("T")
 
 CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
 # Codec frames: 25 per second of audio; Higgs counts one output token per frame.
@@ -46,10 +45,6 @@ SPEECH_OPENAPI = {
         "content": {"application/json": {"schema": SpeechRequest.model_json_schema(ref_template="#/components/schemas/{model}")}},
     }
 }
-
-
-class ClientGone(Exception):
-    """The client disconnected before the response started."""
 
 
 class SpeechExchange:
@@ -137,8 +132,11 @@ async def create_speech(request: Request) -> Response:
         exchange.finish(getattr(exc, "status", 500))
         raise
     info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input))
+    watch = DisconnectWatch(request.receive)
+    opened: OpenStream | None = None
     try:
-        stream = await _until_disconnect(request, _open(gateway, exchange, info, payload))
+        with watch.guard():
+            opened = await _open(gateway, exchange, info, payload)
     except AdmissionRejected as exc:
         exchange.error = exc.reason
         exchange.finish(exc.status)
@@ -151,16 +149,23 @@ async def create_speech(request: Request) -> Response:
         phase = "queued" if exchange.decision is None else "before_first_byte"
         exchange.finish(CLIENT_CLOSED, disconnect_phase=phase)
         return Response(status_code=CLIENT_CLOSED)
+    finally:
+        if opened is None:
+            watch.close()
+    stream = opened
     try:
         encoder = gateway.open_encoder(speech)
     except BaseException:
+        watch.close()
         await stream.close()
         exchange.finish(500)
         raise
     sse = speech.stream_format == "sse"
     headers = _response_headers(speech, sse, stream.decision)
     body = _relay_body(exchange, stream, encoder, sse, gateway.config.upstream.read_timeout_s)
-    return RelayResponse(body, headers, on_disconnect=lambda: exchange.finish(CLIENT_CLOSED, disconnect_phase="streaming"))
+    return RelayResponse(
+        body, headers, watch, on_disconnect=lambda: exchange.finish(CLIENT_CLOSED, disconnect_phase="streaming")
+    )
 
 
 async def _open(gateway: Gateway, exchange: SpeechExchange, info: RequestInfo, payload: dict[str, object]) -> OpenStream:
@@ -177,28 +182,9 @@ async def _open(gateway: Gateway, exchange: SpeechExchange, info: RequestInfo, p
     return stream
 
 
-async def _until_disconnect(request: Request, work: Awaitable[T]) -> T:
-    """Run ``work`` unless the client leaves first; then cancel it (its cleanup runs)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(wait_for_disconnect(request.receive))
-    try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
-        task.cancel()
-        watcher.cancel()
-        await asyncio.gather(task, watcher, return_exceptions=True)
-        raise
-    if task.done():
-        watcher.cancel()
-        return task.result()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    raise ClientGone
-
-
 async def _relay_body(
     exchange: SpeechExchange, stream: OpenStream, encoder: StreamEncoder, sse: bool, read_timeout_s: float
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     status = 200
     chunk = stream.first_chunk
     try:

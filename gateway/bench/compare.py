@@ -26,6 +26,7 @@ from gateway.bench import report
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
+from gateway.bench.quiet import wait_for_quiet
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
 from gateway.bench.traces import Arrival, bursty
 
@@ -64,6 +65,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--off", type=float, default=25.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--quiet-load", type=float, default=1.5,
+                        help="before each setup, wait for the 1-minute load average to drop below this")
+    parser.add_argument("--quiet-wait", type=float, default=600.0, help="longest wait for a quiet machine, seconds")
     parser.add_argument("--report-only", action="store_true", help="re-render README.md from the JSON files in --out")
     parser.set_defaults(func=run)
 
@@ -112,6 +116,7 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
              arrivals: list[Arrival], trace_params: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
     """Start the setup's fleet, run the sweep and the trace, write both results."""
     documents = []
+    wait_for_quiet(args.quiet_load, args.quiet_wait)
     with Fleet(scratch / setup.name.replace("+", "_")) as fleet:
         url = _start(fleet, setup, args.time_scale)
         options = RunOptions(
@@ -166,8 +171,9 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
     low, high = min(levels), max(levels)
     lines = [
         f"| config | c{low} TTFP p50 (ms) | c{low} RTF mean | c{high} TTFP p99 (ms) | c{high} RTF mean | "
-        f"c{high} audio-s/s | trace `latency` TTFP p50 / p99 (ms) | trace `throughput` TTFP p99 (ms) | trace errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"c{high} audio-s/s | trace `latency` TTFP p50 / p99 (ms) | trace `throughput` TTFP p99 (ms) | trace errors | "
+        "max load average |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label in dict.fromkeys(d["label"] for d in documents):
         sweep_doc = next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
@@ -178,12 +184,14 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
         classes = trace_phase.get("by_class", {}) if trace_phase else {}
         latency, throughput = classes.get("latency"), classes.get("throughput")
         errors = "–" if trace_phase is None else str(sum(trace_phase["errors"].values()))
+        loads = [p.get("loadavg_1m") for d in (sweep_doc, trace_doc) if d for p in d["phases"]]
+        load = max((v for v in loads if v is not None), default=None)
         audio = "–" if last is None else f"{last['audio_s_per_s']:.1f}"
         lines.append(
             f"| {label} | {_stat(first, 'ttfp_s', 'median', 1000)} | {_stat(first, 'rtf', 'mean', digits=3)} | "
             f"{_stat(last, 'ttfp_s', 'p99', 1000)} | {_stat(last, 'rtf', 'mean', digits=3)} | {audio} | "
             f"{_stat(latency, 'ttfp_s', 'median', 1000)} / {_stat(latency, 'ttfp_s', 'p99', 1000)} | "
-            f"{_stat(throughput, 'ttfp_s', 'p99', 1000)} | {errors} |"
+            f"{_stat(throughput, 'ttfp_s', 'p99', 1000)} | {errors} | {'–' if load is None else f'{load:.1f}'} |"
         )
     return lines
 

@@ -35,6 +35,8 @@ def ttfp_table(document: dict[str, Any]) -> dict[str, dict[str, dict[str, float 
                 row[key] = _mean([v for v in mine if v is not None])
                 pairs = [m - b for m, b in zip(mine, base, strict=True) if m is not None and b is not None]
                 row[f"added_{key}"] = None if path == "direct" else _mean(pairs)
+            loads = [run["summary"].get("loadavg_1m") for run in per[workload]]
+            row["load"] = max((v for v in loads if v is not None), default=None)
             if path == "direct":
                 p50s = [v for v in (_ttfp(run, "median") for run in per[workload]) if v is not None]
                 row["spread_p50"] = max(p50s) - min(p50s) if len(p50s) > 1 else None
@@ -104,14 +106,14 @@ def write_report(document: dict[str, Any], path: Path, command: str, doc: str) -
         "average, ~17 chunks) at concurrency N; `-short` = clips of a few words (2-3 s of audio, three "
         "chunks), the shape of the reference relay measurement.", "",
         "## Added time to first packet (wall clock, ms)", "",
-        "| workload | path | TTFP p50 | TTFP p99 | added p50 | added p99 | direct's p50 spread across rounds |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| workload | path | TTFP p50 | TTFP p99 | added p50 | added p99 | direct's p50 spread across rounds | max load average |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     for name in names:
         for path_name, row in ttfp[name].items():
             lines.append(
                 f"| {name} | {path_name} | {_f(row['p50'])} | {_f(row['p99'])} | {_f(row['added_p50'], 2, True)} | "
-                f"{_f(row['added_p99'], 2, True)} | {_f(row.get('spread_p50'))} |"
+                f"{_f(row['added_p99'], 2, True)} | {_f(row.get('spread_p50'))} | {_f(row.get('load'))} |"
             )
     lines += [
         "", "## Proxy CPU time (idle-corrected, pooled over rounds)", "",

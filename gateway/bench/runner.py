@@ -9,6 +9,7 @@ is how real traffic behaves and the only way to see queueing under bursts.
 from __future__ import annotations
 
 import asyncio
+import os
 import resource
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ class PhaseResult:
     client_cpu_s: float  # the load generator's own CPU time: proof it was not the bottleneck
     results: list[RequestResult] = field(default_factory=list)
     offered_rate: float | None = None  # open loop: requests per second the trace offered
+    loadavg_1m: float | None = None  # the machine's load at the end: was anything else running?
 
 
 ProgressFactory = Callable[[str, int], Progress]
@@ -76,7 +78,8 @@ async def run_closed(
     await asyncio.gather(*(caller() for _ in range(min(concurrency, len(specs)))))
     wall = time.perf_counter() - start
     done = [result for result in results if result is not None]
-    return PhaseResult(name, "closed", concurrency, wall, _cpu_seconds() - cpu_start, _trim(done, keep_chunks))
+    return PhaseResult(name, "closed", concurrency, wall, _cpu_seconds() - cpu_start, _trim(done, keep_chunks),
+                       loadavg_1m=os.getloadavg()[0])  # fmt: skip
 
 
 async def run_open(
@@ -106,4 +109,5 @@ async def run_open(
     wall = time.perf_counter() - start
     span = arrivals[-1].at_s if arrivals else 0.0
     rate = len(arrivals) / span if span > 0 else None
-    return PhaseResult(name, "open", None, wall, _cpu_seconds() - cpu_start, _trim(list(results), keep_chunks), rate)
+    return PhaseResult(name, "open", None, wall, _cpu_seconds() - cpu_start, _trim(list(results), keep_chunks), rate,
+                       loadavg_1m=os.getloadavg()[0])  # fmt: skip

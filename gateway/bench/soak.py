@@ -435,7 +435,7 @@ def markdown(report: SoakReport, command: str, setup: str) -> str:
         "# Soak: sustained load, bursts past capacity, clients leaving mid-stream",
         "",
         "Produced by `gateway/bench/soak.py` (what it does and checks is in its docstring;",
-        "the bounded test version is `tests/integration/test_reliability_overload.py`).",
+        "the bounded test version is `tests/integration/test_soak.py`).",
         "",
         "```sh",
         command,

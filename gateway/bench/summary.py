@@ -60,6 +60,7 @@ def summarize_phase(phase: PhaseResult, time_scale: float = 1.0) -> dict[str, An
         "offered_rate": None if phase.offered_rate is None else phase.offered_rate * time_scale,
         "client_cpu_s": phase.client_cpu_s,
         "client_cpu_ms_per_request": 1000 * phase.client_cpu_s / len(phase.results) if phase.results else None,
+        "loadavg_1m": phase.loadavg_1m,
         **summarize_requests(phase.results, phase.wall_s, time_scale),
     }
     # Per class is only interesting when classes are mixed (or a class header was sent).

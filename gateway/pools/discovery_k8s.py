@@ -136,7 +136,7 @@ class KubernetesDiscovery:
                     log.info("watch of %s expired; re-listing", self._where)
                 except Exception as exc:  # noqa: BLE001 - any API failure: keep the pool, retry
                     log.warning(
-                        "watch of %s failed: %r; keeping %d worker(s), re-listing in %.0fs",
+                        "watch of %s failed: %r; keeping %d worker(s), re-listing in %gs",
                         self._where,
                         exc,
                         len(self._membership.workers),

@@ -177,6 +177,7 @@ class Fleet:
         return Lease(self._workers[worker_id], self._lease_released)
 
     def _lease_released(self, worker: Worker) -> None:
+        worker.note_release(self._clock())
         self._capacity_changed()
 
     # ---- what the health checker and the relay saw ----------------------------------

@@ -23,6 +23,9 @@ from gateway.types import WorkerState
 
 log = logging.getLogger("higgs_gateway.load_reports")
 
+# How long after our lease ends a worker may still count the request (it releases after
+# its last byte is written, and a busy worker gets there late).
+RELEASE_LAG_S = 0.1
 _REPORTED_SERIES = ("vllm_omni:num_requests_running", "vllm_omni:num_requests_waiting")
 
 
@@ -79,11 +82,17 @@ class LoadReporter:
             await asyncio.sleep(self._config.interval_s)
 
     async def poll(self, worker: Worker) -> int | None:
+        # A worker stops counting a request a little after its last byte reached us, and
+        # counts at some instant during the poll: requests of ours that ended just before
+        # or during the poll may still be in its report. Credit them to us, or they pass
+        # for another replica's load (phantoms that tip `balanced` over its threshold at
+        # concurrency 3-4, where hysteresis then keeps it on high-throughput).
+        ours_before = worker.inflight + worker.releases_since(self._clock() - RELEASE_LAG_S)
         load = await self._read_load(worker)
         if load is None:
             load = await self._read_metrics(worker)
         if load is not None:
-            worker.record_report(load, self._clock())
+            worker.record_report(load, self._clock(), ours=max(ours_before, worker.inflight))
             self._stale_logged.discard(worker.worker_id)
         return load
 

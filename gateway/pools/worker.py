@@ -7,6 +7,7 @@ The ``Worker`` is plain mutable state owned by the fleet; every transition goes 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 
 from gateway.routing.model import WorkerLoad
@@ -28,6 +29,8 @@ class Worker:
     reported_load: int | None = None  # the worker's own running+waiting
     reported_at: float | None = None  # monotonic time of the last good report
     inflight_at_report: int = 0  # our own in-flight when the last report arrived
+    # When our latest leases ended (clock times), for reports that still count them.
+    recent_releases: deque[float] = field(default_factory=lambda: deque(maxlen=256))
     consecutive_failures: int = 0
     answered: bool = False  # answered /health since it (re)started
     ejected_at: float | None = None
@@ -73,10 +76,17 @@ class Worker:
         others = max(0, self.reported_load - self.inflight_at_report)
         return others + self.inflight
 
-    def record_report(self, load: int, now: float) -> None:
+    def note_release(self, now: float) -> None:
+        self.recent_releases.append(now)
+
+    def releases_since(self, since: float) -> int:
+        return sum(1 for at in self.recent_releases if at >= since)
+
+    def record_report(self, load: int, now: float, ours: int | None = None) -> None:
+        """``ours``: how many of the reported requests are this gateway's (default: now)."""
         self.reported_load = load
         self.reported_at = now
-        self.inflight_at_report = self.inflight
+        self.inflight_at_report = self.inflight if ours is None else ours
 
     def load_view(self, now: float, stale_after_s: float) -> WorkerLoad:
         return WorkerLoad(

@@ -1,0 +1,30 @@
+"""Wait for a shared machine to go quiet before measuring, and say how busy it was.
+
+On a small box other jobs steal the cores the emulated workers need, which shows up as
+inflated TTFP and bursty streams that have nothing to do with routing. Benchmarks wait
+(bounded) for the 1-minute load average to drop before each configuration, and record it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
+
+
+def wait_for_quiet(threshold: float, max_wait_s: float, poll_s: float = 5.0) -> float:
+    """Until the 1-minute load average is below ``threshold`` or ``max_wait_s`` passed; returns it."""
+    deadline = time.monotonic() + max_wait_s
+    load = load_average()
+    announced = False
+    while load >= threshold and time.monotonic() < deadline:
+        if not announced:
+            print(f"waiting for the machine to go quiet (load {load:.1f} >= {threshold:g})", file=sys.stderr)
+            announced = True
+        time.sleep(poll_s)
+        load = load_average()
+    return load

@@ -1,0 +1,244 @@
+"""The whole gateway in one process, with no sockets: for property-based tests of its HTTP
+surface (``tests/unit/test_fuzz_*.py``).
+
+``create_app(load_config(...))`` runs with its real lifespan (health checks, load reports,
+voice replay) on an event loop in a background thread. Its workers are real emulated
+workers (``gateway.emulator.app``) called in-process as ASGI apps: the speech relay through
+``InProcessUpstream`` (an ``UpstreamTransport`` that streams the app's body as it is sent),
+the control plane (probes, ``/load``, voices) through an httpx client whose transport
+dispatches by host to ``httpx.ASGITransport``. Tests call the gateway through another
+``httpx.ASGITransport``; every call has a deadline, so a hang is a failure, not a stuck run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+import pytest
+from starlette.types import ASGIApp, Message
+
+import gateway.runtime
+from gateway.app import create_app
+from gateway.config import DEFAULT_MODEL, load_config
+from gateway.deploy_profile import load_deploy_profile
+from gateway.emulator.app import EmulatorSettings
+from gateway.emulator.app import create_app as create_emulator
+from gateway.runtime import Gateway
+from gateway.security.auth import hash_key
+from gateway.types import PoolName
+from gateway.upstream.transport import UpstreamError
+
+T = TypeVar("T")
+LL_URL = "http://ll.worker.invalid:8091"
+HT_URL = "http://ht.worker.invalid:8091"
+API_KEY = "sk-fuzz-1d5e9a7c3b2f4e60"
+ADMIN_TOKEN = "fuzz-admin-token"
+MAX_BODY_BYTES = 16 * 1024
+MAX_UPLOAD_BYTES = 80 * 1024
+CALL_TIMEOUT_S = 30.0
+
+
+class _Done:
+    """Queue sentinel: the app returned (or raised) without finishing its body."""
+
+
+class _InProcessResponse:
+    def __init__(self, app: ASGIApp, url: str, body: bytes) -> None:
+        parts = urlsplit(url)
+        self._scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+            "scheme": "http", "path": parts.path, "raw_path": parts.path.encode(), "query_string": b"",
+            "headers": [(b"host", parts.netloc.encode()), (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode())],
+            "server": (parts.hostname, parts.port), "client": ("127.0.0.1", 1), "root_path": "",
+        }  # fmt: skip
+        self._app = app
+        self._body = body
+        self._sent_body = False
+        self._gone = asyncio.Event()
+        self._messages: asyncio.Queue[Message | _Done] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.status = 0
+        self.headers: dict[str, str] = {}
+
+    async def start(self) -> None:
+        self._task = asyncio.ensure_future(self._app(self._scope, self._receive, self._send))
+        self._task.add_done_callback(lambda _t: self._messages.put_nowait(_Done()))
+        first = await self._messages.get()
+        if isinstance(first, _Done) or first["type"] != "http.response.start":
+            raise UpstreamError("connect", "the worker app ended before answering")
+        self.status = int(first["status"])
+        self.headers = {k.decode().lower(): v.decode() for k, v in first.get("headers", [])}
+
+    async def _receive(self) -> Message:
+        if not self._sent_body:
+            self._sent_body = True
+            return {"type": "http.request", "body": self._body, "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def _send(self, message: Message) -> None:
+        if self._gone.is_set():
+            raise OSError("client disconnected")
+        await self._messages.put(message)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while True:
+            message = await self._messages.get()
+            if isinstance(message, _Done):
+                raise UpstreamError("stream_cut", "the worker app ended mid-body")
+            if message["type"] != "http.response.body":
+                continue
+            if message.get("body"):
+                yield bytes(message["body"])
+            if not message.get("more_body", False):
+                return
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    async def close(self) -> None:
+        self._gone.set()  # the app sees http.disconnect, as after a closed connection
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class InProcessUpstream:
+    """``UpstreamTransport`` onto in-process worker apps, keyed by base URL."""
+
+    def __init__(self, apps: dict[str, ASGIApp]) -> None:
+        self._apps = apps
+
+    async def post_stream(self, url: str, body: dict[str, Any]) -> _InProcessResponse:
+        parts = urlsplit(url)
+        app = self._apps.get(f"{parts.scheme}://{parts.netloc}")
+        if app is None:
+            raise UpstreamError("connect", f"no worker at {url}")
+        response = _InProcessResponse(app, url, orjson.dumps(body))
+        await response.start()
+        return response
+
+    async def close(self) -> None:
+        pass
+
+
+class HostDispatch(httpx.AsyncBaseTransport):
+    """An httpx transport that sends each request to the in-process app for its host."""
+
+    def __init__(self, apps: dict[str, ASGIApp]) -> None:
+        self._transports = {base: httpx.ASGITransport(app=app) for base, app in apps.items()}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        base = f"{request.url.scheme}://{request.url.host}:{request.url.port}"
+        transport = self._transports.get(base)
+        if transport is None:
+            raise httpx.ConnectError(f"no worker at {base}", request=request)
+        return await transport.handle_async_request(request)
+
+
+class LoopThread:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="fuzz-loop", daemon=True)
+        self._thread.start()
+
+    def run(self, work: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+@dataclass
+class InProcessGateway:
+    loop: LoopThread
+    gateway: Gateway
+    client: httpx.AsyncClient
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One call with a deadline: a hang fails the test instead of stalling it."""
+        return self.loop.run(asyncio.wait_for(self.client.request(method, path, **kwargs), CALL_TIMEOUT_S - 5))
+
+    def call(self, work: Awaitable[T]) -> T:
+        async def wrapped() -> T:
+            return await work
+
+        return self.loop.run(wrapped())
+
+
+def fuzz_config(data_dir: Path) -> dict[str, Any]:
+    return {
+        "server": {"max_body_bytes": MAX_BODY_BYTES},
+        "data_dir": str(data_dir),
+        "pools": {
+            "low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]},
+            "high_throughput": {"profile": "higgs_multimodal_qwen3_high_throughput.yaml", "workers": [HT_URL]},
+        },
+        "health": {"interval_s": 0.2},
+        "load_reports": {"interval_s": 0.25},
+        "voices": {"max_upload_bytes": MAX_UPLOAD_BYTES},
+        "auth": {"api_key_sha256": [hash_key(API_KEY)], "admin_token": ADMIN_TOKEN},
+        "logging": {"access_log": False},
+    }
+
+
+@contextmanager
+def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
+    loop = LoopThread()
+    lifespan: list[AbstractAsyncContextManager[None]] = []
+
+    async def build() -> tuple[Gateway, httpx.AsyncClient]:
+        workers: dict[str, ASGIApp] = {}
+        for url, profile, name in ((LL_URL, "higgs_multimodal_qwen3_low_latency.yaml", "ll"),
+                                   (HT_URL, "higgs_multimodal_qwen3_high_throughput.yaml", "ht")):  # fmt: skip
+            settings = EmulatorSettings(
+                model=DEFAULT_MODEL, profile=load_deploy_profile(profile), voices_dir=tmp / f"{name}-voices",
+                time_scale=0.002, warm=True,
+            )  # fmt: skip
+            workers[url] = create_emulator(settings)
+        config = load_config(overrides=fuzz_config(tmp / "gateway-data"))
+        with pytest.MonkeyPatch.context() as patch:
+            # The gateway builds its clients in its constructor: point them at the apps.
+            patch.setattr(gateway.runtime, "create_transport", lambda _config: InProcessUpstream(workers))
+            patch.setattr(httpx, "AsyncClient", functools.partial(httpx.AsyncClient, transport=HostDispatch(workers)))
+            runtime = Gateway(config)
+        app = create_app(config, gateway=runtime)
+        context = app.router.lifespan_context(app)
+        await context.__aenter__()
+        lifespan.append(context)
+        for _ in range(400):  # both workers answer probes, get voices replayed, become routable
+            if all(runtime.fleet.routable_count(pool) for pool in PoolName):
+                break
+            await asyncio.sleep(0.025)
+        else:
+            raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.describe()}")
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway.test")
+        return runtime, client
+
+    runtime, client = loop.run(build(), 60)
+    try:
+        yield InProcessGateway(loop, runtime, client)
+    finally:
+
+        async def teardown() -> None:
+            await client.aclose()
+            for context in lifespan:
+                await context.__aexit__(None, None, None)
+
+        try:
+            loop.run(teardown(), 30)
+        finally:
+            loop.stop()
