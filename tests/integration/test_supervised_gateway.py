@@ -74,7 +74,9 @@ def launch(command: list[str], **settings: Any) -> dict[str, Any]:
     }
 
 
-def supervised_config(tmp_path: Path, ll_launch: dict[str, Any], ht_launch: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def supervised_config(
+    tmp_path: Path, ll_launch: dict[str, Any], ht_launch: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
     config = gateway_config(tmp_path, [], [], free_port(), extra)
     # A worker's scratch voice store is a temporary directory: keep those of SIGKILLed
     # workers (never cleaned up) inside the test's own directory.
@@ -142,7 +144,44 @@ def gateway_worker_pid(gateway: Proc, url: str) -> int:
     return pids[0]
 
 
+def children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if int(_stat_fields(int(name))[1]) == pid:
+                    found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def group_members(pgids: set[int]) -> set[int]:
+    """Live (non-zombie) processes in any of these process groups."""
+    found = set()
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = _stat_fields(int(name))
+        except OSError:
+            continue
+        if int(fields[2]) in pgids and fields[0] != "Z":
+            found.add(int(name))
+    return found
+
+
 # ---- the gateway's view -----------------------------------------------------------------
+def config_data_dir(gateway: Proc) -> str:
+    document = httpx.get(f"{gateway.url}/admin/config", headers=ADMIN, timeout=10).json()
+    return str(document["data_dir"])
+
+
 def the_worker(gateway_url: str, pool: str) -> dict[str, Any]:
     workers = pools(gateway_url)[pool]["workers"]
     assert len(workers) == 1, workers
@@ -280,11 +319,6 @@ def test_killed_worker_is_restarted_and_routable_again_with_its_voices(warmed: P
     assert "exited with code -9" in log_text
 
 
-def config_data_dir(gateway: Proc) -> str:
-    document = httpx.get(f"{gateway.url}/admin/config", headers=ADMIN, timeout=10).json()
-    return str(document["data_dir"])
-
-
 # ---- 3: a worker that never answers ------------------------------------------------------
 def test_worker_that_never_answers_is_failed_while_the_other_pool_serves(tmp_path: Path) -> None:
     config = supervised_config(
@@ -306,32 +340,14 @@ def test_worker_that_never_answers_is_failed_while_the_other_pool_serves(tmp_pat
         # Stopped for good: nothing listens on its port (the process that never opened one
         # is gone too: no child of the gateway is left with the worker's --port).
         assert not listening(port_of(entry["url"]))
-        assert not [pid for pid in children(gateway.popen.pid) if f"--port\0{port_of(entry['url'])}\0" in cmdline(pid)]
+        port_arg = f"--port\0{port_of(entry['url'])}\0"
+        assert not [pid for pid in children(gateway.popen.pid) if port_arg in cmdline(pid)]
 
         for sla in ("balanced", "throughput", "latency"):
             response = speak(gateway.url, sla)
             assert response.status_code == 200, (sla, response.text)
             assert response.headers["x-gateway-pool"] == HT and response.content
         assert the_worker(gateway.url, LL)["state"] == "failed"  # never restarted
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                if int(_stat_fields(int(name))[1]) == pid:
-                    found.append(int(name))
-            except OSError:
-                continue
-    return found
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
-    except OSError:
-        return ""
 
 
 # ---- 4: SIGTERM to the gateway ------------------------------------------------------------
@@ -349,9 +365,10 @@ def stream_speech(gateway_url: str, stream: Stream) -> None:
     body = speech_body(LONG_TEXT, response_format="pcm", stream_format="audio")
     try:
         with httpx.Client(timeout=httpx.Timeout(60, connect=10)) as client:
-            with client.stream("POST", f"{gateway_url}/v1/audio/speech", json=body, headers={"x-sla-class": stream.sla}) as r:
-                stream.status, stream.pool = r.status_code, r.headers.get("x-gateway-pool")
-                for chunk in r.iter_bytes():
+            url, headers = f"{gateway_url}/v1/audio/speech", {"x-sla-class": stream.sla}
+            with client.stream("POST", url, json=body, headers=headers) as response:
+                stream.status, stream.pool = response.status_code, response.headers.get("x-gateway-pool")
+                for chunk in response.iter_bytes():
                     stream.audio += chunk
                     stream.first_byte.set()
     except BaseException as exc:  # noqa: BLE001 - reported by the test
@@ -386,7 +403,7 @@ def test_sigterm_finishes_in_flight_streams_and_leaves_no_worker(tmp_path: Path)
         pids = {pool: gateway_worker_pid(gateway, url) for pool, url in urls.items()}
         groups = {pid: int(_stat_fields(pid)[2]) for pid in pids.values()}
         # Each worker leads its own process group; collect every member (stage processes).
-        members = {p for p in map(int, filter(str.isdigit, os.listdir("/proc"))) if _in_groups(p, set(groups.values()))}
+        members = group_members(set(groups.values()))
         assert set(pids.values()) <= members
         reference = worker_pcm(urls[LL], LONG_TEXT)  # the full clip, from the worker itself
 
@@ -415,11 +432,3 @@ def test_sigterm_finishes_in_flight_streams_and_leaves_no_worker(tmp_path: Path)
     log_dir = Path(config["data_dir"]) / "logs"
     for pool in (LL, HT):
         assert "stopped (exit code" in (log_dir / f"{pool}-0.log").read_text(errors="replace")
-
-
-def _in_groups(pid: int, pgids: set[int]) -> bool:
-    try:
-        fields = _stat_fields(pid)
-    except OSError:
-        return False
-    return int(fields[2]) in pgids and fields[0] != "Z"

@@ -13,7 +13,6 @@ dispatches by host to ``httpx.ASGITransport``. Tests call the gateway through an
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -213,7 +212,8 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
         with pytest.MonkeyPatch.context() as patch:
             # The gateway builds its clients in its constructor: point them at the apps.
             patch.setattr(gateway.runtime, "create_transport", lambda _config: InProcessUpstream(workers))
-            patch.setattr(httpx, "AsyncClient", functools.partial(httpx.AsyncClient, transport=HostDispatch(workers)))
+            real_client, dispatch = httpx.AsyncClient, HostDispatch(workers)
+            patch.setattr(httpx, "AsyncClient", lambda *a, **k: real_client(*a, **{**k, "transport": dispatch}))
             runtime = Gateway(config)
         app = create_app(config, gateway=runtime)
         context = app.router.lifespan_context(app)
