@@ -45,13 +45,14 @@ def plot_sweeps(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str 
     plt = _pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
     units = _units(sweeps)
+    # TTFP and RTF span orders of magnitude once queues form: log scale keeps c1 readable.
     charts = [
-        ("ttfp", "ttfp_s", 1000.0, "TTFP (ms)", "Time to first packet", ("median", "p99")),
-        ("rtf", "rtf", 1.0, "RTF (end-to-end / audio duration)", "Real-time factor", ("mean", "p99")),
-        ("throughput", "audio_s_per_s", 1.0, "audio seconds per second", "Audio throughput", (None,)),
+        ("ttfp", "ttfp_s", 1000.0, "TTFP (ms)", "Time to first packet", ("median", "p99"), "log"),
+        ("rtf", "rtf", 1.0, "RTF (end-to-end / audio duration)", "Real-time factor", ("mean", "p99"), "log"),
+        ("throughput", "audio_s_per_s", 1.0, "audio seconds per second", "Audio throughput", (None,), "linear"),
     ]
     paths = []
-    for stem, metric, scale, ylabel, title, stats in charts:
+    for stem, metric, scale, ylabel, title, stats, yscale in charts:
         figure, axes = plt.subplots(figsize=(7, 4.5))
         for index, document in enumerate(sweeps):
             color = f"C{index}"
@@ -61,6 +62,7 @@ def plot_sweeps(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str 
                 name = document["label"] + (f" {stat}" if stat else "")
                 axes.plot(xs, ys, style, marker="o", color=color, label=name, markersize=4)
         axes.set_xscale("log", base=2)
+        axes.set_yscale(yscale)
         concurrencies = sorted({p["concurrency"] for d in sweeps for p in d["phases"] if p.get("concurrency")})
         axes.set_xticks(concurrencies, [str(c) for c in concurrencies])
         axes.set_xlabel("concurrency (requests in flight)")
@@ -93,11 +95,12 @@ def plot_traces(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str 
                 phase = document["phases"][0]
                 group = phase.get("by_class", {}).get(name, phase if name == "all" else None)
                 value = group["ttfp_s"][stat] if group else None
-                values.append(0.0 if value is None else value * 1000)
+                values.append(float("nan") if value is None else value * 1000)
             positions = [x + index * width for x in range(len(traces))]
             panel.bar(positions, values, width, label=name, color=f"C{index}")
         panel.set_xticks([x + width * (len(classes) - 1) / 2 for x in range(len(traces))], [d["label"] for d in traces])
-        panel.set_ylabel(f"TTFP {stat} (ms)")
+        panel.set_yscale("log")
+        panel.set_ylabel(f"TTFP {stat} (ms, log scale)")
         panel.set_title(f"TTFP {stat} by SLA class, {_units(traces)}", fontsize=10)
         panel.grid(True, axis="y", alpha=0.3)
         panel.legend(fontsize=8)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -184,9 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "tune.json").write_text(json.dumps(result, indent=2) + "\n")
     snippet = f"pools:\n  low_latency:\n    slots_per_worker: {rec['slots_per_worker']}\n" \
               f"routing:\n  thresholds:\n    balanced_threshold: {rec['balanced_threshold']}\n"  # fmt: skip
+    from gateway.bench.plots import plot_sweeps
+
+    plots = plot_sweeps(list(documents.values()), args.out)
+    command = "higgs-gateway tune " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[2:]))
     text = "\n".join([
-        "# Pool tuning", "", units_note(args.time_scale), "", comparison_table(documents),
+        "# Pool tuning", "", f"Reproduce: `{command}`", "", units_note(args.time_scale), "",
+        "Concurrency is per worker. Mean RTF and median TTFP per pool:", "", comparison_table(documents),
         explain(rec), "", "Recommended config:", "", "```yaml", snippet + "```", "",
+        *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "throughput"], "",
         "## Every level", "", to_markdown(list(documents.values()), by_class=False),
     ])  # fmt: skip
     (args.out / "tune.md").write_text(text)

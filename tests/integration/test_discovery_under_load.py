@@ -65,6 +65,7 @@ TIME_SCALE = 0.1  # a LONG_TEXT stream lasts about a second: long enough to be c
 INTERVAL_S = 0.2  # DNS re-resolution period / API retry period
 MEDIUM_TEXT = " ".join([SHORT_TEXT] * 3)
 VOICE = "narrator"
+LOOPS: list[Any] = []
 HT_WARMUP_SIZES = default_batch_sizes(PoolName.HIGH_THROUGHPUT, 64)  # the HT profile's max_num_seqs
 HT_WARMUP_REQUESTS = sum(HT_WARMUP_SIZES)
 LL_WARMUP_REQUESTS = sum(default_batch_sizes(PoolName.LOW_LATENCY, 16))
@@ -322,7 +323,16 @@ def gateway_in_process(config: GatewayConfig, factory: Callable[[PoolName, PoolC
         yield f"http://127.0.0.1:{config.server.port}"
     finally:
         server.should_exit = True
-        thread.join(60)
+        thread.join(15)
+        if thread.is_alive():
+            import sys, traceback
+            print("DEBUG HANG connections", len(server.server_state.connections), "tasks", len(server.server_state.tasks), flush=True)
+            print("DEBUG HANG stack", "".join(traceback.format_stack(sys._current_frames()[thread.ident])), flush=True)
+            loop = LOOPS[-1]
+            for task in asyncio.all_tasks(loop):
+                print("DEBUG TASK", task, flush=True)
+                task.print_stack(limit=8)
+        thread.join(45)
         assert not thread.is_alive(), "the gateway did not stop"
 
 
@@ -585,6 +595,7 @@ class World:
     discovery: dict[str, Any] = field(default_factory=dict)  # per-pool discovery config
 
     def factory(self, pool: PoolName, config: PoolConfig, sink: Fleet) -> Discovery:
+        LOOPS.append(asyncio.get_running_loop())
         source = self.sources[pool]
         if isinstance(source, DnsName):
             return create_discovery(pool, config, sink, resolver=source.resolve)

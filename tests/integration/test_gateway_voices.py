@@ -124,6 +124,7 @@ def test_upload_once_use_everywhere_delete_everywhere(stack: Stack) -> None:
 
 
 def test_restarted_worker_gets_voices_back_before_it_is_routable(stack: Stack, tmp_path: Path) -> None:
+    """Runs last in this module: it replaces the stack's low-latency worker."""
     before = "narrator-two"
     upload(stack, before)
     ll = stack.workers["low_latency"][0]

@@ -114,6 +114,9 @@ def test_admin_routes_do_not_exist_without_a_token(stack: Stack, tmp_path: Path)
             assert response.status_code == 404, response.text
             assert set(response.json()["error"]) == {"message", "type", "param", "code"}
         assert httpx.patch(f"{gateway.url}/admin/routing", headers=ADMIN, json={}, timeout=10).status_code == 404
+        # Indistinguishable from a route that does not exist: nothing advertises a control plane.
+        unknown = httpx.get(f"{gateway.url}/no-such-route", timeout=10)
+        assert unknown.status_code == 404 and unknown.json() == response.json(), (unknown.text, response.text)
         assert httpx.get(f"{gateway.url}/ready", timeout=10).status_code == 200
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -75,10 +75,11 @@ async def speak(
         )
 
 
-async def wait_for(predicate_sync: object, timeout: float, message: str) -> None:
+async def wait_for(predicate: Callable[[], bool], timeout: float, message: str) -> None:
+    """Poll a blocking ``predicate`` off the event loop until it holds."""
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
-        if await asyncio.to_thread(predicate_sync):  # type: ignore[arg-type]
+        if await asyncio.to_thread(predicate):
             return
         await asyncio.sleep(0.03)
     raise AssertionError(f"timed out after {timeout}s: {message}")
