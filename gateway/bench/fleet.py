@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -125,7 +125,7 @@ class Fleet:
         return self.start(name, args, f"http://127.0.0.1:{port}", ready_path, cpus)
 
 
-def _pinner(cpus: set[int] | None):  # type: ignore[no-untyped-def]
+def _pinner(cpus: set[int] | None) -> Callable[[], None] | None:
     if not cpus:
         return None
     available = os.sched_getaffinity(0)

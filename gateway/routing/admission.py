@@ -227,12 +227,18 @@ class Admission:
 
     async def _wait(self, waiter: _Waiter) -> Decision:
         future = waiter.future
+        # When the queue was last served for this waiter: events after it are still due.
+        # Event loops may fire a timer slightly before the clock reaches its target; an
+        # event is only dropped once a serve pass has seen the clock past it, otherwise a
+        # latency request would miss its spill time and sit until its deadline.
+        served_at = waiter.enqueued_at
         try:
             while not future.done():
                 # Wake for the waiter's own next event even if capacity never changes.
                 now = self._clock()
-                await asyncio.wait((future,), timeout=max(waiter.next_event(now) - now, 0.0))
+                await asyncio.wait((future,), timeout=max(waiter.next_event(served_at) - now, 0.0))
                 if not future.done():
+                    served_at = self._clock()
                     self._serve()
         except asyncio.CancelledError:
             self._abandon(waiter)

@@ -26,6 +26,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 
 from gateway.audio.formats import CONTENT_TYPES, SSE_CONTENT_TYPE, AudioFormat
 from tests.unit.fuzz_support import (
@@ -60,7 +61,8 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
 def check(response: httpx.Response, sent: object, allowed: set[int] = CLIENT_ERRORS) -> None:
     """The properties every answer has, whatever was sent."""
     status = response.status_code
-    event(f"status {status}" + (f" {_code(response)}" if status >= 400 else ""))
+    if currently_in_test_context():  # statistics for --hypothesis-show-statistics
+        event(f"status {status}" + (f" {_code(response)}" if status >= 400 else ""))
     context = f"sent {sent!r:.400} -> {status} {response.text[:300]!r}"
     assert status < 500, f"server error for a client's request: {context}"
     if status == 307:  # the framework's trailing-slash redirect to the route that exists
@@ -114,9 +116,12 @@ ref_audios = st.sampled_from(
         "",
         " ",
         "//x",
-        "http://[::1",
+        "http://[::1]x/",
+        "http://[v1.x]/",
     ]
 )
+# URLs urllib/ipaddress cannot parse: found by this file's properties, pinned below.
+UNPARSEABLE_REF_AUDIO = ["http://[::1", "http://]/", "http://[zz]/a", "https://[::1]]/a.wav"]
 field_values: dict[str, st.SearchStrategy[Any]] = {
     "model": st.sampled_from(["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "higgs-audio-v3", "gpt-9", "", "TTS-1"]),
     "input": words | st.sampled_from(["", "   ", "a" * 4096, "a" * 4097, "\x00\x01", "\ud7ff"]),
@@ -201,8 +206,6 @@ async def _chunked(body: bytes) -> AsyncIterator[bytes]:
 
 
 # ---- properties ------------------------------------------------------------------------------
-@FUZZ
-@given(body=speech_bodies, content_type=content_types, headers=headers_strategy(), chunked=st.booleans())
 def test_request_ids_are_echoed_only_when_safe(gw: InProcessGateway) -> None:
     """Documented charset echoed as sent; anything else (a trailing newline included,
     which only an in-process caller or a lax proxy could deliver) is replaced."""
@@ -214,6 +217,8 @@ def test_request_ids_are_echoed_only_when_safe(gw: InProcessGateway) -> None:
         assert (got == sent.decode("latin-1")) is echoed, (sent, got)
 
 
+@FUZZ
+@given(body=speech_bodies, content_type=content_types, headers=headers_strategy(), chunked=st.booleans())
 def test_speech_never_fails_on_a_clients_mistake(
     gw: InProcessGateway, body: bytes, content_type: str | None, headers: list[tuple[bytes, bytes]], chunked: bool
 ) -> None:
@@ -247,6 +252,19 @@ def test_each_speech_field_is_validated_or_served(gw: InProcessGateway, fields: 
         assert response.content, "an accepted request produces audio"
 
 
+@pytest.mark.parametrize("ref_audio", UNPARSEABLE_REF_AUDIO)
+def test_unparseable_ref_audio_urls_are_a_400_not_a_500(gw: InProcessGateway, ref_audio: str) -> None:
+    body = {"model": "tts-1", "voice": "alloy", "input": "Hello.", "ref_audio": ref_audio}
+    response = gw.request("POST", "/v1/audio/speech", json=body, headers=AUTH)
+    assert response.status_code == 400, (
+        f"ref_audio {ref_audio!r} -> {response.status_code} {response.text}: "
+        "RefAudioPolicy._check_url lets urlsplit()/ipaddress raise ValueError for a malformed "
+        "host ('Invalid IPv6 URL'), which escapes as a 500; it must be a 400 on param ref_audio"
+    )
+    check(response, body)
+    assert response.json()["error"]["param"] == "ref_audio"
+
+
 valid_speech = st.fixed_dictionaries(
     {
         "model": st.sampled_from(["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "higgs-audio-v3"]),
@@ -258,9 +276,25 @@ valid_speech = st.fixed_dictionaries(
         "speed": st.floats(0.25, 4.0),
         "stream_format": st.sampled_from(["audio", "sse"]),
         "seed": st.integers(0, 2**31),
-        "max_new_tokens": st.integers(8, 200),
+        # >= 13 frames: a 1-frame clip at speed >= 3 is a known bug, pinned just below.
+        "max_new_tokens": st.integers(20, 200),
     },
 )
+
+
+def test_a_one_frame_clip_at_speed_3_still_has_audio(gw: InProcessGateway) -> None:
+    """Found by ``test_valid_speech_requests_get_audio``: 40 ms of speech at speed 3."""
+    body = {"model": "tts-1", "input": ":0", "voice": "alloy", "response_format": "pcm", "max_new_tokens": 8}
+    plain = gw.request("POST", "/v1/audio/speech", json=body, headers=AUTH)
+    assert plain.status_code == 200 and len(plain.content) == 1920, "the worker makes one 40 ms frame"
+    fast = gw.request("POST", "/v1/audio/speech", json={**body, "speed": 3.0}, headers=AUTH)
+    assert fast.status_code == 200
+    assert fast.content, (
+        "200 with no audio at all: gateway/audio/tempo.py TempoStretcher.flush() drains atempo "
+        "without its buffered tail, so a clip shorter than atempo's window comes out empty "
+        "(and short clips at other speeds come out too short, e.g. 40 ms at 0.25x gives 40 ms, "
+        "not 160 ms). Expected about 1920 / 3 bytes."
+    )
 
 
 @settings(FUZZ, max_examples=40)
