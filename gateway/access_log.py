@@ -89,6 +89,7 @@ class AccessRecord:
     stream_format: str | None = None
     input_chars: int | None = None
     retries: int = 0
+    key_id: str | None = None  # which API key (a digest prefix, never the key)
     error: str | None = None  # short error type, never a worker's full message
     input_text: str | None = None  # only written when log_input_text is on
 

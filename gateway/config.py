@@ -56,6 +56,9 @@ class ServerConfig(Strict):
     cors_origins: list[str] = Field(default_factory=list)
     # Seconds to let in-flight requests finish on SIGTERM before workers are stopped.
     shutdown_grace_s: float = Field(30.0, ge=0)
+    # Idle keep-alive connections are closed after this; clients that pool connections
+    # longer than it race the close and see "server disconnected" (keep theirs shorter).
+    keepalive_timeout_s: float = Field(5.0, gt=0)
 
 
 class WarmupConfig(Strict):

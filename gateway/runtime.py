@@ -142,12 +142,14 @@ class Gateway:
         await self.control_client.aclose()
 
     # ---- request path -------------------------------------------------------------------
-    def check_api_key(self, request: Request, listing: bool = False) -> None:
-        """Raises AuthError 401/429 when API keys are configured and this request fails them."""
+    def check_api_key(self, request: Request, listing: bool = False) -> str | None:
+        """The key id (a digest prefix) of the request's API key, None when keys are off;
+        raises AuthError 401/429 when keys are configured and this request fails them."""
         if listing and self.config.auth.open_listings:
-            return
+            return None
         try:
-            self.api_keys.check(request.headers.get("authorization"))
+            identity = self.api_keys.check(request.headers.get("authorization"))
+            return identity.key_id if identity.authenticated else None
         except AuthError as exc:
             if exc.status == 429:
                 sla = request.headers.get(SLA_CLASS_HEADER, SlaClass.BALANCED.value).strip().lower()
@@ -289,6 +291,7 @@ class Gateway:
         speech: SpeechRequest | None = None,
         retries: int = 0,
         error: str | None = None,
+        key_id: str | None = None,
     ) -> None:
         self.metrics.observe_request(
             sla_class=sla_class.value, pool=pool, status=status, duration_s=duration_s, ttfp_s=ttfp_s, audio_s=audio_s
@@ -312,6 +315,7 @@ class Gateway:
                 input_chars=len(speech.input) if speech else None,
                 retries=retries,
                 error=error,
+                key_id=key_id,
                 input_text=speech.input if speech and self.config.logging.log_input_text else None,
             )
         )

@@ -34,7 +34,8 @@ def run(config: GatewayConfig) -> int:
         port=config.server.port,
         log_config=None,
         access_log=False,  # our own JSON access log has the routing fields
-        timeout_graceful_shutdown=config.server.shutdown_grace_s,  # a float; 0 cuts in-flight requests at once
+        timeout_graceful_shutdown=config.server.shutdown_grace_s,
+        timeout_keep_alive=config.server.keepalive_timeout_s,  # a float; 0 cuts in-flight requests at once
         lifespan="on",
     )
     return 0

@@ -61,6 +61,7 @@ class SpeechExchange:
         self.pcm_bytes = 0
         self.speech: SpeechRequest | None = None
         self.error: str | None = None  # a short error code for the access log
+        self.key_id: str | None = None
         self._finished = False
 
     @property
@@ -95,6 +96,7 @@ class SpeechExchange:
             speech=self.speech,
             retries=(self.stream.attempts - 1) if self.stream else 0,
             error=self.error,
+            key_id=self.key_id,
         )
 
     def usage(self) -> dict[str, int]:
@@ -110,9 +112,10 @@ class SpeechExchange:
 async def create_speech(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     request_id: str = request.state.request_id
-    gateway.check_api_key(request)
+    key_id = gateway.check_api_key(request)
     sla = parse_sla_headers(request.headers)
     exchange = SpeechExchange(gateway, request_id, sla.sla_class)
+    exchange.key_id = key_id
     try:
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
         gateway.admission.precheck(sla.sla_class)

@@ -50,12 +50,18 @@ def atempo_factors(speed: float) -> list[float]:
     return [min(max(factor, _ATEMPO_MIN), _ATEMPO_MAX)] * stages
 
 
+# Silence pushed at the end so atempo releases the input it still holds (> its window).
+_FLUSH_PADDING_SAMPLES = SAMPLE_RATE // 4
+
+
 class TempoStretcher:
     """Streaming PCM -> PCM tempo change through a PyAV filter graph (atempo chain)."""
 
     def __init__(self, speed: float) -> None:
         self._align = SampleAligner().align
+        self._speed = speed
         self._samples_in = 0
+        self._samples_out = 0
         graph = av.filter.Graph()
         source = graph.add_abuffer(
             sample_rate=SAMPLE_RATE,
@@ -87,16 +93,34 @@ class TempoStretcher:
             graph.push(pcm_to_frame(piece, pts=self._samples_in))
             self._samples_in += len(piece) // BYTES_PER_FRAME
             self._pull_ready(graph, out)
-        return b"".join(out)
+        ready = b"".join(out)
+        self._samples_out += len(ready) // BYTES_PER_FRAME
+        return ready
 
     def flush(self) -> bytes:
-        """The stretched tail; the stretcher is closed afterwards."""
+        """The stretched tail, so that the whole output lasts input / speed; the stretcher
+        is closed afterwards.
+
+        atempo keeps a window of input it has not emitted; at end of stream it drops it, so
+        a short clip (one 40 ms frame) would come out empty. Silence pushed behind the last
+        sample carries the real tail out, and the output is then cut to the exact length.
+        """
         graph = self._require_graph()
         out: list[memoryview] = []
         try:
+            expected = round(self._samples_in / self._speed)
+            padding = _FLUSH_PADDING_SAMPLES * max(1, round(self._speed))
+            silence = bytes(_PUSH_SAMPLES * BYTES_PER_FRAME)
+            pushed = 0
+            while pushed < padding:
+                graph.push(pcm_to_frame(silence, pts=self._samples_in + pushed))
+                pushed += _PUSH_SAMPLES
+                self._pull_ready(graph, out)
             graph.push(None)
             self._pull_ready(graph, out)
-            return b"".join(out)
+            tail = b"".join(out)
+            missing = max(0, expected - self._samples_out) * BYTES_PER_FRAME
+            return tail[:missing] + bytes(max(0, missing - len(tail)))
         finally:
             self.close()
 

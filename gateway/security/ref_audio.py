@@ -144,7 +144,10 @@ class RefAudioPolicy:
             raise RefAudioError(f"ref_audio URL is longer than {MAX_URL_CHARS} characters.")
         if any(c <= " " or c == "\x7f" or c == "\\" for c in url):
             raise RefAudioError("ref_audio URL contains whitespace, control characters or backslashes.")
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)  # raises on malformed IPv6 brackets ("http://[::1")
+        except ValueError as exc:
+            raise RefAudioError("ref_audio URL cannot be parsed.") from exc
         scheme = parts.scheme.lower()
         if scheme == "file":
             raise RefAudioError("ref_audio file: URIs are not accepted; send the audio as a data: URI.")
@@ -156,7 +159,11 @@ class RefAudioPolicy:
             port = parts.port or DEFAULT_PORTS[scheme]
         except ValueError as exc:
             raise RefAudioError("ref_audio URL has an invalid port.") from exc
-        host = _canonical_host(parts.hostname or "")
+        try:
+            hostname = parts.hostname or ""
+        except ValueError as exc:  # "http://[zz]/": brackets around something not an address
+            raise RefAudioError("ref_audio URL has no valid host.") from exc
+        host = _canonical_host(hostname)
         if host is None:
             raise RefAudioError("ref_audio URL has no valid host.")
         if not any(rule.matches(host, port) for rule in self._host_rules()):

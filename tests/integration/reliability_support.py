@@ -168,7 +168,8 @@ def _handler(stub: StubWorker) -> type[BaseHTTPRequestHandler]:
                 time.sleep(behaviour.hang_s)  # accepted, sends nothing: a wedged engine
             status = behaviour.speech_status
             kind = {500: "InternalServerError", 502: "BadGateway", 503: "ServiceUnavailable"}.get(status, "Error")
-            self._json(status, {"error": {"message": f"stub worker answers {status}", "type": kind, "param": None, "code": status}})
+            error = {"message": f"stub worker answers {status}", "type": kind, "param": None, "code": status}
+            self._json(status, {"error": error})
 
         def do_DELETE(self) -> None:  # noqa: N802
             self._record()
@@ -214,6 +215,18 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def log_records(text: str) -> list[dict[str, Any]]:
+    """The gateway's JSON log lines as objects (anything else on stdout/stderr is skipped)."""
+    records = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return records
 
 
 def sse_events(body: bytes) -> list[dict[str, Any]]:

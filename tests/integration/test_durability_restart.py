@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.integration.conftest import ADMIN, emulator_on_port, speech_body, wait_until, worker_entry
-from tests.integration.reliability_support import reference_wav, upload_voice, worker_voices
+from tests.integration.reliability_support import log_records, reference_wav, upload_voice, worker_voices
 from tests.support.procs import Proc, free_port, running_emulator
 from tests.support.stack import HT_PROFILE, LL_PROFILE, gateway_config, running_gateway, wait_routable
 
@@ -37,7 +37,10 @@ class Workers:
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
     tmp = tmp_path_factory.mktemp("durability-workers")
-    with running_emulator(tmp, LL_PROFILE, TIME_SCALE, name="ll") as ll, running_emulator(tmp, HT_PROFILE, TIME_SCALE, name="ht") as ht:
+    with (
+        running_emulator(tmp, LL_PROFILE, TIME_SCALE, name="ll") as ll,
+        running_emulator(tmp, HT_PROFILE, TIME_SCALE, name="ht") as ht,
+    ):
         yield Workers(ll, ht)
 
 
@@ -147,9 +150,9 @@ def test_torn_and_unreadable_files_are_ignored(workers: Workers, tmp_path: Path)
         wait_routable(third.url, {"low_latency": 1, "high_throughput": 1})
         assert routing(third.url)["policy"] == "adaptive", "unreadable overrides are ignored"
         assert worker_entry(third.url, workers.ht.url)["drained"] is False
-        problems = [line for line in third.log().splitlines() if '"level": "WARNING"' in line or '"level": "ERROR"' in line]
+        problems = [str(r.get("msg")) for r in log_records(third.log()) if r.get("level") in ("WARNING", "ERROR")]
         for name in ("routing.json", "drained.json"):
-            assert any(name in line for line in problems), f"the unreadable {name} is logged as a problem"
+            assert any(name in msg for msg in problems), f"the unreadable {name} is logged as a problem: {problems}"
         # The next change replaces the unreadable file.
         assert httpx.patch(f"{third.url}/admin/routing", headers=ADMIN, json=PATCH, timeout=10).status_code == 200
         assert json.loads((data / "routing.json").read_text())["overrides"]["policy"] == "least_loaded"

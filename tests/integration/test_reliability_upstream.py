@@ -37,6 +37,7 @@ from tests.support.stack import HT_PROFILE, gateway_config, running_gateway
 
 RETRIES = "higgs_gateway_retries_total"
 UPSTREAM_ERRORS = "higgs_gateway_upstream_errors_total"
+EJECTIONS = "higgs_gateway_worker_ejections_total"
 FIRST_BYTE_TIMEOUT_S = 1.5
 HALF_OPEN_S = 1.0
 EXTRA = {
@@ -168,7 +169,7 @@ def test_a_silent_worker_hits_the_first_byte_timeout_and_is_retried(steady: Rig)
 
 def test_an_ejected_worker_gets_only_half_open_probes_and_no_requests(steady: Rig) -> None:
     rig = steady
-    ejections_before = gateway_metric(rig.url, "higgs_gateway_worker_ejections_total", pool="low_latency", reason="health_probe")
+    ejections_before = gateway_metric(rig.url, EJECTIONS, pool="low_latency", reason="health_probe")
     rig.stub.behaviour.health_status = 503
     wait_until(lambda: worker_entry(rig.url, rig.stub.url)["state"] == "ejected", 30, "ejected after failed probes")
     ejected_at = time.monotonic()
@@ -197,10 +198,7 @@ def test_an_ejected_worker_gets_only_half_open_probes_and_no_requests(steady: Ri
     assert gaps and min(gaps) >= HALF_OPEN_S * 0.9, (
         f"an ejected worker is probed once per half-open period ({HALF_OPEN_S} s), not hammered: gaps {gaps}"
     )
-    assert (
-        gateway_metric(rig.url, "higgs_gateway_worker_ejections_total", pool="low_latency", reason="health_probe")
-        == ejections_before + 1
-    )
+    assert gateway_metric(rig.url, EJECTIONS, pool="low_latency", reason="health_probe") == ejections_before + 1
 
     rig.stub.behaviour.health_status = 200  # the next half-open probe succeeds: back in routing
     wait_until(lambda: worker_entry(rig.url, rig.stub.url)["routable"], 30, "recovered after a good half-open probe")

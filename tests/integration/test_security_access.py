@@ -10,7 +10,6 @@ machine) and one allowed ``ref_audio`` host, over one emulated worker per pool.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 
 from gateway.security.auth import hash_key
 from tests.integration.conftest import ADMIN, SHORT_TEXT, gateway_metric, speech_body, wait_idle
-from tests.integration.reliability_support import reference_wav, worker_counters
+from tests.integration.reliability_support import log_records, reference_wav, worker_counters
 from tests.support.procs import free_port
 from tests.support.stack import ADMIN_TOKEN, Stack, gateway_config, running_gateway, running_stack
 
@@ -186,7 +185,7 @@ def test_logs_hold_no_request_text_and_no_secret(stack: Stack) -> None:
     httpx.get(f"{stack.url}/v1/models", headers=bearer("sk-guessed-key-123456"), timeout=10)
 
     log = stack.gateway.log()
-    access = [json.loads(line) for line in log.splitlines() if line.startswith("{") and '"logger": "higgs_gateway.access"' in line]
+    access = [r for r in log_records(log) if r.get("logger") == "higgs_gateway.access"]
     mine = [entry for entry in access if entry.get("request_id") == request_id]
     assert mine and mine[0]["status"] == 200, "the request was logged (so absence below means something)"
     for secret in (SECRET_TEXT, "Zebra quartz", KEY_A, KEY_B, KEY_LIMITED, "sk-guessed-key-123456", ADMIN_TOKEN):
@@ -194,7 +193,11 @@ def test_logs_hold_no_request_text_and_no_secret(stack: Stack) -> None:
 
 
 def test_cors_is_off_unless_origins_are_configured(stack: Stack, tmp_path: Path) -> None:
-    preflight = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type"}
+    preflight = {
+        "Origin": ORIGIN,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
     plain = httpx.get(f"{stack.url}/v1/models", headers={**bearer(KEY_A), "Origin": ORIGIN}, timeout=10)
     assert plain.status_code == 200
     assert "access-control-allow-origin" not in plain.headers
@@ -211,5 +214,6 @@ def test_cors_is_off_unless_origins_are_configured(stack: Stack, tmp_path: Path)
         simple = httpx.get(f"{gateway.url}/v1/models", headers={**bearer(KEY_A), "Origin": ORIGIN}, timeout=10)
         assert simple.headers["access-control-allow-origin"] == ORIGIN
         assert "x-request-id" in simple.headers["access-control-expose-headers"].lower()
-        other = httpx.get(f"{gateway.url}/v1/models", headers={**bearer(KEY_A), "Origin": "https://evil.example.net"}, timeout=10)
+        elsewhere = {**bearer(KEY_A), "Origin": "https://evil.example.net"}
+        other = httpx.get(f"{gateway.url}/v1/models", headers=elsewhere, timeout=10)
         assert "access-control-allow-origin" not in other.headers

@@ -19,7 +19,7 @@ import pytest
 from gateway.bench.soak import SoakPlan, emulator_model, run_soak
 from gateway.bench.soak import expected_pcm_bytes as soak_expected_bytes
 from tests.integration.conftest import LONG_TEXT, SHORT_TEXT, worker_pcm
-from tests.integration.reliability_support import expected_pcm_bytes
+from tests.integration.reliability_support import expected_pcm_bytes, log_records
 from tests.support.stack import ADMIN_TOKEN, Stack, running_stack
 
 # The soak's own gateway settings: small queues and short waits, so bursts overflow for real.
@@ -59,5 +59,5 @@ def test_bounded_soak_with_bursts_past_capacity(stack: Stack) -> None:
     counts = report.counts()
     assert counts.get("ok", 0) >= PLAN.requests // 2, f"most steady requests are served: {counts}"
     assert counts.get("abandoned", 0) >= 1, counts
-    errors = [line for line in stack.gateway.log().splitlines() if '"level": "ERROR"' in line]
+    errors = [r for r in log_records(stack.gateway.log()) if r.get("level") == "ERROR"]
     assert not errors, f"the gateway logged errors under load: {errors[:3]}"

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 from gateway.audio.formats import CONTENT_TYPES, SSE_CONTENT_TYPE, AudioFormat
+from gateway.config import RoutingThresholds
 from tests.unit.fuzz_support import (
     ADMIN_TOKEN,
     API_KEY,
@@ -125,7 +126,8 @@ UNPARSEABLE_REF_AUDIO = ["http://[::1", "http://]/", "http://[zz]/a", "https://[
 field_values: dict[str, st.SearchStrategy[Any]] = {
     "model": st.sampled_from(["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "higgs-audio-v3", "gpt-9", "", "TTS-1"]),
     "input": words | st.sampled_from(["", "   ", "a" * 4096, "a" * 4097, "\x00\x01", "\ud7ff"]),
-    "voice": st.sampled_from(["alloy", "default", "DEFAULT", "nova", "nobody", "", "../../etc"]) | st.fixed_dictionaries({"id": words}),
+    "voice": st.sampled_from(["alloy", "default", "DEFAULT", "nova", "nobody", "", "../../etc"])
+    | st.fixed_dictionaries({"id": words}),
     "instructions": words,
     "response_format": st.sampled_from([*formats, "ogg", "MP3", "", "wav "]),
     "speed": st.sampled_from([0.25, 4.0, 0.2499, 4.0001, 0, -1, 1e308]) | st.floats(),
@@ -183,9 +185,14 @@ content_types = st.sampled_from(
     ]
 )
 header_values = st.binary(max_size=40).filter(lambda b: b"\r" not in b and b"\n" not in b) | st.sampled_from(
-    [b"latency", b"balanced", b"throughput", b"LATENCY", b" balanced ", b"urgent", b"", b"\x00", b"\xff\xfe", b"100", b"-1", b"nan", b"1e9", b"id-1\n", b"id-2\r\nx-forged: 1"]
+    [
+        b"latency", b"balanced", b"throughput", b"LATENCY", b" balanced ", b"urgent", b"", b"\x00",
+        b"\xff\xfe", b"100", b"-1", b"nan", b"1e9", b"id-1\n", b"id-2\r\nx-forged: 1",
+    ]  # fmt: skip
 )
-auth_values = st.sampled_from([AUTH["authorization"].encode(), b"Bearer", b"Bearer ", b"bearer " + API_KEY.encode(), b"Basic abc", b"Bearer wrong"]) | st.binary(max_size=30)
+auth_values = st.sampled_from(
+    [AUTH["authorization"].encode(), b"Bearer", b"Bearer ", b"bearer " + API_KEY.encode(), b"Basic abc", b"Bearer wrong"]
+) | st.binary(max_size=30)
 
 
 def headers_strategy() -> st.SearchStrategy[list[tuple[bytes, bytes]]]:
@@ -246,7 +253,8 @@ def test_each_speech_field_is_validated_or_served(gw: InProcessGateway, fields: 
     checks (model, voice, ref_audio, ranges) answer 4xx; whatever passes them is served."""
     body = {"model": "tts-1", "voice": "alloy", "input": "Checking one field at a time.", **fields}
     headers = {**AUTH, **({"x-sla-class": sla} if sla else {})}
-    response = gw.request("POST", "/v1/audio/speech", content=json.dumps(body).encode(), headers={**headers, "content-type": "application/json"})
+    headers["content-type"] = "application/json"
+    response = gw.request("POST", "/v1/audio/speech", content=json.dumps(body).encode(), headers=headers)
     check(response, body)
     if response.status_code == 200:
         assert response.content, "an accepted request produces audio"
@@ -268,7 +276,9 @@ def test_unparseable_ref_audio_urls_are_a_400_not_a_500(gw: InProcessGateway, re
 valid_speech = st.fixed_dictionaries(
     {
         "model": st.sampled_from(["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "higgs-audio-v3"]),
-        "input": st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=60).filter(str.strip),
+        "input": st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=60).filter(
+            str.strip
+        ),
         "voice": st.sampled_from(["alloy", "default", "nova", "shimmer"]),
     },
     optional={
@@ -346,7 +356,8 @@ def test_voice_uploads_never_fail_on_a_clients_mistake(
             data = {"nothing": "here"}
         response = gw.request("POST", "/v1/audio/voices", data=data, files=files, headers=AUTH)
     else:
-        response = gw.request("POST", "/v1/audio/voices", content=sample or b"", headers={**AUTH, "content-type": "audio/wav"})
+        headers = {**AUTH, "content-type": "audio/wav"}
+        response = gw.request("POST", "/v1/audio/voices", content=sample or b"", headers=headers)
         assert response.status_code == 415, response.text
     check(response, (name, (sample or b"")[:40], consent, filename))
     if sample is not None and len(sample) > MAX_UPLOAD_BYTES and as_form:
@@ -358,12 +369,14 @@ def test_voice_uploads_never_fail_on_a_clients_mistake(
 
 @settings(FUZZ, max_examples=60)
 @given(
-    body=st.binary(max_size=400) | st.just(b"--x\r\nContent-Disposition: form-data; name=\"audio_sample\"; filename=\"a.wav\"\r\n\r\nabc"),
+    body=st.binary(max_size=400)
+    | st.just(b'--x\r\nContent-Disposition: form-data; name="audio_sample"; filename="a.wav"\r\n\r\nabc'),
     boundary=st.sampled_from(["x", "", "-" * 80, "a b", "\u00e9"]),
 )
 def test_malformed_multipart_is_a_400(gw: InProcessGateway, body: bytes, boundary: str) -> None:
     content_type = f"multipart/form-data; boundary={boundary}".encode("utf-8")
-    response = gw.request("POST", "/v1/audio/voices", content=body, headers=[(b"authorization", AUTH["authorization"].encode()), (b"content-type", content_type)])
+    headers = [(b"authorization", AUTH["authorization"].encode()), (b"content-type", content_type)]
+    response = gw.request("POST", "/v1/audio/voices", content=body, headers=headers)
     check(response, (body[:80], boundary))
     assert response.status_code in (400, 413), response.text
 
@@ -429,8 +442,8 @@ def test_admin_routing_patches_are_validated_never_crash(gw: InProcessGateway, p
         check(response, content[:200], {400})
     finally:
         # Whatever was applied, put the defaults back for the next example.
-        restore = {"policy": "adaptive", "thresholds": {"balanced_threshold": None, "balanced_hysteresis": 2,
-                   "reserve_for_latency": 2, "latency_queue_budget_ms": 150.0, "ttfp_budget_queue_fraction": 0.5}}  # fmt: skip
+        restore = {"policy": "adaptive", "thresholds": RoutingThresholds().model_dump()}
         assert gw.request("PATCH", "/admin/routing", json=restore, headers=ADMIN).status_code == 200
-    after = gw.request("POST", "/v1/audio/speech", json={"model": "tts-1", "voice": "alloy", "input": "Still fine.", "response_format": "pcm"}, headers=AUTH)
+    still = {"model": "tts-1", "voice": "alloy", "input": "Still fine.", "response_format": "pcm"}
+    after = gw.request("POST", "/v1/audio/speech", json=still, headers=AUTH)
     assert after.status_code == 200, after.text
