@@ -68,6 +68,10 @@ class SpeechExchange:
     def pool(self) -> str | None:
         return self.stream.lease.worker.pool.value if self.stream else None
 
+    def refused(self, status: int, code: str | None) -> None:
+        self.error = code
+        self.finish(status)
+
     def first_byte_sent(self) -> None:
         if self.ttfp_s is None:
             self.ttfp_s = time.perf_counter() - self.started
@@ -111,57 +115,41 @@ class SpeechExchange:
 @router.post("/v1/audio/speech", openapi_extra=SPEECH_OPENAPI, response_class=Response)
 async def create_speech(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
-    request_id: str = request.state.request_id
-    key_id = gateway.check_api_key(request)
-    sla = parse_sla_headers(request.headers)
-    exchange = SpeechExchange(gateway, request_id, sla.sla_class)
-    exchange.key_id = key_id
+    # Counted from the first line: refusals (auth, bad headers, bad body) are requests too.
+    exchange = SpeechExchange(gateway, request.state.request_id, SlaClass.BALANCED)
     try:
-        # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
-        gateway.admission.precheck(sla.sla_class)
-        body = await gateway.read_json_body(request)
-        speech = exchange.speech = parse_speech_request(body)
-        payload = gateway.prepare_worker_payload(speech)
+        return await _serve(request, gateway, exchange)
     except AdmissionRejected as exc:
-        exchange.error = exc.reason
-        exchange.finish(exc.status)
+        exchange.refused(exc.status, exc.reason)
         return _rejection(exc)
-    except ApiError as exc:
-        exchange.error = exc.code
-        exchange.finish(exc.status)
-        raise
-    except Exception as exc:  # auth, voice and ref_audio refusals carry their own status
-        exchange.error = getattr(exc, "code", None) or type(exc).__name__
-        exchange.finish(getattr(exc, "status", 500))
-        raise
-    info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input))
-    watch = DisconnectWatch(request.receive)
-    opened: OpenStream | None = None
-    try:
-        with watch.guard():
-            opened = await _open(gateway, exchange, info, payload)
-    except AdmissionRejected as exc:
-        exchange.error = exc.reason
-        exchange.finish(exc.status)
-        return _rejection(exc)
-    except ApiError as exc:
-        exchange.error = exc.code
-        exchange.finish(exc.status)
-        raise
     except ClientGone:
         phase = "queued" if exchange.decision is None else "before_first_byte"
         exchange.finish(CLIENT_CLOSED, disconnect_phase=phase)
         return Response(status_code=CLIENT_CLOSED)
-    finally:
-        if opened is None:
-            watch.close()
-    stream = opened
+    except Exception as exc:  # ApiError, auth, voice and ref_audio refusals carry status and code
+        exchange.refused(getattr(exc, "status", 500), getattr(exc, "code", None) or type(exc).__name__)
+        raise
+
+
+async def _serve(request: Request, gateway: Gateway, exchange: SpeechExchange) -> Response:
+    exchange.key_id = gateway.check_api_key(request)
+    sla = parse_sla_headers(request.headers)
+    exchange.sla_class = sla.sla_class
+    # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
+    gateway.admission.precheck(sla.sla_class)
+    body = await gateway.read_json_body(request)
+    speech = exchange.speech = parse_speech_request(body)
+    payload = gateway.prepare_worker_payload(speech)
+    info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input))
+    watch = DisconnectWatch(request.receive)
     try:
+        with watch.guard():
+            stream = await _open(gateway, exchange, info, payload)
         encoder = gateway.open_encoder(speech)
     except BaseException:
         watch.close()
-        await stream.close()
-        exchange.finish(500)
+        if exchange.stream is not None:
+            await exchange.stream.close()  # opened, but the encoder could not be
         raise
     sse = speech.stream_format == "sse"
     headers = _response_headers(speech, sse, stream.decision)
