@@ -11,7 +11,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from gateway import __version__
 from gateway.api import admin, health, models, speech, voices
 from gateway.api.errors import install_error_handlers
-from gateway.api.fast_path import SpeechFastPath
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.config import GatewayConfig
 from gateway.runtime import Gateway
@@ -46,7 +45,5 @@ def create_app(config: GatewayConfig, gateway: Gateway | None = None) -> FastAPI
             allow_headers=["*"],
             expose_headers=["x-request-id", "x-gateway-pool", "x-gateway-route-reason"],
         )
-    # Added last = outermost: request ids wrap everything, speech skips the router.
-    app.add_middleware(SpeechFastPath)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -8,6 +8,7 @@ import sys
 import uvicorn
 
 from gateway.access_log import configure_logging
+from gateway.api.fast_path import SpeechEntry
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.supervisor.setup import ProfileCheckFailed
@@ -29,7 +30,7 @@ def run(config: GatewayConfig) -> int:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(
-        app,
+        SpeechEntry(app),
         host=config.server.host,
         port=config.server.port,
         log_config=None,

@@ -8,7 +8,6 @@ releases it and records the outcome, whatever way the request ends.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -153,7 +152,7 @@ async def _serve(request: Request, gateway: Gateway, exchange: SpeechExchange) -
         raise
     sse = speech.stream_format == "sse"
     headers = _response_headers(speech, sse, stream.decision)
-    body = _relay_body(exchange, stream, encoder, sse, gateway.config.upstream.read_timeout_s)
+    body = _relay_body(exchange, stream, encoder, sse)
     return RelayResponse(
         body, headers, watch, on_disconnect=lambda: exchange.finish(CLIENT_CLOSED, disconnect_phase="streaming")
     )
@@ -174,7 +173,7 @@ async def _open(gateway: Gateway, exchange: SpeechExchange, info: RequestInfo, p
 
 
 async def _relay_body(
-    exchange: SpeechExchange, stream: OpenStream, encoder: StreamEncoder, sse: bool, read_timeout_s: float
+    exchange: SpeechExchange, stream: OpenStream, encoder: StreamEncoder, sse: bool
 ) -> AsyncGenerator[bytes, None]:
     status = 200
     chunk = stream.first_chunk
@@ -186,8 +185,8 @@ async def _relay_body(
                 exchange.first_byte_sent()
                 yield sse_delta(out) if sse else out
             try:
-                async with asyncio.timeout(read_timeout_s):
-                    chunk = await anext(stream.rest)
+                # The transport bounds the silence between chunks (upstream.read_timeout_s).
+                chunk = await anext(stream.rest)
             except StopAsyncIteration:
                 break
         tail = encoder.finish()
@@ -196,11 +195,11 @@ async def _relay_body(
             yield sse_delta(tail) if sse else tail
         if sse:
             yield sse_done(exchange.usage())
-    except (UpstreamError, TimeoutError) as exc:
+    except UpstreamError as exc:
         # Bytes already reached the client: no retry. SSE ends with an error event; a raw
         # stream is cut (no terminating chunk) so the client cannot mistake it for a whole clip.
         status = 502
-        kind = "read_timeout" if isinstance(exc, TimeoutError) else "stream_error"
+        kind = "read_timeout" if exc.kind == "read_timeout" else "stream_error"
         exchange.error = kind
         exchange.gateway.stream_failed(stream, kind, str(exc) or kind)
         if not sse:

@@ -78,8 +78,10 @@ class DnsDiscovery:
         """Resolve once and reconcile; on failure keep the current workers."""
         pool = self._membership.pool
         try:
-            timeout = min(self._interval_s, MAX_RESOLVE_TIMEOUT_S)
-            addresses = await asyncio.wait_for(self._resolver(self._name, self._port), timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation that
+            # lands as the resolver finishes, and stop() then waits for this loop forever.
+            async with asyncio.timeout(min(self._interval_s, MAX_RESOLVE_TIMEOUT_S)):
+                addresses = await self._resolver(self._name, self._port)
         except Exception as exc:  # noqa: BLE001 - whatever the resolver raised, keep the pool
             self._note_failure(f"cannot resolve {self._name}: {exc!r}")
             return

@@ -126,7 +126,7 @@ class Relay:
             raise _AttemptFailed(_Failure("stream_error", "worker ended the stream without audio", True, True)) from exc
         except UpstreamError as exc:
             await _close_quietly(response)
-            kind = "connect" if exc.kind == "connect" else "stream_error"
+            kind = {"connect": "connect", "read_timeout": "first_byte_timeout"}.get(exc.kind, "stream_error")
             raise _AttemptFailed(_Failure(kind, exc.detail, True, True)) from exc
         except BaseException:
             await _close_quietly(response)

@@ -58,12 +58,16 @@ class _AiohttpResponse:
         try:
             async for chunk in self._response.content.iter_any():
                 yield chunk
+        except aiohttp.ServerTimeoutError as exc:
+            raise UpstreamError("read_timeout", "the worker went silent mid-stream") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
 
     async def read(self) -> bytes:
         try:
             return await self._response.read()
+        except aiohttp.ServerTimeoutError as exc:
+            raise UpstreamError("read_timeout", "the worker went silent") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
 
@@ -81,7 +85,11 @@ class AiohttpTransport:
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._config.max_connections, limit_per_host=0, ttl_dns_cache=60)
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._config.connect_timeout_s)
+            # sock_read bounds the silence between two chunks inside aiohttp, instead of a
+            # timeout context around every chunk read in the relay loop.
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=self._config.connect_timeout_s, sock_read=self._config.read_timeout_s
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=timeout, auto_decompress=False, json_serialize=lambda o: orjson.dumps(o).decode()
             )
@@ -114,6 +122,8 @@ class _HttpxResponse:
         try:
             async for chunk in self._response.aiter_raw():
                 yield chunk
+        except httpx.ReadTimeout as exc:
+            raise UpstreamError("read_timeout", "the worker went silent mid-stream") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
 
@@ -130,7 +140,7 @@ class _HttpxResponse:
 class HttpxTransport:
     def __init__(self, config: UpstreamConfig) -> None:
         limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
-        timeout = httpx.Timeout(connect=config.connect_timeout_s, read=None, write=None, pool=None)
+        timeout = httpx.Timeout(connect=config.connect_timeout_s, read=config.read_timeout_s, write=None, pool=None)
         self._client = httpx.AsyncClient(limits=limits, timeout=timeout)
 
     async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse:
