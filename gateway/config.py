@@ -130,6 +130,10 @@ class PoolConfig(Strict):
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     # None = default per pool (low_latency: 4, high_throughput: the profile's max_num_seqs).
     slots_per_worker: int | None = Field(None, gt=0)
+    # Warm-up of workers this pool does not launch. None = the defaults for discovered
+    # workers and none for static URLs (their operator warms them); supervised workers
+    # use launch.warmup.
+    warmup: WarmupConfig | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> PoolConfig:

@@ -241,12 +241,14 @@ class Gateway:
         self.fleet.reload_drained_if_changed()
 
     def _warmup_for(self, worker: Worker) -> WarmupConfig | None:
-        """Supervised workers warm as configured, discovered ones with the defaults; static
-        URLs are run by their operator, who warms them (a restarted static worker is
-        still replayed its voices)."""
+        """Supervised workers warm as ``launch.warmup`` says, others as ``pools.<pool>.warmup``;
+        without it discovered workers get the defaults and static URLs none (their
+        operator warms them; a restarted static worker is still replayed its voices)."""
         pool_config = self.config.pools.get(worker.pool)
         if pool_config.launch is not None:
             return pool_config.launch.warmup
+        if pool_config.warmup is not None:
+            return pool_config.warmup
         if pool_config.discovery.mode != "static":
             return WarmupConfig()
         return None

@@ -89,8 +89,11 @@ class _Subprocess:
         if self._proc.returncode is None:
             # The whole group at once: stage processes shut down beside their leader.
             self._signal_group(signal.SIGTERM)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+            # that lands as the wait completes, and stop() would then never return.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), timeout_s)
+                async with asyncio.timeout(timeout_s):
+                    await self._proc.wait()
         return await self.kill()  # whatever is still there after the grace period
 
     async def kill(self) -> int:
