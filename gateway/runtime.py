@@ -25,6 +25,7 @@ from gateway.audio.encoder import StreamEncoder
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig, WarmupConfig
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot, threshold_values
+from gateway.pools.background import BackgroundLoop
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet, pool_specs
 from gateway.pools.health import HealthChecker
@@ -108,7 +109,7 @@ class Gateway:
         # Supervised pools: profiles are checked here, so a bad one stops the start-up.
         self.supervisors = build_supervisors(config, self.fleet, is_ready=self.fleet.has_answered)
         self.discoveries: list[Discovery] = []
-        self._voice_sync: asyncio.Task[None] | None = None
+        self._upkeep = BackgroundLoop("shared-state")
 
     # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
@@ -119,7 +120,7 @@ class Gateway:
                 self.discoveries.append(discovery)
         self.health.start()
         self.load_reports.start()
-        self._voice_sync = asyncio.get_running_loop().create_task(self._keep_in_step(), name="shared-state")
+        self._upkeep.start(self._keep_in_step())
         for supervisor in self.supervisors:
             await supervisor.start()
 
@@ -130,9 +131,7 @@ class Gateway:
         self.admission.close()
         for discovery in self.discoveries:
             await discovery.stop()
-        if self._voice_sync is not None:
-            self._voice_sync.cancel()
-            await asyncio.gather(self._voice_sync, return_exceptions=True)
+        await self._upkeep.stop()
         await self.health.stop()
         await self.load_reports.stop()
         await self.fleet.close()

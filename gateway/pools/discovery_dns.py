@@ -13,12 +13,12 @@ gone stops answering and the health checker ejects it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable
 
 from gateway.config import DiscoveryConfig
+from gateway.pools.background import BackgroundLoop
 from gateway.pools.discovery import Membership, endpoint_url, endpoint_worker_id
 from gateway.pools.sink import WorkerSink
 from gateway.types import PoolName
@@ -55,7 +55,7 @@ class DnsDiscovery:
         self._interval_s = config.interval_s
         self._resolver = resolver or getaddrinfo_resolver
         self._membership = Membership(pool, sink)
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(f"dns-discovery-{pool.value}")
         self._failing = False  # log a failure streak once, and its recovery once
 
     @property
@@ -65,14 +65,10 @@ class DnsDiscovery:
     async def start(self) -> None:
         # The first answer lands before start() returns, so the pool is not empty at boot.
         await self.refresh()
-        self._task = asyncio.create_task(self._loop(), name=f"dns-discovery-{self._membership.pool.value}")
+        self._loop.start(self._refresh_forever())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
 
     async def refresh(self) -> None:
         """Resolve once and reconcile; on failure keep the current workers."""
@@ -104,7 +100,7 @@ class DnsDiscovery:
         log.log(level, "pool %s: %s; keeping its %d known worker(s)", self._membership.pool.value, why, kept)
         self._failing = True
 
-    async def _loop(self) -> None:
+    async def _refresh_forever(self) -> None:
         while True:
             await asyncio.sleep(self._interval_s)
             await self.refresh()

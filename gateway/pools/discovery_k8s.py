@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Literal, Protocol
 
 from gateway.config import DiscoveryConfig
+from gateway.pools.background import BackgroundLoop
 from gateway.pools.discovery import Membership, endpoint_url, endpoint_worker_id
 from gateway.pools.sink import WorkerSink
 from gateway.types import PoolName
@@ -101,7 +102,7 @@ class KubernetesDiscovery:
         self._membership = Membership(pool, sink)
         self._objects: dict[str, set[str]] = {}  # object key -> ready hosts
         self._resource_version: str | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop(f"k8s-discovery-{pool.value}")
 
     @property
     def workers(self) -> dict[str, str]:
@@ -110,14 +111,10 @@ class KubernetesDiscovery:
     async def start(self) -> None:
         # The first list lands before start() returns, so the pool is not empty at boot.
         await self._relist()
-        self._task = asyncio.create_task(self._run(), name=f"k8s-discovery-{self._membership.pool.value}")
+        self._loop.start(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
 
     async def _run(self) -> None:
         while True:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import httpx
 
 from gateway.config import HealthConfig
+from gateway.pools.background import BackgroundLoop
 from gateway.pools.fleet import Fleet
 from gateway.pools.worker import Worker
 from gateway.types import WorkerState
@@ -42,15 +43,13 @@ class HealthChecker:
         self._rng = rng or random.Random()
         self._next_probe: dict[str, float] = {}
         self._in_flight: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop("health-checker")
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="health-checker")
+        self._loop.start(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._loop.stop()
 
     async def _run(self) -> None:
         while True:

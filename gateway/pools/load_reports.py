@@ -17,6 +17,7 @@ from collections.abc import Callable
 import httpx
 
 from gateway.config import LoadReportConfig
+from gateway.pools.background import BackgroundLoop
 from gateway.pools.fleet import Fleet
 from gateway.pools.worker import Worker
 from gateway.types import WorkerState
@@ -62,17 +63,15 @@ class LoadReporter:
         self._config = config
         self._clock = clock
         self._on_stale = on_stale
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop("load-reporter")
         self._stale_logged: set[str] = set()
 
     def start(self) -> None:
         if self._config.enabled:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="load-reporter")
+            self._loop.start(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._loop.stop()
 
     async def _run(self) -> None:
         while True:
