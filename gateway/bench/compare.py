@@ -6,7 +6,8 @@ closed-loop sweep and the same bursty mixed-class trace:
 - ``adaptive``: one low-latency + one high-throughput worker, adaptive policy (ours);
 - ``ht+ht``: two high-throughput workers (everything on the throughput profile);
 - ``ll+ll``: two low-latency workers, slots opened up to the profile's max_num_seqs;
-- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly.
+- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly;
+- ``adaptive-tuned``: as ``adaptive`` with the low-latency slots ``tune`` recommends.
 
 The report (tables, plots, the command and the emulator parameters) goes to ``--out``.
 """
@@ -46,6 +47,10 @@ SETUPS = (
     Setup("ll+ll", "low_latency_only", (LL_PROFILE, LL_PROFILE), ll_slots=16,
           summary="2 low-latency, 16 slots per worker (the profile's max_num_seqs)"),
     Setup("round_robin", "round_robin", (LL_PROFILE, HT_PROFILE), summary="1 low-latency + 1 high-throughput, round robin"),
+    # The slots `higgs-gateway tune` recommends for these emulated pools and this text mix
+    # (docs/benchmarks/tune/): what an operator gets after one tuning run.
+    Setup("adaptive-tuned", "adaptive", (LL_PROFILE, HT_PROFILE), ll_slots=15,
+          summary="1 low-latency + 1 high-throughput, adaptive, 15 low-latency slots as `tune` recommends"),
 )  # fmt: skip
 
 
@@ -122,7 +127,8 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
         options = RunOptions(
             ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
             progress=not args.no_progress,
-            notes={"setup": setup.summary, "policy": setup.policy, "command": _command()},
+            notes={"setup": setup.summary, "policy": setup.policy, "command": _command(),
+                   "emulator_timing": timing_parameters()},
         )  # fmt: skip
         # Connections, caches and the policy's state settle before measuring.
         run_async(warm_up(options, max(levels)))
@@ -150,12 +156,20 @@ def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
     return gateway.url
 
 
-def _emulator_parameters() -> str:
+def timing_parameters() -> dict[str, Any]:
+    """The emulator's timing model as this checkout defines it (recorded with each run)."""
     try:
         from gateway.emulator.timing import TimingParams
     except ImportError:  # the emulator's model is optional for reading old results
+        return {}
+    return {name: repr(value) for name, value in dataclasses.asdict(TimingParams()).items()}
+
+
+def _emulator_parameters(documents: list[dict[str, Any]]) -> str:
+    recorded = [d["notes"]["emulator_timing"] for d in documents if d.get("notes", {}).get("emulator_timing")]
+    fields = recorded[0] if recorded else timing_parameters()
+    if not fields:
         return ""
-    fields = dataclasses.asdict(TimingParams())
     lines = ["| parameter | value |", "|---|---|"]
     lines += [f"| `{name}` | `{value}` |" for name, value in fields.items()]
     return "\n".join(lines)
@@ -171,9 +185,9 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
     low, high = min(levels), max(levels)
     lines = [
         f"| config | c{low} TTFP p50 (ms) | c{low} RTF mean | c{high} TTFP p99 (ms) | c{high} RTF mean | "
-        f"c{high} audio-s/s | trace `latency` TTFP p50 / p99 (ms) | trace `throughput` TTFP p99 (ms) | trace errors | "
-        "max load average |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"c{high} audio-s/s | trace `latency` TTFP p50 / p99 (ms) | trace `latency` RTF mean | "
+        "trace `throughput` TTFP p99 (ms) | trace errors | max load average |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label in dict.fromkeys(d["label"] for d in documents):
         sweep_doc = next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
@@ -191,6 +205,7 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
             f"| {label} | {_stat(first, 'ttfp_s', 'median', 1000)} | {_stat(first, 'rtf', 'mean', digits=3)} | "
             f"{_stat(last, 'ttfp_s', 'p99', 1000)} | {_stat(last, 'rtf', 'mean', digits=3)} | {audio} | "
             f"{_stat(latency, 'ttfp_s', 'median', 1000)} / {_stat(latency, 'ttfp_s', 'p99', 1000)} | "
+            f"{_stat(latency, 'rtf', 'mean', digits=3)} | "
             f"{_stat(throughput, 'ttfp_s', 'p99', 1000)} | {errors} | {'–' if load is None else f'{load:.1f}'} |"
         )
     return lines
@@ -253,7 +268,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         "(high-throughput workers with the high-throughput profile), plus `--warm` (lazy graphs",
         "already captured, as after the supervisor's warm-up). Its timing model's parameters:",
         "",
-        _emulator_parameters(),
+        _emulator_parameters(documents),
         "",
         f"Machine: {documents[0]['machine'] if documents else 'unknown'}; load generator, gateway and both "
         "emulated workers share it.",
