@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 import uvicorn
 
 from gateway.access_log import configure_logging
 from gateway.api.fast_path import SpeechEntry
+from gateway.api.relay_response import quiet_stream_cuts
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.supervisor.setup import ProfileCheckFailed
@@ -24,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(config: GatewayConfig) -> int:
     configure_logging(config.logging.level)
+    logging.getLogger("uvicorn.error").addFilter(quiet_stream_cuts)
     try:
         app = create_app(config)
     except ProfileCheckFailed as exc:

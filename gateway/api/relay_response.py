@@ -11,6 +11,7 @@ byte, or streaming); the cleanup in that code's ``finally`` releases the worker.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Callable
 
 from starlette.responses import Response
@@ -19,6 +20,18 @@ from starlette.types import Receive, Scope, Send
 
 class ClientGone(Exception):
     """The client disconnected; the guarded work was cancelled."""
+
+
+class StreamCut(Exception):
+    """Raised out of a response whose upstream failed after bytes were sent: the server
+    then drops the connection without the terminating chunk, so the client sees an
+    incomplete stream rather than a clip that merely ends early. Expected and already
+    counted, so ``quiet_stream_cuts`` keeps it out of the server's error log."""
+
+
+def quiet_stream_cuts(record: logging.LogRecord) -> bool:
+    """Logging filter for the server's error logger: drop the traceback of a StreamCut."""
+    return not (record.exc_info and isinstance(record.exc_info[1], StreamCut))
 
 
 class DisconnectWatch:

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from gateway.api.errors import ApiError
-from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse
+from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
 from gateway.api.sla import parse_sla_headers
 from gateway.api.speech_request import SpeechRequest, parse_speech_request, worker_payload
 from gateway.audio.encoder import StreamEncoder
@@ -203,7 +203,7 @@ async def _relay_body(
         exchange.error = kind
         exchange.gateway.stream_failed(stream, kind, str(exc) or kind)
         if not sse:
-            raise
+            raise StreamCut(kind) from exc
         yield sse_error("The worker failed mid-stream; the audio is incomplete.", code="upstream_error")
     finally:
         encoder.close()
