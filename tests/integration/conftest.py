@@ -182,3 +182,34 @@ def emulator_on_port(tmp_path: Path, port: int, profile: str, time_scale: float,
     args = emulator_args(port, profile, time_scale, ["--voices-dir", str(tmp_path / f"{name}-voices")])
     with running(args, f"{url}/health", tmp_path / f"{name}.log", url) as proc:
         yield proc
+
+
+@dataclass
+class Routed:
+    """Where one streamed speech request went and how much audio came back."""
+
+    status: int
+    pool: str | None
+    reason: str | None
+    audio_bytes: int
+
+
+async def speak(
+    client: httpx.AsyncClient,
+    url: str,
+    text: str,
+    sla_class: str = "balanced",
+    headers: dict[str, str] | None = None,
+) -> Routed:
+    """One streamed PCM request through the gateway, read to the end."""
+    all_headers = {"x-sla-class": sla_class, **(headers or {})}
+    async with client.stream(
+        "POST", f"{url}/v1/audio/speech", json=speech_body(text, response_format="pcm"), headers=all_headers
+    ) as response:
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+        return Routed(
+            response.status_code, response.headers.get("x-gateway-pool"), response.headers.get("x-gateway-route-reason"), size
+        )
+

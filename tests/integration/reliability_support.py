@@ -10,10 +10,8 @@ time its health probes; this can.
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import wave
 import threading
 import time
 from collections.abc import Iterator
@@ -24,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from gateway.types import BYTES_PER_SECOND
+from tests.support.audio import reference_wav
 
 BYTES_PER_FRAME = 1920  # one 40 ms codec frame of 24 kHz mono s16le
 FRAMES_PER_SECOND = 25
@@ -44,23 +42,6 @@ def expected_pcm_bytes(text: str) -> int:
     frames = max(1, math.ceil(len(text.strip()) / CHARS_PER_SECOND * FRAMES_PER_SECOND))
     frames = max(1, min(frames, STAGE0_MAX_TOKENS - CODEBOOK_DELAY_STEPS))
     return frames * BYTES_PER_FRAME
-
-
-def reference_wav(seconds: float = 2.5, pitch_hz: float = 180.0) -> bytes:
-    """A real 24 kHz mono 16-bit WAV (a voiced tone with a syllable-like envelope): a
-    reference sample the gateway accepts for a voice or a ``ref_audio`` data: URI."""
-    rate = 24_000
-    t = np.arange(int(seconds * rate)) / rate
-    envelope = 0.5 * (1 - np.cos(2 * np.pi * 3.0 * t))
-    signal = sum(a * np.sin(2 * np.pi * pitch_hz * k * t) for k, a in ((1, 0.6), (2, 0.25), (3, 0.1)))
-    pcm = (signal * envelope * 0.5 * 32767).astype("<i2").tobytes()
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(pcm)
-    return buffer.getvalue()
 
 
 def upload_voice(gateway_url: str, name: str, headers: dict[str, str] | None = None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.conftest import ADMIN, LONG_TEXT, SHORT_TEXT, LoadSampler, speech_body, wait_idle
+from tests.integration.conftest import ADMIN, LONG_TEXT, SHORT_TEXT, LoadSampler, Routed, speak, speech_body, wait_idle
 from tests.support.procs import Proc, free_port, running_emulator
 from tests.support.stack import HT_PROFILE, LL_PROFILE, gateway_config, running_gateway
 
@@ -35,14 +35,6 @@ class Workers:
         return [self.ll.url, self.ht.url]
 
 
-@dataclass
-class Routed:
-    status: int
-    pool: str | None
-    reason: str | None
-    audio_bytes: int
-
-
 @pytest.fixture(scope="module")
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
     tmp = tmp_path_factory.mktemp("adaptive-workers")
@@ -58,18 +50,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, workers: Workers) -> Itera
     config = gateway_config(tmp, [workers.ll.url], [workers.ht.url], free_port())
     with running_gateway(tmp, config) as proc:
         yield proc.url
-
-
-async def speak(client: httpx.AsyncClient, url: str, text: str, sla_class: str = "balanced") -> Routed:
-    async with client.stream(
-        "POST", f"{url}/v1/audio/speech", json=speech_body(text, response_format="pcm"), headers={"x-sla-class": sla_class}
-    ) as response:
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-        return Routed(
-            response.status_code, response.headers.get("x-gateway-pool"), response.headers.get("x-gateway-route-reason"), size
-        )
 
 
 async def closed_loop(url: str, concurrency: int, per_client: int, text: str) -> list[Routed]:

@@ -12,12 +12,13 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import httpx
 import pytest
 
 from tests.integration.conftest import (
+    Routed,
+    speak,
     ADMIN,
     LONG_TEXT,
     SHORT_TEXT,
@@ -37,14 +38,6 @@ MEDIUM_TEXT = f"{SHORT_TEXT} {SHORT_TEXT}"
 VERY_LONG_TEXT = " ".join([SHORT_TEXT] * 18)  # ~80 s of audio: holds a slot for seconds here
 
 
-@dataclass
-class Routed:
-    status: int
-    pool: str | None
-    reason: str | None
-    audio_bytes: int
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     extra = {
@@ -58,21 +51,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 def urls(stack: Stack) -> list[str]:
     return [stack.workers["low_latency"][0].url, stack.workers["high_throughput"][0].url]
-
-
-async def speak(
-    client: httpx.AsyncClient, url: str, text: str, sla_class: str, headers: dict[str, str] | None = None
-) -> Routed:
-    all_headers = {"x-sla-class": sla_class, **(headers or {})}
-    async with client.stream(
-        "POST", f"{url}/v1/audio/speech", json=speech_body(text, response_format="pcm"), headers=all_headers
-    ) as response:
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-        return Routed(
-            response.status_code, response.headers.get("x-gateway-pool"), response.headers.get("x-gateway-route-reason"), size
-        )
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float, message: str) -> None:

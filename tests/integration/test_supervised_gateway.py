@@ -8,13 +8,11 @@ worker behind. (Supervisor-level behaviour is in test_supervisor.py.)
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import signal
 import sys
 import threading
-import wave
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,7 +21,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import numpy as np
 import pytest
 
 from gateway.supervisor.process import group_alive
@@ -39,6 +36,7 @@ from tests.integration.conftest import (
     worker_pcm,
 )
 from tests.integration.supervisor_support import alive
+from tests.support.audio import reference_wav
 from tests.support.procs import Proc, free_port
 from tests.support.stack import gateway_config, running_gateway
 
@@ -208,21 +206,6 @@ def captures(worker_url: str) -> dict[int, float]:
     text = httpx.get(f"{worker_url}/metrics", timeout=10).text
     found = re.findall(r'^higgs_emulator_graph_captures_total\{batch_size="(\d+)"\} ([0-9.e+]+)$', text, re.M)
     return {int(size): float(value) for size, value in found}
-
-
-def reference_wav(seconds: float = 2.5, pitch_hz: float = 180.0) -> bytes:
-    """A real 24 kHz mono 16-bit WAV, voiced-like: a valid voice sample to upload."""
-    rate = 24_000
-    t = np.arange(int(seconds * rate)) / rate
-    envelope = 0.5 * (1 - np.cos(2 * np.pi * 3.0 * t))
-    tone = sum(a * np.sin(2 * np.pi * pitch_hz * k * t) for k, a in ((1, 0.6), (2, 0.25), (3, 0.1)))
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes((tone * envelope * 0.5 * 32767).astype("<i2").tobytes())
-    return buffer.getvalue()
 
 
 # ---- 1 + 2: one gateway, warmed at start, then a worker killed --------------------------
