@@ -364,7 +364,6 @@ class Gateway:
     # ---- metrics ---------------------------------------------------------------------------
     def fleet_snapshot(self) -> FleetSnapshot:
         now = self._clock()
-        stale = self.config.load_reports.stale_after_s
         workers = [
             WorkerSnapshot(
                 pool=w.pool.value,
@@ -413,7 +412,3 @@ class _RelayMetrics:
 
     def retried(self, reason: str) -> None:
         self._metrics.retries.labels(reason).inc()
-
-
-def worker_ref(worker: Worker) -> tuple[str, str]:
-    return worker.worker_id, worker.url

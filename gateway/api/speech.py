@@ -19,7 +19,7 @@ from starlette.responses import Response
 from gateway.api.errors import ApiError
 from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
 from gateway.api.sla import parse_sla_headers
-from gateway.api.speech_request import SpeechRequest, parse_speech_request, worker_payload
+from gateway.api.speech_request import SpeechRequest, parse_speech_request
 from gateway.audio.encoder import StreamEncoder
 from gateway.audio.formats import STREAMING_HEADERS, response_media_type
 from gateway.audio.sse import sse_delta, sse_done, sse_error

@@ -36,7 +36,6 @@ class Worker:
     ejected_at: float | None = None
     last_error: str | None = None
     state_since: float = 0.0
-    transitions: int = field(default=0)
 
     @property
     def base_url(self) -> str:
@@ -60,7 +59,6 @@ class Worker:
         )
         self.state = state
         self.state_since = now
-        self.transitions += 1
         if state is WorkerState.EJECTED:
             self.ejected_at = now
         return True

@@ -25,7 +25,6 @@ from tests.integration.conftest import (
     LoadSampler,
     pools,
     set_faults,
-    speech_body,
     wait_idle,
     worker_entry,
     worker_load,
