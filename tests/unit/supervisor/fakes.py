@@ -90,19 +90,45 @@ class FakeLauncher:
 
 
 class FakeClock:
-    """time.monotonic + asyncio.sleep replacement: sleeping advances time instantly."""
+    """time.monotonic + asyncio.sleep replacement.
 
-    def __init__(self) -> None:
+    By default sleeping advances time instantly, for tests that only care about order.
+    With ``manual=True`` a sleep waits until the test calls ``advance()`` past its
+    deadline, so no timeout can fire while the test is still arranging the next event
+    (an auto-advancing clock let a 60 s start timeout win against a process exit).
+    """
+
+    def __init__(self, manual: bool = False) -> None:
         self.now = 0.0
         self.sleeps: list[float] = []
+        self._manual = manual
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
 
     def __call__(self) -> float:
         return self.now
 
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
+        if not self._manual:
+            self.now += seconds
+            await asyncio.sleep(0)
+            return
+        wake = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self.now + seconds, wake))
+        await wake
+
+    @property
+    def pending(self) -> int:
+        """Sleeps still waiting for time to pass."""
+        return sum(1 for _, wake in self._sleepers if not wake.done())
+
+    def advance(self, seconds: float) -> None:
         self.now += seconds
-        await asyncio.sleep(0)
+        due = [wake for deadline, wake in self._sleepers if deadline <= self.now]
+        self._sleepers = [(d, w) for d, w in self._sleepers if d > self.now and not w.done()]
+        for wake in due:
+            if not wake.done():
+                wake.set_result(None)
 
 
 async def until(predicate: Any, timeout: float = 10.0) -> None:

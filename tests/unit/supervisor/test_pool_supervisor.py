@@ -20,10 +20,10 @@ W0, W1 = "high_throughput-0", "high_throughput-1"
 
 
 class World:
-    def __init__(self, tmp_path: Path, sleep: Any = None, **launch: object) -> None:
+    def __init__(self, tmp_path: Path, sleep: Any = None, manual_clock: bool = False, **launch: object) -> None:
         self.sink = RecordingSink()
         self.launcher = FakeLauncher()
-        self.clock = FakeClock()
+        self.clock = FakeClock(manual=manual_clock)
         self.ready: set[str] = set()
         self.ready_errors = False
         settings = {
@@ -143,13 +143,22 @@ async def test_start_timeout_kills_and_fails_the_worker(world: World) -> None:
     assert world.state(W1) is RunState.RUNNING
 
 
-async def test_exit_while_starting_counts_as_an_exit(world: World) -> None:
-    world.ready.add(W1)
-    await world.supervisor.start()
-    world.launcher.current(W0).exit(3)
-    await until(lambda: world.launcher.launches(W0) == 2)
-    assert world.sink.of(W0)[:2] == ["add", "restarting"]
-    assert world.supervisor.workers[0].last_exit_code == 3
+async def test_exit_while_starting_counts_as_an_exit(tmp_path: Path) -> None:
+    # Time stands still until the test moves it: the start timeout cannot fire first.
+    w = World(tmp_path, manual_clock=True)
+    w.ready.add(W1)
+    try:
+        await w.supervisor.start()
+        await until(lambda: w.clock.pending > 0)  # W0 polls for readiness
+        assert w.state(W0) is RunState.STARTING
+        w.launcher.current(W0).exit(3)
+        await until(lambda: w.state(W0) is RunState.BACKOFF)
+        assert w.sink.of(W0) == ["add", "restarting"]
+        assert w.supervisor.workers[0].last_exit_code == 3
+        w.clock.advance(1.0)  # past the first backoff
+        await until(lambda: w.launcher.launches(W0) == 2)
+    finally:
+        await w.supervisor.stop()
 
 
 async def test_a_broken_readiness_hook_does_not_stop_supervision(world: World) -> None:
