@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +25,7 @@ from gateway.emulator.faults import FaultUpdate, Faults
 from gateway.emulator.metrics import EmulatorMetrics
 from gateway.emulator.ref_audio import probe_audio_seconds
 from gateway.emulator.speech import LoadCounter, SpeechService
+from gateway.emulator.spoken import SpeechAudio
 from gateway.emulator.timing import StepModel, TimingParams
 from gateway.emulator.voices import MAX_SAMPLE_BYTES, VoiceStore
 
@@ -47,6 +48,7 @@ class EmulatorSettings:
     warm: bool = False  # start with every lazy graph captured, as after a full warm-up
     faults: Faults = field(default_factory=Faults)
     params: TimingParams = field(default_factory=TimingParams)
+    audio: Callable[[], SpeechAudio] = SpeechAudio  # what speaks the text (tests inject a failing loader)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -65,6 +67,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     voices = VoiceStore(settings.voices_dir)
     faults = settings.faults
     load = LoadCounter(settings.load_tracking)
+    audio = settings.audio()
     speech = SpeechService(
         served_names=settings.names,
         model=model,
@@ -74,6 +77,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
         voice_names=voices.names,
         load=load,
         default_seed=settings.seed if settings.seed is not None else model.default_seed,
+        audio=audio,
     )
     created = int(time.time())
 
@@ -81,6 +85,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         driver.close()
+        audio.close()
 
     app = FastAPI(title="higgs-gateway worker emulator", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
@@ -104,7 +109,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     async def health() -> JSONResponse:
         if faults.unhealthy:
             return JSONResponse({"status": "unhealthy"}, status_code=503)
-        return JSONResponse({"status": "healthy"})
+        return JSONResponse({"status": "healthy", "details": {"speech_audio": audio.description}})
 
     @app.get("/load")
     async def server_load() -> JSONResponse:

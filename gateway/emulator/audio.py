@@ -66,7 +66,7 @@ class SpeechSynth:
             if hi <= lo:
                 continue
             out[lo - start : hi - start] = self._segment(seg, lo - seg_start, hi - seg_start)
-        out += _hashed_noise(start, stop, self._noise_key) * 0.004  # room tone, never digital silence
+        out += hashed_noise(start, stop, self._noise_key) * 0.004  # room tone, never digital silence
         return out
 
     def pcm(self, start: int, stop: int) -> bytes:
@@ -92,7 +92,7 @@ class SpeechSynth:
         ramp = min(240, length // 4) or 1
         index = np.arange(lo, hi)
         edge = np.minimum(np.minimum(index, length - 1 - index) / ramp, 1.0)
-        breath = _hashed_noise(lo, hi, self._noise_key ^ seg) * 0.08
+        breath = hashed_noise(lo, hi, self._noise_key ^ seg) * 0.08
         return self._amps[seg] * (wave + breath) * envelope * edge
 
 
@@ -111,7 +111,7 @@ _NOISE_SIZE = 1 << 16
 _NOISE_TABLE = np.random.default_rng(0x5EED).uniform(-1.0, 1.0, _NOISE_SIZE)
 
 
-def _hashed_noise(start: int, stop: int, key: int) -> np.ndarray:
+def hashed_noise(start: int, stop: int, key: int) -> np.ndarray:
     """Noise in [-1, 1) as a pure function of the absolute sample index and ``key``."""
     index = (np.arange(start, stop) + (key % _NOISE_SIZE)) & (_NOISE_SIZE - 1)
     return _NOISE_TABLE[index]

@@ -20,7 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from gateway.emulator.audio import BYTES_PER_FRAME, SAMPLES_PER_FRAME, SpeechSynth, voice_pitch_hz
+from gateway.emulator.audio import BYTES_PER_FRAME, SAMPLES_PER_FRAME
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.encode import CONTENT_TYPES, encode_whole, streaming_wav_header
 from gateway.emulator.engine import ChunkEvent, EngineRequest
@@ -28,6 +28,7 @@ from gateway.emulator.errors import WorkerError, error_body, error_response
 from gateway.emulator.faults import Faults, GenerationFailed, StreamCut
 from gateway.emulator.metrics import EmulatorMetrics
 from gateway.emulator.protocol import SpeechJob, parse_speech_request, validate_speech
+from gateway.emulator.spoken import SpeechAudio
 from gateway.emulator.timing import StepModel
 from gateway.types import BYTES_PER_SECOND, SAMPLE_RATE
 
@@ -90,7 +91,9 @@ class ClosingStreamingResponse(StreamingResponse):
 class Generation:
     """One request in the engine plus its audio; chunks arrive as the model schedules them."""
 
-    def __init__(self, job: SpeechJob, model: StepModel, driver: EngineDriver, default_seed: int, arrived_at: float) -> None:
+    def __init__(
+        self, job: SpeechJob, model: StepModel, driver: EngineDriver, audio: SpeechAudio, default_seed: int, arrived_at: float
+    ) -> None:
         self.job = job
         self.arrived_at = arrived_at  # wall clock (monotonic) when the request came in
         self.driver = driver
@@ -103,7 +106,7 @@ class Generation:
         )
         self.output_tokens = frames + model.params.codebook_delay_steps
         seed = job.seed if job.seed is not None else default_seed
-        self.synth = SpeechSynth(job.text, frames * SAMPLES_PER_FRAME, seed, voice_pitch_hz(job.clone_key))
+        self.synth = audio.clip(job.text, frames * SAMPLES_PER_FRAME, seed, job.clone_key)
         self.seed = seed
 
     @property
@@ -117,6 +120,7 @@ class Generation:
 
     async def chunks(self) -> AsyncIterator[tuple[ChunkEvent, bytes]]:
         queue = self.driver.submit(self.request)
+        await self.synth.ready()  # rendered off the event loop; only this request waits for it
         while True:
             event = await queue.get()
             yield event, self.synth.frames_pcm(event.first_frame, event.frames)
@@ -138,6 +142,7 @@ class SpeechService:
         voice_names: Callable[[], set[str]],
         load: LoadCounter,
         default_seed: int,
+        audio: SpeechAudio,
     ) -> None:
         self.served_names = served_names
         self.model = model
@@ -147,6 +152,7 @@ class SpeechService:
         self.voice_names = voice_names
         self.load = load
         self.default_seed = default_seed
+        self.audio = audio
 
     async def handle(self, request: Request) -> Response:
         arrived_at = time.monotonic()
@@ -161,7 +167,7 @@ class SpeechService:
             if self.faults.take_failure():
                 self.metrics.failed_request("fault_injected")
                 return JSONResponse(error_body(500, "Speech generation failed: injected fault"), status_code=500)
-            generation = Generation(job, self.model, self.driver, self.default_seed, arrived_at)
+            generation = Generation(job, self.model, self.driver, self.audio, self.default_seed, arrived_at)
             if job.mode == "file" and self.faults.cut_after_chunks is None:
                 try:
                     response = await _unless_disconnected(request, self._whole_file(generation))
@@ -200,7 +206,8 @@ class SpeechService:
         job = generation.job
         pcm = b"".join(pcm_parts)
         if job.speed != 1.0:
-            stretched = SpeechSynth(job.text, round(len(pcm) // 2 / job.speed), generation.seed, voice_pitch_hz(job.clone_key))
+            stretched = self.audio.clip(job.text, round(len(pcm) // 2 / job.speed), generation.seed, job.clone_key)
+            await stretched.ready()
             pcm = stretched.pcm(0, stretched.total_samples)
         body = await asyncio.to_thread(encode_whole, pcm, job.response_format)
         self._completed(generation, streamed=False)

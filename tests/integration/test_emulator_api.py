@@ -49,7 +49,8 @@ def assert_worker_error(response: httpx.Response, status: int, param: str | None
 
 
 def test_health_load_version_models(client: httpx.Client) -> None:
-    assert client.get("/health").json() == {"status": "healthy"}
+    health = client.get("/health").json()
+    assert health["status"] == "healthy" and health["details"]["speech_audio"].startswith("espeak-ng")
     assert client.get("/load").json() == {"server_load": 0}
     assert client.get("/version").json()["version"] == "0.30.0"
     models = client.get("/v1/models").json()
