@@ -120,9 +120,10 @@ class Generation:
 
     async def chunks(self) -> AsyncIterator[tuple[ChunkEvent, bytes]]:
         queue = self.driver.submit(self.request)
-        await self.synth.ready()  # rendered off the event loop; only this request waits for it
         while True:
             event = await queue.get()
+            # Rendered off the event loop, phrase by phrase; only this request waits for it.
+            await self.synth.ready((event.first_frame + event.frames) * SAMPLES_PER_FRAME)
             yield event, self.synth.frames_pcm(event.first_frame, event.frames)
             if event.final:
                 return

@@ -14,19 +14,22 @@ When eSpeak cannot load, every clip is the synthetic "voiced words" signal of
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import queue
+import re
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from threading import Lock
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from gateway.emulator.audio import SAMPLES_PER_FRAME, SpeechSynth, hashed_noise, to_pcm16, voice_pitch_hz
 from gateway.emulator.espeak import (
-    DEFAULT_RATE_WPM,
     MAX_RATE_WPM,
     MIN_RATE_WPM,
     Espeak,
@@ -47,10 +50,15 @@ STABLE_VARIANTS = (
     "david", "edward2", "miguel", "mike2", "Storm", "Henrique", "Diogo",
 )  # fmt: skip
 DEFAULT_VOICE = EspeakVoice("en-us+michel", pitch=50, pitch_range=50)
-# Rendered at the default rate, eSpeak within this ratio of the modelled length is only
-# resampled; further off, it is rendered again at a rate that matches (so a long text keeps
-# its pitch instead of being sped up by resampling).
-_RESAMPLE_ONLY = (0.85, 1.18)
+# eSpeak at this rate lands within ~10% of the calibrated Higgs speaking rate on typical
+# text, so a rendering is only resampled. Further off (speed != 1, odd text), it is rendered
+# again at a rate that matches, so it keeps its pitch instead of being sped up by resampling.
+RENDER_RATE_WPM = 150
+_RESAMPLE_ONLY = (0.8, 1.25)
+# Texts are rendered phrase by phrase, first phrases first across all requests, so a burst
+# of 64 arrivals gets its first chunks quickly instead of queueing behind whole texts.
+_PHRASE = re.compile(r"[^.!?;:,\n]*(?:[.!?;:,\n]+|$)")
+_PHRASE_CHARS = 80
 _ROOM_TONE = 0.004  # never digital silence, and the part of the signal that follows `seed`
 _CACHE_SAMPLES = SAMPLE_RATE * 600  # ten minutes of fitted audio (float32: ~58 MB)
 
@@ -83,14 +91,38 @@ def render_fitted(espeak: Espeak, text: str, total_samples: int, voice: EspeakVo
     return fitted.astype(np.float32)  # what clips hold, so a direct rendering matches them exactly
 
 
+def phrases(text: str, total_samples: int) -> list[tuple[str, int, int]]:
+    """``text`` cut into phrases of at most ~80 characters, each with its ``[start, stop)``
+    share of the clip (by character count, like the timing model), covering it exactly."""
+    pieces: list[str] = []
+    for match in _PHRASE.finditer(text):
+        piece = match.group(0)
+        while len(piece) > _PHRASE_CHARS:  # a long run without punctuation: cut at a space
+            cut = piece.rfind(" ", 0, _PHRASE_CHARS)
+            cut = cut if cut > 0 else _PHRASE_CHARS
+            pieces.append(piece[:cut])
+            piece = piece[cut:]
+        pieces.append(piece)
+    pieces = [piece for piece in pieces if piece.strip()] or [text]
+    weights = np.cumsum([len(piece.strip()) or 1 for piece in pieces])
+    bounds = np.concatenate([[0], np.round(weights / weights[-1] * total_samples).astype(np.int64)])
+    return [(piece.strip(), int(bounds[i]), int(bounds[i + 1])) for i, piece in enumerate(pieces)]
+
+
+def render_clip(espeak: Espeak, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
+    """The whole clip as a request's stream carries it (before room tone), rendered directly."""
+    parts = [render_fitted(espeak, phrase, stop - start, voice) for phrase, start, stop in phrases(text, total_samples)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+
 def render_native(espeak: Espeak, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
     """eSpeak's rendering at a speaking rate near the modelled length (before fitting)."""
     target_seconds = max(total_samples, 1) / SAMPLE_RATE
-    native = espeak.render(text, voice, DEFAULT_RATE_WPM)
+    native = espeak.render(text, voice, RENDER_RATE_WPM)
     ratio = (len(native) / espeak.sample_rate) / target_seconds
     if _RESAMPLE_ONLY[0] <= ratio <= _RESAMPLE_ONLY[1]:
         return native
-    rate = int(round(min(MAX_RATE_WPM, max(MIN_RATE_WPM, DEFAULT_RATE_WPM * ratio))))
+    rate = int(round(min(MAX_RATE_WPM, max(MIN_RATE_WPM, RENDER_RATE_WPM * ratio))))
     return espeak.render(text, voice, rate)
 
 
@@ -99,33 +131,52 @@ class Clip(Protocol):
 
     total_samples: int
 
-    async def ready(self) -> None: ...
+    async def ready(self, until: int | None = None) -> None: ...
 
     def pcm(self, start: int, stop: int) -> bytes: ...
 
     def frames_pcm(self, first_frame: int, frames: int) -> bytes: ...
 
 
-class SpokenClip:
-    """A clip whose samples come from a background eSpeak rendering plus seeded room tone."""
+@dataclass(order=True)
+class _Job:
+    priority: tuple[int, int]  # (phrase index, arrival): every request's first phrase goes first
+    text: str = field(compare=False)
+    samples: int = field(compare=False)
+    voice: EspeakVoice = field(compare=False)
+    result: Future[np.ndarray] = field(compare=False, default_factory=Future)
 
-    def __init__(self, rendering: Future[np.ndarray], total_samples: int, text: str, seed: int) -> None:
+
+class SpokenClip:
+    """A clip made of phrases rendered in the background, plus seeded room tone."""
+
+    def __init__(self, parts: list[tuple[int, int, Future[np.ndarray]]], total_samples: int, text: str, seed: int) -> None:
         self.total_samples = total_samples
-        self._rendering = rendering
-        self._samples: np.ndarray | None = None
+        self._parts = parts  # (start, stop, rendering) in order, covering [0, total_samples)
+        self._rendered: list[np.ndarray | None] = [None] * len(parts)
         self._noise_key = (zlib.crc32(text.encode()) ^ (seed * 2654435761)) & 0xFFFFFFFF
 
-    async def ready(self) -> None:
-        if self._samples is None:
-            self._samples = await asyncio.wrap_future(self._rendering)
+    async def ready(self, until: int | None = None) -> None:
+        """Wait until samples ``[0, until)`` (default: all) are rendered."""
+        until = self.total_samples if until is None else until
+        for index, (start, _, rendering) in enumerate(self._parts):
+            if start >= until and index > 0:
+                break
+            if self._rendered[index] is None:
+                self._rendered[index] = await asyncio.wrap_future(rendering)
 
     def samples(self, start: int, stop: int) -> np.ndarray:
-        if self._samples is None:
-            raise RuntimeError("clip read before it was rendered; await ready() first")
         start, stop = max(0, start), min(self.total_samples, stop)
-        if stop <= start:
-            return np.zeros(0, dtype=np.float64)
-        return self._samples[start:stop].astype(np.float64) + hashed_noise(start, stop, self._noise_key) * _ROOM_TONE
+        out = hashed_noise(start, stop, self._noise_key) * _ROOM_TONE
+        for index, (part_start, part_stop, _) in enumerate(self._parts):
+            lo, hi = max(start, part_start), min(stop, part_stop)
+            if hi <= lo:
+                continue
+            rendered = self._rendered[index]
+            if rendered is None:
+                raise RuntimeError("clip read before it was rendered; await ready() first")
+            out[lo - start : hi - start] += rendered[lo - part_start : hi - part_start]
+        return out
 
     def pcm(self, start: int, stop: int) -> bytes:
         return to_pcm16(self.samples(start, stop))
@@ -138,7 +189,7 @@ class SpokenClip:
 class SyntheticClip(SpeechSynth):
     """The fallback: closed-form voiced words, computed range by range; always ready."""
 
-    async def ready(self) -> None:
+    async def ready(self, until: int | None = None) -> None:
         return None
 
 
@@ -147,10 +198,12 @@ class SpeechAudio:
 
     def __init__(self, locator_factory: Callable[[], LibraryLocator] = import_locator) -> None:
         self._espeak: Espeak | None = None
-        self._executor: ThreadPoolExecutor | None = None
+        self._jobs: queue.PriorityQueue[_Job] = queue.PriorityQueue()
+        self._stop = _Job((-1, -1), "", 0, DEFAULT_VOICE)  # sorts before every real job
+        self._arrivals = itertools.count()
         self._cache: OrderedDict[tuple[str, EspeakVoice, int], np.ndarray] = OrderedDict()
         self._cached_samples = 0
-        self._cache_lock = Lock()
+        self._thread: threading.Thread | None = None
         try:
             self._espeak = Espeak(locator_factory)
             self._espeak.render("ready", DEFAULT_VOICE)  # the first render sets up state; keep it out of requests
@@ -158,37 +211,55 @@ class SpeechAudio:
             self.description = f"synthetic (eSpeak NG unavailable: {exc})"
             log.warning("speech audio: eSpeak NG could not be loaded (%s); speaking with the synthetic signal", exc)
         else:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="espeak")
             self.description = f"espeak-ng ({self._espeak.sample_rate} Hz, resampled to {SAMPLE_RATE} Hz)"
+            self._thread = threading.Thread(target=self._render_jobs, name="espeak", daemon=True)
+            self._thread.start()
 
     @property
     def speaks(self) -> bool:
         return self._espeak is not None
 
     def clip(self, text: str, total_samples: int, seed: int, clone_key: str | None) -> Clip:
-        if self._espeak is None or self._executor is None:
+        if self._espeak is None:
             return SyntheticClip(text, total_samples, seed, voice_pitch_hz(clone_key))
-        rendering = self._executor.submit(self._fitted, text, total_samples, espeak_voice(clone_key))
-        return SpokenClip(rendering, total_samples, text, seed)
+        voice = espeak_voice(clone_key)
+        arrival = next(self._arrivals)
+        parts: list[tuple[int, int, Future[np.ndarray]]] = []
+        for index, (phrase, start, stop) in enumerate(phrases(text, total_samples)):
+            job = _Job((index, arrival), phrase, stop - start, voice)
+            self._jobs.put(job)
+            parts.append((start, stop, job.result))
+        return SpokenClip(parts, total_samples, text, seed)
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._thread is not None:
+            self._jobs.put(self._stop)
+            self._thread = None
 
-    def _fitted(self, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
-        key = (text, voice, total_samples)
-        with self._cache_lock:
-            cached = self._cache.get(key)
-            if cached is not None:
-                self._cache.move_to_end(key)
-                return cached
+    def _render_jobs(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is self._stop:
+                return
+            if not job.result.set_running_or_notify_cancel():
+                continue
+            try:
+                job.result.set_result(self._fitted(job.text, job.samples, job.voice))
+            except Exception as exc:  # noqa: BLE001  (handed to the request that waits for it)
+                job.result.set_exception(exc)
+
+    def _fitted(self, text: str, samples: int, voice: EspeakVoice) -> np.ndarray:
+        """One phrase fitted to its share; only the render thread calls this (and owns the cache)."""
+        key = (text, voice, samples)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
         assert self._espeak is not None
-        fitted = render_fitted(self._espeak, text, total_samples, voice)
+        fitted = render_fitted(self._espeak, text, samples, voice)
         fitted.setflags(write=False)
-        with self._cache_lock:
-            if key not in self._cache:
-                self._cache[key] = fitted
-                self._cached_samples += len(fitted)
-            while self._cached_samples > _CACHE_SAMPLES and len(self._cache) > 1:
-                self._cached_samples -= len(self._cache.popitem(last=False)[1])
+        self._cache[key] = fitted
+        self._cached_samples += len(fitted)
+        while self._cached_samples > _CACHE_SAMPLES and len(self._cache) > 1:
+            self._cached_samples -= len(self._cache.popitem(last=False)[1])
         return fitted

@@ -21,6 +21,8 @@ from gateway.emulator.spoken import (
     SpokenClip,
     espeak_voice,
     fit_to_length,
+    phrases,
+    render_clip,
     render_fitted,
 )
 from gateway.emulator.timing import StepModel, TimingParams
@@ -52,8 +54,8 @@ def stream_pcm(client: TestClient, **body: object) -> bytes:
 def expected_pcm(total_samples: int, clone_key: str | None = None) -> bytes:
     """A direct eSpeak rendering, fitted the same way, with the same seeded room tone."""
     rendering: Future[np.ndarray] = Future()
-    rendering.set_result(render_fitted(Espeak(), TEXT, total_samples, espeak_voice(clone_key)))
-    clip = SpokenClip(rendering, total_samples, TEXT, SEED)
+    rendering.set_result(render_clip(Espeak(), TEXT, total_samples, espeak_voice(clone_key)))
+    clip = SpokenClip([(0, total_samples, rendering)], total_samples, TEXT, SEED)
     asyncio.run(clip.ready())
     return clip.pcm(0, total_samples)
 
@@ -123,3 +125,12 @@ def test_a_cloned_voice_sounds_different_and_the_same_every_time() -> None:
 def test_fitting_yields_exactly_the_asked_length(total: int) -> None:
     native = (np.sin(np.arange(10_000) / 7.0) * 10_000).astype(np.int16)
     assert len(fit_to_length(native, total)) == total
+
+
+def test_phrases_cover_the_clip_exactly_in_order() -> None:
+    text = "One, two three. " + "word " * 40 + "end!"
+    parts = phrases(text, 100_003)
+    assert parts[0][1] == 0 and parts[-1][2] == 100_003
+    assert all(a[2] == b[1] for a, b in zip(parts, parts[1:]))
+    assert all(len(phrase) <= 80 for phrase, _, _ in parts)
+    assert " ".join(phrase for phrase, _, _ in parts).split() == text.split()
