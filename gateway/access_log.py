@@ -59,9 +59,12 @@ def configure_logging(level: str | int = "INFO", *, json_lines: bool = True, str
     for handler in [h for h in root.handlers if isinstance(h, _OurHandler)]:
         root.removeHandler(handler)
     handler = _OurHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(
-        JsonFormatter() if json_lines else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    )
+    if json_lines:
+        handler.setFormatter(JsonFormatter())
+    else:
+        from gateway.log_text import TextFormatter  # it imports this module
+
+        handler.setFormatter(TextFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
     # Per-request chatter from the HTTP client would drown the access log at INFO.

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from gateway import __version__
-from gateway.api import admin, health, models, speech, voices
+from gateway.api import admin, health, models, playground, speech, voices
 from gateway.api.errors import install_error_handlers
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.config import GatewayConfig
@@ -37,6 +37,8 @@ def create_app(config: GatewayConfig, gateway: Gateway | None = None) -> FastAPI
     install_error_handlers(app)
     for module in (speech, voices, models, health, admin):
         app.include_router(module.router)
+    if config.server.playground:
+        app.include_router(playground.router)
     if config.server.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -59,6 +59,8 @@ class ServerConfig(Strict):
     # Idle keep-alive connections are closed after this; clients that pool connections
     # longer than it race the close and see "server disconnected" (keep theirs shorter).
     keepalive_timeout_s: float = Field(5.0, gt=0)
+    # GET /playground: a page to type, listen, compare pools and watch the fleet. On in `demo`.
+    playground: bool = False
 
 
 class WarmupConfig(Strict):
@@ -321,6 +323,9 @@ class AuthConfig(Strict):
 
 class LoggingConfig(Strict):
     level: str = "INFO"
+    # json: one JSON object per line (for log shippers); text: short human lines;
+    # auto: text when stderr is a terminal, else json. `demo` defaults to auto.
+    format: Literal["json", "text", "auto"] = "json"
     access_log: bool = True
     log_input_text: bool = False
 

@@ -48,7 +48,8 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         }
 
     config: dict[str, Any] = {
-        "server": {"host": args.host, "port": args.port},
+        "server": {"host": args.host, "port": args.port, "playground": True},
+        "logging": {"format": args.log_format},
         "data_dir": str(data_dir),
         "pools": {
             "low_latency": pool("higgs_multimodal_qwen3_low_latency.yaml", args.low_latency_workers),
@@ -73,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--admin-token", help="enable /admin routes with this bearer token")
     parser.add_argument("--data-dir", help="where voices and thresholds are kept (default: a fresh temporary folder)")
     parser.add_argument("--config", help="optional gateway config merged under the demo's settings")
+    parser.add_argument(
+        "--log-format", choices=["auto", "text", "json"], default="auto",
+        help="auto (default): short human lines on a terminal, JSON otherwise",
+    )  # fmt: skip
     return parser
 
 
@@ -88,7 +93,8 @@ def main(argv: list[str]) -> int:
         return 2
     base = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
     print(
-        "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). Once ready, try:\n\n"
+        "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). Once ready, open\n\n"
+        f"  {base}/playground\n\nor try:\n\n"
         f"  curl -sS {base}/v1/audio/speech -H 'Content-Type: application/json' \\\n"
         "    -d '{\"model\": \"tts-1\", \"voice\": \"alloy\", \"input\": \"Hello from the Higgs gateway!\", "
         "\"response_format\": \"wav\"}' -o hello.wav\n\n"

@@ -13,6 +13,7 @@ from gateway.api.fast_path import SpeechEntry
 from gateway.api.relay_response import quiet_stream_cuts
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.log_text import wants_text
 from gateway.supervisor.setup import ProfileCheckFailed
 
 
@@ -21,11 +22,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="YAML config file (HIGGS_GATEWAY_* environment variables override it)")
     parser.add_argument("--host", help="override server.host")
     parser.add_argument("--port", type=int, help="override server.port")
+    parser.add_argument("--log-format", choices=["json", "text", "auto"], help="override logging.format")
     return parser
 
 
 def run(config: GatewayConfig) -> int:
-    configure_logging(config.logging.level)
+    configure_logging(config.logging.level, json_lines=not wants_text(config.logging.format))
     logging.getLogger("uvicorn.error").addFilter(quiet_stream_cuts)
     try:
         app = create_app(config)
@@ -52,6 +54,8 @@ def main(argv: list[str]) -> int:
         overrides.setdefault("server", {})["host"] = args.host
     if args.port is not None:
         overrides.setdefault("server", {})["port"] = args.port
+    if args.log_format:
+        overrides.setdefault("logging", {})["format"] = args.log_format
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:

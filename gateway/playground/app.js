@@ -1,0 +1,325 @@
+// Higgs-Audio gateway playground: plain JavaScript, no build step, no network beyond this gateway.
+"use strict";
+
+const SAMPLE_RATE = 24000; // the model's output: 24 kHz mono s16le
+const $ = (id) => document.getElementById(id);
+let audioContext = null;
+let playing = []; // sources to stop on "Stop"
+const decisionHistory = []; // [time, {key: count}] snapshots for "recent" decisions
+
+function audio() {
+  if (!audioContext) audioContext = new AudioContext({ sampleRate: SAMPLE_RATE });
+  if (audioContext.state === "suspended") audioContext.resume();
+  return audioContext;
+}
+
+function apiHeaders(extra = {}) {
+  const headers = { ...extra };
+  const key = $("api-key").value.trim();
+  if (key) headers["Authorization"] = `Bearer ${key}`;
+  return headers;
+}
+
+async function errorMessage(response) {
+  try {
+    const body = await response.json();
+    if (body && body.error && body.error.message) return body.error.message;
+  } catch (_) { /* not JSON */ }
+  return `HTTP ${response.status} ${response.statusText}`;
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+async function loadVoices(select) {
+  const response = await fetch("/v1/audio/voices", { headers: apiHeaders() });
+  if (!response.ok) { showError(`Voices: ${await errorMessage(response)}`); return; }
+  const body = await response.json();
+  const current = select || $("voice").value;
+  const list = $("voice");
+  list.innerHTML = "";
+  for (const voice of body.voices || []) {
+    const option = document.createElement("option");
+    option.value = voice.id;
+    option.textContent = voice.type === "uploaded" ? `${voice.id} (cloned)` : voice.id;
+    list.appendChild(option);
+  }
+  if (current && [...list.options].some((o) => o.value === current)) list.value = current;
+}
+
+// One result card: what the response said and what the page measured.
+function resultCard(title) {
+  const card = document.createElement("div");
+  card.className = "result";
+  card.innerHTML = `<h4></h4><dl>
+    <dt>pool</dt><dd data-field="pool">…</dd><dt>route reason</dt><dd data-field="reason">…</dd>
+    <dt>request id</dt><dd data-field="request-id">…</dd><dt>TTFP</dt><dd data-field="ttfp">…</dd>
+    <dt>RTF</dt><dd data-field="rtf">…</dd><dt>audio</dt><dd data-field="audio">…</dd></dl>
+    <div class="state" data-field="state">sending…</div>`;
+  card.querySelector("h4").textContent = title;
+  const set = (field, value) => { card.querySelector(`[data-field="${field}"]`).textContent = value; };
+  return { card, set };
+}
+
+function pcmToFloats(bytes) {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Float32Array(bytes.byteLength >> 1);
+  for (let i = 0; i < out.length; i++) out[i] = view.getInt16(i * 2, true) / 32768;
+  return out;
+}
+
+// Streams pcm into Web Audio as it arrives: the first sound follows the first chunk.
+class PcmPlayer {
+  constructor(pan) {
+    const ctx = audio();
+    this.ctx = ctx;
+    this.output = ctx.createStereoPanner();
+    this.output.pan.value = pan;
+    this.output.connect(ctx.destination);
+    this.nextTime = 0;
+    this.carry = new Uint8Array(0);
+    this.samples = 0;
+  }
+  push(chunk) {
+    let bytes = chunk;
+    if (this.carry.length) { bytes = new Uint8Array(this.carry.length + chunk.length); bytes.set(this.carry); bytes.set(chunk, this.carry.length); }
+    const even = bytes.length & ~1;
+    this.carry = bytes.slice(even);
+    if (!even) return;
+    const floats = pcmToFloats(bytes.subarray(0, even));
+    const buffer = this.ctx.createBuffer(1, floats.length, SAMPLE_RATE);
+    buffer.copyToChannel(floats, 0);
+    const source = this.ctx.createBufferSource();
+    source.buffer = buffer;
+    source.connect(this.output);
+    this.nextTime = Math.max(this.nextTime, this.ctx.currentTime + 0.05);
+    source.start(this.nextTime);
+    this.nextTime += buffer.duration;
+    this.samples += floats.length;
+    playing.push(source);
+  }
+  get seconds() { return this.samples / SAMPLE_RATE; }
+}
+
+async function playWhole(bytes, pan) {
+  const ctx = audio();
+  const buffer = await ctx.decodeAudioData(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+  const source = ctx.createBufferSource();
+  const panner = ctx.createStereoPanner();
+  panner.pan.value = pan;
+  source.buffer = buffer;
+  source.connect(panner).connect(ctx.destination);
+  source.start();
+  playing.push(source);
+  return buffer.duration;
+}
+
+// Sends one speech request, plays it and fills ``view`` as the response arrives.
+async function speak(sla, view, pan = 0) {
+  const format = $("format").value;
+  const speed = parseFloat($("speed").value) || 1;
+  const body = { model: "tts-1", input: $("text").value, voice: $("voice").value, response_format: format, speed };
+  const streamed = format === "pcm" && speed === 1;
+  if (streamed) body.stream_format = "audio";
+  const headers = apiHeaders({ "Content-Type": "application/json" });
+  if (sla) headers["X-SLA-Class"] = sla;
+  const budget = $("budget").value.trim();
+  if (budget) headers["X-SLA-TTFP-Ms"] = budget;
+  const started = performance.now();
+  let response;
+  try {
+    response = await fetch("/v1/audio/speech", { method: "POST", headers, body: JSON.stringify(body) });
+  } catch (err) {
+    view.set("state", "failed");
+    throw new Error(`Network error: ${err.message}`);
+  }
+  view.set("request-id", response.headers.get("x-request-id") || "–");
+  if (!response.ok) {
+    view.set("state", "failed");
+    throw new Error(await errorMessage(response));
+  }
+  const pool = response.headers.get("x-gateway-pool") || "–";
+  view.set("pool", pool);
+  view.set("reason", response.headers.get("x-gateway-route-reason") || "–");
+  view.card.classList.add(pool);
+  view.card.dataset.pool = pool;
+  const reader = response.body.getReader();
+  const player = streamed ? new PcmPlayer(pan) : null;
+  const parts = [];
+  let received = 0;
+  let ttfp = null;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (!value || !value.length) continue;
+    if (ttfp === null) {
+      ttfp = performance.now() - started;
+      view.set("ttfp", `${ttfp.toFixed(0)} ms`);
+      view.card.dataset.ttfpMs = ttfp.toFixed(1);
+      view.set("state", streamed ? "playing while streaming…" : "receiving…");
+    }
+    received += value.length;
+    if (player) player.push(value); else parts.push(value);
+  }
+  const elapsed = (performance.now() - started) / 1000;
+  let seconds = player ? player.seconds : 0;
+  if (!player) {
+    const whole = new Uint8Array(received);
+    let offset = 0;
+    for (const part of parts) { whole.set(part, offset); offset += part.length; }
+    try { seconds = await playWhole(whole, pan); } catch (err) { view.set("state", `received ${received} bytes (browser cannot decode ${format})`); }
+  }
+  view.set("audio", `${seconds.toFixed(2)} s`);
+  view.set("rtf", seconds > 0 ? (elapsed / seconds).toFixed(3) : "–");
+  view.card.dataset.audioSeconds = seconds.toFixed(3);
+  if (seconds > 0) {
+    view.set("state", `played ${seconds.toFixed(2)} s from ${pool}`);
+    view.card.dataset.played = "true";
+  }
+}
+
+async function run(requests) {
+  showError("");
+  const results = $("results");
+  results.innerHTML = "";
+  for (const button of ["speak", "compare"]) $(button).disabled = true;
+  try {
+    const runs = requests.map(([title, sla, pan]) => {
+      const view = resultCard(title);
+      results.appendChild(view.card);
+      return speak(sla, view, pan);
+    });
+    const outcomes = await Promise.allSettled(runs);
+    const failed = outcomes.find((o) => o.status === "rejected");
+    if (failed) showError(failed.reason.message);
+  } finally {
+    for (const button of ["speak", "compare"]) $(button).disabled = false;
+  }
+}
+
+// --- voice cloning --------------------------------------------------------------------------
+let recorded = null;
+let recorder = null;
+
+async function toggleRecording() {
+  const button = $("record");
+  if (recorder) { recorder.stop(); return; }
+  try {
+    const stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+    const chunks = [];
+    recorder = new MediaRecorder(stream);
+    recorder.ondataavailable = (event) => chunks.push(event.data);
+    recorder.onstop = () => {
+      stream.getTracks().forEach((track) => track.stop());
+      recorded = new Blob(chunks, { type: recorder.mimeType || "audio/webm" });
+      recorder = null;
+      button.textContent = "Record";
+      $("clone-status").textContent = `recorded ${(recorded.size / 1024).toFixed(0)} KB`;
+    };
+    recorder.start();
+    button.textContent = "Stop recording";
+  } catch (err) {
+    showError(`Recording is not available: ${err.message}`);
+  }
+}
+
+async function registerVoice() {
+  showError("");
+  const name = $("clone-name").value.trim();
+  const file = $("clone-file").files[0];
+  const sample = file || recorded;
+  if (!name || !sample) { showError("Give the voice a name and record or choose a reference clip."); return; }
+  if (!$("clone-consent").checked) { showError("Confirm the speaker's consent before cloning a voice."); return; }
+  const form = new FormData();
+  form.append("name", name);
+  form.append("audio_sample", sample, file ? file.name : "recording.webm");
+  form.append("consent", "speaker consented in the playground");
+  const transcript = $("clone-text").value.trim();
+  if (transcript) form.append("ref_text", transcript);
+  $("clone-status").textContent = "registering…";
+  const response = await fetch("/v1/audio/voices", { method: "POST", headers: apiHeaders(), body: form });
+  if (!response.ok) {
+    $("clone-status").textContent = "";
+    showError(await errorMessage(response));
+    return;
+  }
+  const body = await response.json();
+  await loadVoices(body.voice.id);
+  $("clone-status").textContent = `registered "${body.voice.id}"; selected above`;
+}
+
+// --- fleet view -----------------------------------------------------------------------------
+function parseDecisions(text) {
+  const counts = {};
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("higgs_gateway_routing_decisions_total{")) continue;
+    const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+    const value = parseFloat(line.slice(line.lastIndexOf(" ") + 1));
+    counts[`${labels.pool}\u0000${labels.reason}`] = value;
+  }
+  return counts;
+}
+
+function renderDecisions(counts) {
+  const now = Date.now();
+  decisionHistory.push([now, counts]);
+  while (decisionHistory.length > 1 && now - decisionHistory[0][0] > 60000) decisionHistory.shift();
+  const [, oldest] = decisionHistory[0];
+  const keys = Object.keys(counts).sort();
+  if (!keys.length) { $("decisions").innerHTML = '<p class="status">no routing decisions yet</p>'; return; }
+  const rows = keys.map((key) => {
+    const [pool, reason] = key.split("\u0000");
+    const recent = counts[key] - (oldest[key] || 0);
+    return `<tr><td class="pool-${pool}">${pool}</td><td>${reason}</td><td>${recent}</td><td>${counts[key]}</td></tr>`;
+  });
+  $("decisions").innerHTML = `<table><tr><th>pool</th><th>reason</th><th>last minute</th><th>total</th></tr>${rows.join("")}</table>`;
+}
+
+function renderPools(body) {
+  const rows = [];
+  for (const [poolName, pool] of Object.entries(body.pools || {})) {
+    for (const worker of pool.workers) {
+      const load = worker.reported_load ?? worker.inflight;
+      const width = worker.slots ? Math.min(100, (100 * load) / worker.slots) : 0;
+      rows.push(`<tr data-worker="${worker.id}"><td class="pool-${poolName}">${poolName}</td><td>${worker.id}</td>
+        <td>${worker.state}${worker.drained ? " (drained)" : ""}</td>
+        <td>${load} / ${worker.slots}</td><td><div class="bar"><div style="width:${width}%"></div></div></td></tr>`);
+    }
+  }
+  const queued = Object.entries(body.queue_depths || {}).map(([sla, depth]) => `${sla}: ${depth}`).join(", ");
+  $("fleet").innerHTML = `<table><tr><th>pool</th><th>worker</th><th>state</th><th>load / slots</th><th></th></tr>${rows.join("")}</table>
+    <p class="status">queued in admission: ${queued || "none"}</p>`;
+}
+
+async function refreshFleet() {
+  const token = $("admin-token").value.trim();
+  try {
+    const metrics = await fetch("/metrics");
+    if (metrics.ok) renderDecisions(parseDecisions(await metrics.text()));
+    if (!token) { $("fleet-status").textContent = "enter the admin token to see workers"; return; }
+    const response = await fetch("/admin/pools", { headers: { Authorization: `Bearer ${token}` } });
+    if (!response.ok) { $("fleet-status").textContent = await errorMessage(response); return; }
+    renderPools(await response.json());
+    $("fleet-status").textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    $("fleet-status").textContent = `gateway unreachable: ${err.message}`;
+  }
+}
+
+function stopAll() {
+  for (const source of playing) { try { source.stop(); } catch (_) { /* already stopped */ } }
+  playing = [];
+}
+
+$("speak").addEventListener("click", () => run([["Speak", $("sla").value, 0]]));
+$("compare").addEventListener("click", () => run([["latency", "latency", -0.7], ["throughput", "throughput", 0.7]]));
+$("stop").addEventListener("click", stopAll);
+$("record").addEventListener("click", toggleRecording);
+$("clone").addEventListener("click", registerVoice);
+$("api-key").addEventListener("change", () => loadVoices());
+loadVoices();
+refreshFleet();
+setInterval(refreshFleet, 1500);

@@ -1,0 +1,155 @@
+"""The playground page driven in a real headless Chromium against a gateway and emulated workers.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (scripts/test.sh installs them when it
+can); without them these tests skip and say why. Headless Chromium has no sound card: the
+page reports "played" once its Web Audio buffers are scheduled, which it does the same way
+with or without a device.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.audio import reference_wav
+from tests.support.stack import ADMIN_TOKEN, Stack, running_stack
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (test extra)")
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
+)
+TEXT = "Hello from the playground. The gateway picks a pool for every request."
+WAIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    extra = {"server": {"playground": True}}
+    with running_stack(tmp_path_factory.mktemp("playground"), time_scale=0.05, extra=extra) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    options = Options()
+    options.binary_location = CHROMIUM or ""
+    for flag in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1050",
+        "--autoplay-policy=no-user-gesture-required", "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream", "--mute-audio",
+    ):  # fmt: skip
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER or ""), options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def console_errors(driver: WebDriver) -> list[str]:
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def played_cards(driver: WebDriver, count: int) -> list[dict[str, str]]:
+    """Waits until ``count`` result cards report played audio; returns their data."""
+
+    def cards(d: WebDriver) -> list[dict[str, str]] | None:
+        error = d.find_element(By.ID, "error")
+        if error.is_displayed():
+            raise AssertionError(f"page shows an error: {error.text}")
+        found = d.execute_script(
+            "return [...document.querySelectorAll('.result')].map(c => ({...c.dataset, "
+            "title: c.querySelector('h4').textContent, state: c.querySelector('[data-field=state]').textContent}))"
+        )
+        done = [card for card in found if card.get("played") == "true"]
+        return done if len(found) == count and len(done) == count else None
+
+    return WebDriverWait(driver, WAIT_S).until(cards)
+
+
+def open_page(driver: WebDriver, stack: Stack) -> None:
+    driver.get(f"{stack.url}/playground")
+    WebDriverWait(driver, WAIT_S).until(lambda d: len(Select(d.find_element(By.ID, "voice")).options) > 0)
+    text = driver.find_element(By.ID, "text")
+    text.clear()
+    text.send_keys(TEXT)
+
+
+def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_path: Path) -> None:
+    open_page(browser, stack)
+
+    browser.find_element(By.ID, "speak").click()
+    (card,) = played_cards(browser, 1)
+    assert card["pool"] in ("low_latency", "high_throughput")
+    assert float(card["ttfpMs"]) > 0 and float(card["audioSeconds"]) > 1.0
+    assert card["state"].startswith("played") and card["pool"] in card["state"]
+
+    browser.find_element(By.ID, "compare").click()
+    cards = {c["title"]: c for c in played_cards(browser, 2)}
+    assert cards["latency"]["pool"] == "low_latency"
+    assert cards["throughput"]["pool"] == "high_throughput"
+    assert all(float(c["ttfpMs"]) > 0 for c in cards.values())
+
+    clip = tmp_path / "reference.wav"
+    clip.write_bytes(reference_wav(2.5))
+    browser.find_element(By.ID, "clone-name").send_keys("playground-voice")
+    browser.find_element(By.ID, "clone-file").send_keys(str(clip))
+    browser.find_element(By.ID, "clone-text").send_keys("A short reference clip.")
+    browser.find_element(By.ID, "clone-consent").click()
+    browser.find_element(By.ID, "clone").click()
+    WebDriverWait(browser, WAIT_S).until(lambda d: "registered" in d.find_element(By.ID, "clone-status").text)
+    assert Select(browser.find_element(By.ID, "voice")).first_selected_option.get_attribute("value") == "playground-voice"
+    browser.find_element(By.ID, "speak").click()
+    (cloned,) = played_cards(browser, 1)
+    assert float(cloned["audioSeconds"]) > 1.0
+    listing = httpx.get(f"{stack.url}/v1/audio/voices", timeout=10).json()
+    assert "playground-voice" in {v["id"] for v in listing["voices"]}
+
+    browser.find_element(By.ID, "admin-token").send_keys(ADMIN_TOKEN)
+    WebDriverWait(browser, WAIT_S).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#fleet tr[data-worker]")) == 2)
+    WebDriverWait(browser, WAIT_S).until(lambda d: "low_latency" in d.find_element(By.ID, "decisions").text)
+    fleet = browser.find_element(By.ID, "fleet").text
+    assert "ready" in fleet and "low_latency" in fleet and "high_throughput" in fleet
+
+    assert console_errors(browser) == []
+    screenshot = tmp_path / "playground.png"
+    assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
+    if target := os.environ.get("PLAYGROUND_SCREENSHOT"):  # to refresh the README's picture
+        shutil.copy(screenshot, target)
+
+
+def test_errors_show_the_openai_message(stack: Stack, browser: WebDriver) -> None:
+    open_page(browser, stack)
+    browser.find_element(By.ID, "text").clear()
+    browser.find_element(By.ID, "text").send_keys("   ")
+    browser.find_element(By.ID, "speak").click()
+    error = WebDriverWait(browser, WAIT_S).until(
+        lambda d: d.find_element(By.ID, "error") if d.find_element(By.ID, "error").is_displayed() else None
+    )
+    expected = httpx.post(f"{stack.url}/v1/audio/speech", json={"model": "tts-1", "input": "   "}, timeout=10)
+    assert expected.status_code == 400
+    assert error.text == expected.json()["error"]["message"]
+    # The only console entry is Chromium's note about the refused request itself.
+    assert all("400" in message for message in console_errors(browser))
+
+
+def test_the_playground_is_off_unless_configured(tmp_path: Path) -> None:
+    with running_stack(tmp_path, ll_workers=1, ht_workers=0) as plain:
+        response = httpx.get(f"{plain.url}/playground", timeout=10)
+    assert response.status_code == 404
