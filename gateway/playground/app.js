@@ -268,7 +268,7 @@ function renderDecisions(counts) {
   decisionHistory.push([now, counts]);
   while (decisionHistory.length > 1 && now - decisionHistory[0][0] > 60000) decisionHistory.shift();
   const [, oldest] = decisionHistory[0];
-  const keys = Object.keys(counts).sort();
+  const keys = Object.keys(counts).filter((key) => counts[key] > 0).sort();
   if (!keys.length) { $("decisions").innerHTML = '<p class="status">no routing decisions yet</p>'; return; }
   const rows = keys.map((key) => {
     const [pool, reason] = key.split("\u0000");
@@ -286,11 +286,11 @@ function renderPools(body) {
       const width = worker.slots ? Math.min(100, (100 * load) / worker.slots) : 0;
       rows.push(`<tr data-worker="${worker.id}"><td class="pool-${poolName}">${poolName}</td><td>${worker.id}</td>
         <td>${worker.state}${worker.drained ? " (drained)" : ""}</td>
-        <td>${load} / ${worker.slots}</td><td><div class="bar"><div style="width:${width}%"></div></div></td></tr>`);
+        <td class="nowrap">${load} / ${worker.slots}</td><td class="bar-cell"><div class="bar"><div style="width:${width}%"></div></div></td></tr>`);
     }
   }
   const queued = Object.entries(body.queue_depths || {}).map(([sla, depth]) => `${sla}: ${depth}`).join(", ");
-  $("fleet").innerHTML = `<table><tr><th>pool</th><th>worker</th><th>state</th><th>load / slots</th><th></th></tr>${rows.join("")}</table>
+  $("fleet").innerHTML = `<table><tr><th>pool</th><th>worker</th><th>state</th><th>load / slots</th><th class="bar-cell"></th></tr>${rows.join("")}</table>
     <p class="status">queued in admission: ${queued || "none"}</p>`;
 }
 

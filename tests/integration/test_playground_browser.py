@@ -1,7 +1,7 @@
 """The playground page driven in a real headless Chromium against a gateway and emulated workers.
 
-Needs Debian's ``chromium`` and ``chromium-driver`` (scripts/test.sh installs them when it
-can); without them these tests skip and say why. Headless Chromium has no sound card: the
+Needs Debian's ``chromium`` and ``chromium-driver``: installed when missing (as root with
+apt-get), skipped with the reason only where that is impossible. Headless Chromium has no sound card: the
 page reports "played" once its Web Audio buffers are scheduled, which it does the same way
 with or without a device.
 """
@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.support.audio import reference_wav
+from tests.support.chromium import chromium_paths
 from tests.support.stack import ADMIN_TOKEN, Stack, running_stack
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (test extra)")
@@ -26,12 +27,6 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
-)
 TEXT = "Hello from the playground. The gateway picks a pool for every request."
 WAIT_S = 60
 
@@ -45,8 +40,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[WebDriver]:
+    chromium, chromedriver = chromium_paths()
     options = Options()
-    options.binary_location = CHROMIUM or ""
+    options.binary_location = chromium
     for flag in (
         "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1050",
         "--autoplay-policy=no-user-gesture-required", "--use-fake-ui-for-media-stream",
@@ -54,7 +50,7 @@ def browser() -> Iterator[WebDriver]:
     ):  # fmt: skip
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER or ""), options=options)
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
     driver.set_page_load_timeout(WAIT_S)
     try:
         yield driver
