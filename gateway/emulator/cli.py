@@ -11,6 +11,7 @@ removed ``--stage-configs-path`` are errors); the emulator's own flags follow.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 import tempfile
@@ -47,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--startup-delay", type=float, default=0.0, help="seconds before the HTTP listener opens (weights loading)")
     emulator.add_argument("--voices-dir", type=Path, default=None, help="where uploaded voices live (default: a temporary directory)")
     emulator.add_argument("--warm", action="store_true", help="start with every lazy graph captured (as after a full warm-up)")
+    emulator.add_argument(
+        "--synthetic-audio", action="store_true",
+        help="send the synthetic voiced-words signal instead of speaking the text with eSpeak NG (least CPU)",
+    )  # fmt: skip
     emulator.add_argument("--seed", type=int, default=None, help="default sampling seed (default: the profile's, 42)")
     emulator.add_argument("--fail-next", type=int, default=0, metavar="N", help="fault: the next N speech requests answer 500")
     emulator.add_argument("--cut-after-chunks", type=int, default=None, metavar="K", help="fault: drop streams after K chunks")
@@ -80,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from gateway.emulator.app import EmulatorSettings, create_app
+    from gateway.emulator.spoken import SpeechAudio
 
     with tempfile.TemporaryDirectory(prefix="higgs-emulator-voices-") as scratch:
         settings = EmulatorSettings(
@@ -91,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             load_tracking=args.enable_server_load_tracking,
             warm=args.warm,
+            audio=functools.partial(SpeechAudio, speak=not args.synthetic_audio),
             faults=Faults(
                 fail_next=args.fail_next,
                 cut_after_chunks=args.cut_after_chunks,

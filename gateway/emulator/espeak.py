@@ -24,6 +24,7 @@ _PARAM_RATE = 1  # words per minute, 80..450
 _PARAM_PITCH = 3  # base pitch, 0..100
 _PARAM_RANGE = 4  # pitch range, 0..100
 _OK = 0
+_BUFFER_MS = 1000  # samples handed to the callback per call: fewer, larger Python calls
 
 MIN_RATE_WPM = 80
 MAX_RATE_WPM = 450
@@ -83,7 +84,7 @@ class Espeak:
             ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p,
         ]  # fmt: skip
         lib.espeak_Synth.restype = ctypes.c_int
-        self.sample_rate = int(lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, data_path, _INITIALIZE_DONT_EXIT))
+        self.sample_rate = int(lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, _BUFFER_MS, data_path, _INITIALIZE_DONT_EXIT))
         if self.sample_rate <= 0:
             raise EspeakUnavailable(f"espeak_Initialize failed ({self.sample_rate}) with data at {data_path.decode()}")
         self._lock = threading.Lock()

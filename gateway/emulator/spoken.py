@@ -196,7 +196,7 @@ class SyntheticClip(SpeechSynth):
 class SpeechAudio:
     """Hands every request its clip: eSpeak when it loaded, the synthetic signal otherwise."""
 
-    def __init__(self, locator_factory: Callable[[], LibraryLocator] = import_locator) -> None:
+    def __init__(self, locator_factory: Callable[[], LibraryLocator] = import_locator, *, speak: bool = True) -> None:
         self._espeak: Espeak | None = None
         self._jobs: queue.PriorityQueue[_Job] = queue.PriorityQueue()
         self._stop = _Job((-1, -1), "", 0, DEFAULT_VOICE)  # sorts before every real job
@@ -204,6 +204,9 @@ class SpeechAudio:
         self._cache: OrderedDict[tuple[str, EspeakVoice, int], np.ndarray] = OrderedDict()
         self._cached_samples = 0
         self._thread: threading.Thread | None = None
+        if not speak:
+            self.description = "synthetic (eSpeak NG turned off)"
+            return
         try:
             self._espeak = Espeak(locator_factory)
             self._espeak.render("ready", DEFAULT_VOICE)  # the first render sets up state; keep it out of requests
