@@ -1,7 +1,7 @@
 """Short human log lines for a terminal (``logging.format: text``), e.g. while running the demo.
 
-    15:03:12  ready     worker ll-0 answers
-    15:03:14  request   200 latency -> low_latency (idle_capacity)  TTFP 182 ms  4.1 s audio  [req 7f3a...]
+    15:03:12  supervisor  worker ll-0 answers
+    15:03:14  request     200 latency -> low_latency (idle_capacity)  TTFP 182 ms  4.1 s audio  [req 7f3a...]
 
 JSON stays the format for log shippers; this one drops every field a person does not read.
 """
@@ -20,19 +20,23 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
         if record.name == ACCESS_LOGGER:
-            return f"{stamp}  request   {_access_line(record)}"
+            return f"{stamp}  {'request':<10}  {_access_line(record)}"
         level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
-        line = f"{stamp}  {_topic(record):<8}  {level}{record.getMessage()}"
+        line = f"{stamp}  {_topic(record):<10}  {level}{record.getMessage()}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
 
 
 def _topic(record: logging.LogRecord) -> str:
-    """A one-word topic from the logger name (``gateway.supervisor.worker`` -> ``worker``)."""
+    """A one-word topic from the logger name (``gateway.supervisor.worker`` -> ``supervisor``)."""
     if record.name.startswith("uvicorn"):
         return "server"
-    return record.name.rsplit(".", 1)[-1][:8]
+    parts = [part for part in record.name.split(".") if part not in ("gateway", "higgs_gateway")]
+    if not parts:
+        return "gateway"
+    # A package's module (`supervisor.worker`) speaks for the package; a lone module for itself.
+    return parts[0][:10]
 
 
 def _access_line(record: logging.LogRecord) -> str:

@@ -32,13 +32,15 @@ def test_a_request_is_one_short_line_with_pool_reason_and_ttfp() -> None:
                           ttfp_ms=182.4, audio_s=4.12)  # fmt: skip
     AccessLog(logger=logger).log(record)
     line = stream.getvalue().strip()
-    assert line.endswith("request   200 latency -> low_latency (idle_capacity)  TTFP 182 ms  4.1 s audio  [req abcdef012345]")
+    assert line.endswith("request     200 latency -> low_latency (idle_capacity)  TTFP 182 ms  4.1 s audio  [req abcdef012345]")
     assert "{" not in line
 
 
 def test_other_lines_carry_a_topic_and_the_message() -> None:
     line = formatted("gateway.supervisor.worker", "worker ll-0 answers")
-    assert line.endswith("  worker    worker ll-0 answers")
+    assert line.endswith("  supervisor  worker ll-0 answers")
+    assert formatted("higgs_gateway", "warm-up ok").endswith("  gateway     warm-up ok")
+    assert formatted("uvicorn.error", "Started").endswith("  server      Started")
     warning = formatted("gateway.pools.fleet", "worker x not ready", levelno=logging.WARNING, levelname="WARNING")
     assert "warning: worker x not ready" in warning
 
