@@ -130,6 +130,7 @@ class Generation:
 
     def close(self) -> None:
         self.driver.release(self.request)
+        self.synth.cancel()  # a client that left costs no more speech rendering
 
 
 class SpeechService:

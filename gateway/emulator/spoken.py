@@ -133,6 +133,8 @@ class Clip(Protocol):
 
     async def ready(self, until: int | None = None) -> None: ...
 
+    def cancel(self) -> None: ...
+
     def pcm(self, start: int, stop: int) -> bytes: ...
 
     def frames_pcm(self, first_frame: int, frames: int) -> bytes: ...
@@ -165,6 +167,11 @@ class SpokenClip:
             if self._rendered[index] is None:
                 self._rendered[index] = await asyncio.wrap_future(rendering)
 
+    def cancel(self) -> None:
+        """The request is over: phrases not rendered yet never will be."""
+        for _, _, rendering in self._parts:
+            rendering.cancel()
+
     def samples(self, start: int, stop: int) -> np.ndarray:
         start, stop = max(0, start), min(self.total_samples, stop)
         out = hashed_noise(start, stop, self._noise_key) * _ROOM_TONE
@@ -190,6 +197,9 @@ class SyntheticClip(SpeechSynth):
     """The fallback: closed-form voiced words, computed range by range; always ready."""
 
     async def ready(self, until: int | None = None) -> None:
+        return None
+
+    def cancel(self) -> None:
         return None
 
 

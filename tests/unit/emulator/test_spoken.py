@@ -134,3 +134,12 @@ def test_phrases_cover_the_clip_exactly_in_order() -> None:
     assert all(a[2] == b[1] for a, b in zip(parts, parts[1:]))
     assert all(len(phrase) <= 80 for phrase, _, _ in parts)
     assert " ".join(phrase for phrase, _, _ in parts).split() == text.split()
+
+
+def test_a_cancelled_clip_leaves_its_phrases_unrendered() -> None:
+    parts: list[tuple[int, int, Future[np.ndarray]]] = [(0, 100, Future()), (100, 200, Future())]
+    parts[0][2].set_running_or_notify_cancel()  # the render thread already has this one
+    clip = SpokenClip(parts, 200, TEXT, SEED)
+    clip.cancel()
+    assert not parts[0][2].cancelled() and parts[1][2].cancelled()
+    assert not parts[1][2].set_running_or_notify_cancel()  # what the render thread checks first
