@@ -258,7 +258,8 @@ function parseDecisions(text) {
     if (!line.startsWith("higgs_gateway_routing_decisions_total{")) continue;
     const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
     const value = parseFloat(line.slice(line.lastIndexOf(" ") + 1));
-    counts[`${labels.pool}\u0000${labels.reason}`] = value;
+    const key = `${labels.pool}\u0000${labels.reason}`; // summed over SLA classes
+    counts[key] = (counts[key] || 0) + value;
   }
   return counts;
 }

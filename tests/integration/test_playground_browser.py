@@ -21,6 +21,7 @@ from tests.support.chromium import chromium_paths
 from tests.support.stack import ADMIN_TOKEN, Stack, running_stack
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (test extra)")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -79,6 +80,10 @@ def played_cards(driver: WebDriver, count: int) -> list[dict[str, str]]:
     return WebDriverWait(driver, WAIT_S).until(cards)
 
 
+def fleet_panel(driver: WebDriver) -> dict[str, str]:
+    return {part: driver.find_element(By.ID, part).text for part in ("fleet", "decisions", "fleet-status")}
+
+
 def open_page(driver: WebDriver, stack: Stack) -> None:
     driver.get(f"{stack.url}/playground")
     WebDriverWait(driver, WAIT_S).until(lambda d: len(Select(d.find_element(By.ID, "voice")).options) > 0)
@@ -96,12 +101,6 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
     assert float(card["ttfpMs"]) > 0 and float(card["audioSeconds"]) > 1.0
     assert card["state"].startswith("played") and card["pool"] in card["state"]
 
-    browser.find_element(By.ID, "compare").click()
-    cards = {c["title"]: c for c in played_cards(browser, 2)}
-    assert cards["latency"]["pool"] == "low_latency"
-    assert cards["throughput"]["pool"] == "high_throughput"
-    assert all(float(c["ttfpMs"]) > 0 for c in cards.values())
-
     clip = tmp_path / "reference.wav"
     clip.write_bytes(reference_wav(2.5))
     browser.find_element(By.ID, "clone-name").send_keys("playground-voice")
@@ -117,9 +116,20 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
     listing = httpx.get(f"{stack.url}/v1/audio/voices", timeout=10).json()
     assert "playground-voice" in {v["id"] for v in listing["voices"]}
 
+    browser.find_element(By.ID, "compare").click()  # with the cloned voice still selected
+    cards = {c["title"]: c for c in played_cards(browser, 2)}
+    assert cards["latency"]["pool"] == "low_latency"
+    assert cards["throughput"]["pool"] == "high_throughput"
+    assert all(float(c["ttfpMs"]) > 0 for c in cards.values())
+
     browser.find_element(By.ID, "admin-token").send_keys(ADMIN_TOKEN)
-    WebDriverWait(browser, WAIT_S).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#fleet tr[data-worker]")) == 2)
-    WebDriverWait(browser, WAIT_S).until(lambda d: "low_latency" in d.find_element(By.ID, "decisions").text)
+    try:
+        WebDriverWait(browser, WAIT_S).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#fleet tr[data-worker]")) == 2)
+        WebDriverWait(browser, WAIT_S).until(
+            lambda d: all(pool in d.find_element(By.ID, "decisions").text for pool in ("low_latency", "high_throughput"))
+        )
+    except TimeoutException:
+        raise AssertionError(f"fleet view incomplete: {fleet_panel(browser)}") from None
     fleet = browser.find_element(By.ID, "fleet").text
     assert "ready" in fleet and "low_latency" in fleet and "high_throughput" in fleet
 
