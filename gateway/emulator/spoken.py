@@ -1,11 +1,13 @@
 """The emulator's speech: the request's text spoken by eSpeak NG, fitted to the modelled length.
 
 The timing model decides how many 40 ms frames a text yields; the audio has to fill exactly
-that many, so chunk sizes, stream lengths and every timing stay as calibrated. eSpeak renders
-the text once per request on a single background thread (the C library is one global
-synthesiser), at a speaking rate chosen so its natural length lands near the modelled one; the
-rendering is then resampled from eSpeak's 22.05 kHz onto exactly the modelled number of 24 kHz
-samples. The event loop never waits on eSpeak: a request's first chunk awaits its own clip.
+that many, so chunk sizes, stream lengths and every timing stay as calibrated. The text is
+cut into phrases, each given its share of the clip by character count; each phrase is
+rendered by eSpeak at a speaking rate near the calibrated one and resampled from eSpeak's
+22.05 kHz onto exactly its share of 24 kHz samples. Rendering runs on one background thread
+(the C library is one global synthesiser), every request's first phrase before anyone's
+second; the event loop never waits on eSpeak, only a request's own chunks wait for their
+phrases.
 
 When eSpeak cannot load, every clip is the synthetic "voiced words" signal of
 ``gateway.emulator.audio`` instead, and ``SpeechAudio.description`` says why.
