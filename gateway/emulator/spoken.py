@@ -62,7 +62,59 @@ _RESAMPLE_ONLY = (0.8, 1.25)
 _PHRASE = re.compile(r"[^.!?;:,\n]*(?:[.!?;:,\n]+|$)")
 _PHRASE_CHARS = 80
 _ROOM_TONE = 0.004  # never digital silence, and the part of the signal that follows `seed`
-_CACHE_SAMPLES = SAMPLE_RATE * 600  # ten minutes of fitted audio (float32: ~58 MB)
+# Tests and benchmarks repeat texts and phrases: eSpeak renders each (phrase, voice, rate)
+# once, fitting it to a share is cheap. Bounded by audio length, oldest out first.
+_RENDERED_CACHE_SAMPLES = 22050 * 600  # ten minutes of eSpeak output (int16: ~26 MB)
+_FITTED_CACHE_SAMPLES = SAMPLE_RATE * 300  # five minutes of fitted phrases (float32: ~29 MB)
+
+
+class Renderer(Protocol):
+    """What renders a phrase: ``Espeak`` itself, or a cache in front of it."""
+
+    sample_rate: int
+
+    def render(self, text: str, voice: EspeakVoice, rate_wpm: int) -> np.ndarray: ...
+
+
+class SampleCache:
+    """A least-recently-used cache of sample arrays, bounded by their total length."""
+
+    def __init__(self, max_samples: int) -> None:
+        self.max_samples = max_samples
+        self._entries: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+        self._samples = 0
+
+    def get(self, key: tuple[object, ...]) -> np.ndarray | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple[object, ...], samples: np.ndarray) -> None:
+        samples.setflags(write=False)
+        if key in self._entries:
+            return
+        self._entries[key] = samples
+        self._samples += len(samples)
+        while self._samples > self.max_samples and len(self._entries) > 1:
+            self._samples -= len(self._entries.popitem(last=False)[1])
+
+
+class CachingRenderer:
+    """eSpeak with each (text, voice, rate) rendered once: its output is a pure function of them."""
+
+    def __init__(self, espeak: Espeak, max_samples: int = _RENDERED_CACHE_SAMPLES) -> None:
+        self._espeak = espeak
+        self.sample_rate = espeak.sample_rate
+        self._cache = SampleCache(max_samples)
+
+    def render(self, text: str, voice: EspeakVoice, rate_wpm: int) -> np.ndarray:
+        key = (text, voice, rate_wpm)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._espeak.render(text, voice, rate_wpm)
+            self._cache.put(key, found)
+        return found
 
 
 def espeak_voice(clone_key: str | None) -> EspeakVoice:
@@ -87,7 +139,7 @@ def fit_to_length(native: np.ndarray, total_samples: int) -> np.ndarray:
     return np.interp(positions, np.arange(len(source)), source)
 
 
-def render_fitted(espeak: Espeak, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
+def render_fitted(espeak: Renderer, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
     """The text spoken by ``voice``, fitted to ``total_samples`` at 24 kHz (blocking)."""
     fitted = fit_to_length(render_native(espeak, text, total_samples, voice), total_samples)
     return fitted.astype(np.float32)  # what clips hold, so a direct rendering matches them exactly
@@ -111,13 +163,13 @@ def phrases(text: str, total_samples: int) -> list[tuple[str, int, int]]:
     return [(piece.strip(), int(bounds[i]), int(bounds[i + 1])) for i, piece in enumerate(pieces)]
 
 
-def render_clip(espeak: Espeak, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
+def render_clip(espeak: Renderer, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
     """The whole clip as a request's stream carries it (before room tone), rendered directly."""
     parts = [render_fitted(espeak, phrase, stop - start, voice) for phrase, start, stop in phrases(text, total_samples)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
-def render_native(espeak: Espeak, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
+def render_native(espeak: Renderer, text: str, total_samples: int, voice: EspeakVoice) -> np.ndarray:
     """eSpeak's rendering at a speaking rate near the modelled length (before fitting)."""
     target_seconds = max(total_samples, 1) / SAMPLE_RATE
     native = espeak.render(text, voice, RENDER_RATE_WPM)
@@ -213,8 +265,8 @@ class SpeechAudio:
         self._jobs: queue.PriorityQueue[_Job] = queue.PriorityQueue()
         self._stop = _Job((-1, -1), "", 0, DEFAULT_VOICE)  # sorts before every real job
         self._arrivals = itertools.count()
-        self._cache: OrderedDict[tuple[str, EspeakVoice, int], np.ndarray] = OrderedDict()
-        self._cached_samples = 0
+        self._renderer: CachingRenderer | None = None
+        self._fitted_cache = SampleCache(_FITTED_CACHE_SAMPLES)
         self._thread: threading.Thread | None = None
         if not speak:
             self.description = "synthetic (eSpeak NG turned off)"
@@ -227,6 +279,7 @@ class SpeechAudio:
             log.warning("speech audio: eSpeak NG could not be loaded (%s); speaking with the synthetic signal", exc)
         else:
             self.description = f"espeak-ng ({self._espeak.sample_rate} Hz, resampled to {SAMPLE_RATE} Hz)"
+            self._renderer = CachingRenderer(self._espeak)
             self._thread = threading.Thread(target=self._render_jobs, name="espeak", daemon=True)
             self._thread.start()
 
@@ -264,17 +317,11 @@ class SpeechAudio:
                 job.result.set_exception(exc)
 
     def _fitted(self, text: str, samples: int, voice: EspeakVoice) -> np.ndarray:
-        """One phrase fitted to its share; only the render thread calls this (and owns the cache)."""
+        """One phrase fitted to its share; only the render thread calls this (and owns the caches)."""
         key = (text, voice, samples)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self._cache.move_to_end(key)
-            return cached
-        assert self._espeak is not None
-        fitted = render_fitted(self._espeak, text, samples, voice)
-        fitted.setflags(write=False)
-        self._cache[key] = fitted
-        self._cached_samples += len(fitted)
-        while self._cached_samples > _CACHE_SAMPLES and len(self._cache) > 1:
-            self._cached_samples -= len(self._cache.popitem(last=False)[1])
+        fitted = self._fitted_cache.get(key)
+        if fitted is None:
+            assert self._renderer is not None
+            fitted = render_fitted(self._renderer, text, samples, voice)
+            self._fitted_cache.put(key, fitted)
         return fitted

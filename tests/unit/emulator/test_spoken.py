@@ -17,6 +17,7 @@ from gateway.emulator.audio import BYTES_PER_FRAME, SAMPLES_PER_FRAME, SpeechSyn
 from gateway.emulator.espeak import Espeak
 from gateway.emulator.spoken import (
     DEFAULT_VOICE,
+    CachingRenderer,
     SpeechAudio,
     SpokenClip,
     espeak_voice,
@@ -143,3 +144,15 @@ def test_a_cancelled_clip_leaves_its_phrases_unrendered() -> None:
     clip.cancel()
     assert not parts[0][2].cancelled() and parts[1][2].cancelled()
     assert not parts[1][2].set_running_or_notify_cancel()  # what the render thread checks first
+
+
+def test_cached_renders_equal_fresh_ones_and_the_cache_stays_bounded() -> None:
+    espeak = Espeak()
+    cached = CachingRenderer(espeak, max_samples=60_000)
+    first = cached.render("A phrase said twice.", DEFAULT_VOICE, 150)
+    assert cached.render("A phrase said twice.", DEFAULT_VOICE, 150) is first
+    assert np.array_equal(first, espeak.render("A phrase said twice.", DEFAULT_VOICE, 150))
+    for index in range(6):
+        cached.render(f"Another phrase number {index}.", DEFAULT_VOICE, 150)
+    assert cached._cache._samples <= 60_000 + len(first)  # noqa: SLF001
+    assert cached._cache.get(("A phrase said twice.", DEFAULT_VOICE, 150)) is None  # noqa: SLF001  (oldest out first)
