@@ -1,106 +1,178 @@
-"""The default policy: each SLA class to the profile that serves it best at the live load.
+"""The default policy: place each request where its predicted outcome is best for its class.
 
-low-latency (CUDA graphs) wins on RTF at 1-4 requests per worker and loses from ~8 on;
-high-throughput runs up to 64. So `latency` holds out for low-latency slots, `balanced`
-uses low-latency until the fleet gets busy, and `throughput` lives on high-throughput,
-borrowing low-latency only beyond a reserve kept for `latency`.
+For every routable worker the snapshot carries a ``Curve`` (its learned performance by
+load). The policy asks, for each candidate: what if this request went there? With ``L``
+requests already on the worker, the request would see TTFP ``ttfp(L+1)`` and every stream
+there would run at ``rtf(L+1)``. Per class:
+
+- ``latency``: the lowest predicted TTFP among workers where the stream keeps a
+  low-latency-grade RTF (``latency_rtf_ceiling``); none: wait for one within the queue
+  budget, then spill to the fastest TTFP anywhere (``spill_ll_full``).
+- ``balanced``: the lowest predicted cost: the request's own end-to-end time
+  (``ttfp + frames x step``) plus the delay its extra step time adds to the streams
+  already there, among workers that stay under ``balanced_rtf_ceiling``. Counting the
+  delay imposed on others is what spreads a busy fleet the way that maximises its
+  throughput instead of piling on the worker that looks fastest alone.
+- ``throughput``: the worker whose delivered audio-seconds per second grows the most
+  (its own rate minus the slowdown it causes), up to ``max_num_seqs`` or
+  ``throughput_rtf_ceiling``.
+
+Room is dynamic: a worker takes a request while the predicted RTF stays under the class's
+ceiling, never past its ``max_num_seqs``, and never past ``max_per_worker`` (or the pool's
+``slots_per_worker``) when an operator set one. `balanced` and `throughput` requests leave
+``reserve_for_latency`` requests of low-latency-grade room free on every worker that has
+it, so a `latency` request arriving in a burst finds a place at once.
+
+Pure: no I/O, no clock. Curves, loads and caps come in through the ``LoadView``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-
 from gateway.config import RoutingThresholds
 from gateway.routing import reasons
-from gateway.routing.capacity import balanced_threshold, latency_reserve
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
-from gateway.routing.outcomes import Option, first_free, reject
-from gateway.types import PoolName, SlaClass
+from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
+from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo, WorkerLoad
+from gateway.routing.outcomes import reject, wait
+from gateway.types import SlaClass
 
-LL = PoolName.LOW_LATENCY
-HT = PoolName.HIGH_THROUGHPUT
-
-ClassRule = Callable[[RequestInfo, LoadView, RoutingThresholds, PolicyState], tuple[Decision, PolicyState]]
+# Without an explicit ceiling, a `latency` stream may run at most this much slower than
+# the fleet's best idle stream (its low-latency workers at load 1).
+LATENCY_RTF_MARGIN = 1.4
 
 
 class AdaptivePolicy:
     name = "adaptive"
 
-    def __init__(self) -> None:
-        self._rules: dict[SlaClass, ClassRule] = {
-            SlaClass.LATENCY: _latency,
-            SlaClass.BALANCED: _balanced,
-            SlaClass.THROUGHPUT: _throughput,
-        }
-
     def decide(
         self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
     ) -> tuple[Decision, PolicyState]:
-        if not (view.has_workers(LL) or view.has_workers(HT)):
+        workers = [w for w in view.workers if w.routable and w.curve is not None]
+        if not workers:
             return reject(reasons.NO_WORKERS), state
-        return self._rules[request.sla_class](request, view, thresholds, state)
+        latency_ceiling = latency_rtf_ceiling(thresholds, workers)
+        frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
+        if request.sla_class == SlaClass.LATENCY:
+            decision = _latency(request, workers, thresholds, latency_ceiling)
+        elif request.sla_class == SlaClass.BALANCED:
+            decision = _balanced(workers, thresholds, latency_ceiling, frames)
+        else:
+            decision = _throughput(workers, thresholds, latency_ceiling)
+        if decision.worker_id is not None:
+            state = state.with_picked("fleet", decision.worker_id)
+        return decision, state
+
+
+def latency_rtf_ceiling(thresholds: RoutingThresholds, workers: list[WorkerLoad]) -> float:
+    if thresholds.latency_rtf_ceiling is not None:
+        return thresholds.latency_rtf_ceiling
+    best_idle = min(w.curve.rtf(1) for w in workers if w.curve is not None)
+    return best_idle * LATENCY_RTF_MARGIN
+
+
+def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
+    """Never more than the operator's cap (slots) or what the engine can run at once."""
+    return min(worker.slots, curve.max_load) if worker.slots > 0 else curve.max_load
 
 
 def _latency(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    if not view.has_workers(LL):
-        # Waiting for a pool with no workers is pointless: take high-throughput at once.
-        return first_free(view, state, [(HT, reasons.NO_LL_WORKERS)], reasons.QUEUED_ALL_FULL)
-    if not request.waited_out:
-        return first_free(view, state, [(LL, reasons.LL_SLOT_FREE)], reasons.QUEUED_LL_FULL)
-    # Budget spent: any slot now. If none, keep waiting until admission's deadline rather
-    # than reject; a slot freeing a moment later still beats an error.
-    options = [(LL, reasons.LL_SLOT_FREE), (HT, reasons.SPILL_LL_FULL)]
-    return first_free(view, state, options, reasons.QUEUED_ALL_FULL)
+    request: RequestInfo, workers: list[WorkerLoad], thresholds: RoutingThresholds, ceiling: float
+) -> Decision:
+    best: Decision | None = None
+    best_ttfp = best_rtf = 0.0
+    serves_latency = False
+    for worker in workers:
+        curve = worker.curve
+        assert curve is not None
+        if curve.rtf(1) > ceiling:
+            continue  # this worker's profile never gives a latency-grade stream
+        serves_latency = True
+        load = worker.load + 1
+        if load > hard_cap(worker, curve) or curve.rtf(load) > ceiling:
+            continue
+        ttfp, rtf = curve.ttfp(load), curve.rtf(load)
+        if best is None or (ttfp, rtf) < (best_ttfp, best_rtf):
+            best, best_ttfp, best_rtf = _route(worker, reasons.FASTEST_TTFP, ttfp, rtf), ttfp, rtf
+    if best is not None:
+        return best
+    if serves_latency and not request.waited_out:
+        return wait(reasons.QUEUED_LL_FULL)
+    reason = reasons.SPILL_LL_FULL if serves_latency else reasons.NO_LL_WORKERS
+    return _fastest_anywhere(workers, thresholds.balanced_rtf_ceiling, reason)
 
 
-def _balanced(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    on_high_throughput = balanced_mode(
-        state.balanced_on_high_throughput,
-        view.fleet_load(),
-        balanced_threshold(thresholds, view),
-        thresholds.balanced_hysteresis,
-    )
-    state = replace(state, balanced_on_high_throughput=on_high_throughput)
-    options: list[Option]
-    if not view.has_workers(LL):
-        options = [(HT, reasons.NO_LL_WORKERS)]
-    elif not on_high_throughput:
-        options = [(LL, reasons.BALANCED_UNDER_THRESHOLD), (HT, reasons.SPILL_LL_FULL)]
-    elif view.has_workers(HT):
-        options = [(HT, reasons.BALANCED_OVER_THRESHOLD), (LL, reasons.SPILL_HT_FULL)]
-    else:
-        options = [(LL, reasons.NO_HT_WORKERS)]
-    return first_free(view, state, options, reasons.QUEUED_ALL_FULL)
+def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str) -> Decision:
+    best: Decision | None = None
+    best_ttfp = 0.0
+    for worker in workers:
+        curve = worker.curve
+        assert curve is not None
+        load = worker.load + 1
+        if load > hard_cap(worker, curve) or (load > 1 and curve.rtf(load) > ceiling):
+            continue
+        ttfp = curve.ttfp(load)
+        if best is None or ttfp < best_ttfp:
+            best, best_ttfp = _route(worker, reason, ttfp, curve.rtf(load)), ttfp
+    return best or wait(reasons.QUEUED_ALL_FULL)
 
 
-def balanced_mode(on_high_throughput: bool, fleet_load: int, threshold: int, hysteresis: int) -> bool:
-    """Hysteresis: go to high-throughput at load >= threshold, come back below threshold - hysteresis.
-
-    Without the band, a steady stream right at the threshold would flip pools on every request.
-    """
-    if on_high_throughput:
-        return fleet_load >= threshold - hysteresis
-    return fleet_load >= threshold
+def _reserve_allows(worker: WorkerLoad, curve: Curve, load: int, reserve: int, latency_ceiling: float) -> bool:
+    """A non-latency request may take ``load`` here only if ``reserve`` latency requests still fit."""
+    if reserve <= 0 or curve.rtf(1) > latency_ceiling:
+        return True  # nothing to protect on a worker that never serves `latency`
+    return load + reserve <= hard_cap(worker, curve)
 
 
-def _throughput(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    ll_free = view.free(LL)
-    # Borrowing one slot must leave the whole reserve free for latency requests to come.
-    may_borrow = ll_free - 1 >= latency_reserve(thresholds, view)
-    options: list[Option] = []
-    if view.has_workers(HT):
-        options.append((HT, reasons.THROUGHPUT_DEFAULT))
-        borrow: Option = (LL, reasons.BORROW_LL)
-    else:
-        borrow = (LL, reasons.NO_HT_WORKERS)
-    if may_borrow:
-        options.append(borrow)
-    wait_reason = reasons.QUEUED_LL_RESERVED if ll_free > 0 and not may_borrow else reasons.QUEUED_ALL_FULL
-    return first_free(view, state, options, wait_reason)
+def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float, frames: float) -> Decision:
+    ceiling = thresholds.balanced_rtf_ceiling
+    reserve = thresholds.reserve_for_latency
+    best: Decision | None = None
+    best_cost = 0.0
+    reserved_only = False
+    for worker in workers:
+        curve = worker.curve
+        assert curve is not None
+        current = worker.load
+        load = current + 1
+        if load > hard_cap(worker, curve) or (load > 1 and curve.rtf(load) > ceiling):
+            continue
+        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling):
+            reserved_only = True
+            continue
+        step = curve.step(load)
+        ttfp = curve.ttfp(load)
+        # Own end-to-end time, plus what the slower step costs the streams already there
+        # over the (at most) same number of frames.
+        cost = ttfp + frames * step + current * frames * (step - curve.step(current) if current else 0.0)
+        if best is None or cost < best_cost:
+            best, best_cost = _route(worker, reasons.FASTEST_FINISH, ttfp, step * FRAMES_PER_SECOND), cost
+    if best is not None:
+        return best
+    return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+
+
+def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float) -> Decision:
+    ceiling = thresholds.throughput_rtf_ceiling
+    reserve = thresholds.reserve_for_latency
+    best: Decision | None = None
+    best_gain = 0.0
+    reserved_only = False
+    for worker in workers:
+        curve = worker.curve
+        assert curve is not None
+        current = worker.load
+        load = current + 1
+        if load > hard_cap(worker, curve) or (ceiling is not None and load > 1 and curve.rtf(load) > ceiling):
+            continue
+        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling):
+            reserved_only = True
+            continue
+        gain = curve.rate(load) - curve.rate(current)
+        if best is None or gain > best_gain:
+            best, best_gain = _route(worker, reasons.MOST_THROUGHPUT, curve.ttfp(load), curve.rtf(load)), gain
+    if best is not None:
+        return best
+    return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+
+
+def _route(worker: WorkerLoad, reason: str, ttfp_s: float, rtf: float) -> Decision:
+    return Decision(Action.ROUTE, reason, worker.pool, worker.worker_id, ttfp_s, rtf)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.routing import reasons as r
-from gateway.routing.adaptive import AdaptivePolicy, balanced_mode
+from gateway.routing.rules import RulesPolicy, balanced_mode
 from gateway.routing.model import Action, LoadView, PolicyState, RequestInfo
 from tests.unit.routing.fakes import HT, LL, ht, ll, req, thresholds, view
 
@@ -71,7 +71,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_adaptive_decides(case: Case) -> None:
-    decision, _ = AdaptivePolicy().decide(case.request, case.view, thresholds(**case.knobs), case.state)
+    decision, _ = RulesPolicy().decide(case.request, case.view, thresholds(**case.knobs), case.state)
     assert (decision.action, decision.reason, decision.worker_id) == case.expect
     if decision.action == ROUTE:
         assert decision.pool == (LL if decision.worker_id.startswith("ll") else HT)  # type: ignore[union-attr]
@@ -91,7 +91,7 @@ HYSTERESIS_STEPS = [(0, LL), (3, LL), (4, HT), (3, HT), (2, HT), (1, LL), (3, LL
 
 
 def test_balanced_hysteresis_enters_and_leaves() -> None:
-    policy, state, knobs = AdaptivePolicy(), PolicyState(), thresholds(balanced_threshold=4, balanced_hysteresis=2)
+    policy, state, knobs = RulesPolicy(), PolicyState(), thresholds(balanced_threshold=4, balanced_hysteresis=2)
     seen = []
     for fleet_load, _ in HYSTERESIS_STEPS:
         # Load sits on ht so both pools always have room; only the mode decides.
@@ -123,14 +123,14 @@ def test_balanced_mode(on_ht: bool, load: int, threshold: int, hysteresis: int, 
 def test_ties_break_round_robin(last: str | None, expect: str) -> None:
     state = PolicyState(last_picked={} if last is None else {"low_latency": last})
     tied = view(ll("ll-c", 1), ll("ll-a", 1), ll("ll-b", 1), ll("ll-d", 2))
-    decision, new_state = AdaptivePolicy().decide(req("latency"), tied, thresholds(), state)
+    decision, new_state = RulesPolicy().decide(req("latency"), tied, thresholds(), state)
     assert decision.worker_id == expect
     assert new_state.last_picked == {"low_latency": expect}
     assert state.last_picked == ({} if last is None else {"low_latency": last})  # input untouched
 
 
 def test_rotation_across_calls() -> None:
-    policy, state, knobs = AdaptivePolicy(), PolicyState(), thresholds()
+    policy, state, knobs = RulesPolicy(), PolicyState(), thresholds()
     tied = view(ll("ll-a"), ll("ll-b"), ll("ll-c"))
     picked = []
     for _ in range(4):
@@ -141,6 +141,6 @@ def test_rotation_across_calls() -> None:
 
 def test_wait_and_reject_keep_cursor() -> None:
     state = PolicyState(last_picked={"low_latency": "ll-a"})
-    _, after_wait = AdaptivePolicy().decide(req("latency"), view(FULL_LL), thresholds(), state)
-    _, after_reject = AdaptivePolicy().decide(req("latency"), view(), thresholds(), state)
+    _, after_wait = RulesPolicy().decide(req("latency"), view(FULL_LL), thresholds(), state)
+    _, after_reject = RulesPolicy().decide(req("latency"), view(), thresholds(), state)
     assert after_wait.last_picked == after_reject.last_picked == {"low_latency": "ll-a"}
