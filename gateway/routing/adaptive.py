@@ -5,9 +5,9 @@ load). The policy asks, for each candidate: what if this request went there? Wit
 requests already on the worker, the request would see TTFP ``ttfp(L+1)`` and every stream
 there would run at ``rtf(L+1)``. Per class:
 
-- ``latency``: the lowest predicted TTFP among workers where the stream keeps a
-  low-latency-grade RTF (``latency_rtf_ceiling``); none: wait for one within the queue
-  budget, then spill to the fastest TTFP anywhere (``spill_ll_full``).
+- ``latency``: the low-latency worker with the lowest predicted TTFP (the profile built for
+  it); when every one is at its cap, wait within the queue budget, then spill to the
+  fastest TTFP anywhere (``spill_ll_full``).
 - ``balanced``: the lowest predicted cost: the request's own end-to-end time
   (``ttfp + frames x step``) plus the delay its extra step time adds to the streams
   already there, among workers that stay under ``balanced_rtf_ceiling``. Counting the
@@ -19,9 +19,10 @@ there would run at ``rtf(L+1)``. Per class:
 
 Room is dynamic: a worker takes a request while the predicted RTF stays under the class's
 ceiling, never past its ``max_num_seqs``, and never past ``max_per_worker`` (or the pool's
-``slots_per_worker``) when an operator set one. `balanced` and `throughput` requests leave
-``reserve_for_latency`` requests of low-latency-grade room free on every worker that has
-it, so a `latency` request arriving in a burst finds a place at once.
+``slots_per_worker``) when an operator set one. On low-latency workers, `balanced` leaves
+``reserve_for_latency`` places free below the cap, and `throughput` leaves them free below
+the latency-grade capacity (the load at which streams stay under ``latency_rtf_ceiling``),
+so a `latency` request arriving in a burst is placed at once and keeps a low RTF.
 
 Pure: no I/O, no clock. Curves, loads and caps come in through the ``LoadView``.
 """
@@ -33,10 +34,12 @@ from gateway.routing import reasons
 from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
 from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo, WorkerLoad
 from gateway.routing.outcomes import reject, wait
-from gateway.types import SlaClass
+from gateway.types import PoolName, SlaClass
 
-# Without an explicit ceiling, a `latency` stream may run at most this much slower than
-# the fleet's best idle stream (its low-latency workers at load 1).
+LL = PoolName.LOW_LATENCY
+
+# Without an explicit ceiling, latency-grade means at most this much slower than the best
+# idle low-latency worker: what `throughput` requests must leave to `latency` ones.
 LATENCY_RTF_MARGIN = 1.4
 
 
@@ -52,7 +55,7 @@ class AdaptivePolicy:
         latency_ceiling = latency_rtf_ceiling(thresholds, workers)
         frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
         if request.sla_class == SlaClass.LATENCY:
-            decision = _latency(request, workers, thresholds, latency_ceiling)
+            decision = _latency(request, workers, thresholds)
         elif request.sla_class == SlaClass.BALANCED:
             decision = _balanced(workers, thresholds, latency_ceiling, frames)
         else:
@@ -65,8 +68,8 @@ class AdaptivePolicy:
 def latency_rtf_ceiling(thresholds: RoutingThresholds, workers: list[WorkerLoad]) -> float:
     if thresholds.latency_rtf_ceiling is not None:
         return thresholds.latency_rtf_ceiling
-    best_idle = min(w.curve.rtf(1) for w in workers if w.curve is not None)
-    return best_idle * LATENCY_RTF_MARGIN
+    idle = [w.curve.rtf(1) for w in workers if w.curve is not None and w.pool is LL]
+    return min(idle or [w.curve.rtf(1) for w in workers if w.curve is not None]) * LATENCY_RTF_MARGIN
 
 
 def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
@@ -74,20 +77,18 @@ def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
     return min(worker.slots, curve.max_load) if worker.slots > 0 else curve.max_load
 
 
-def _latency(
-    request: RequestInfo, workers: list[WorkerLoad], thresholds: RoutingThresholds, ceiling: float
-) -> Decision:
+def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: RoutingThresholds) -> Decision:
     best: Decision | None = None
     best_ttfp = best_rtf = 0.0
     serves_latency = False
     for worker in workers:
         curve = worker.curve
         assert curve is not None
-        if curve.rtf(1) > ceiling:
-            continue  # this worker's profile never gives a latency-grade stream
+        if worker.pool is not LL:
+            continue
         serves_latency = True
         load = worker.load + 1
-        if load > hard_cap(worker, curve) or curve.rtf(load) > ceiling:
+        if load > hard_cap(worker, curve):
             continue
         ttfp, rtf = curve.ttfp(load), curve.rtf(load)
         if best is None or (ttfp, rtf) < (best_ttfp, best_rtf):
@@ -115,11 +116,19 @@ def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str) ->
     return best or wait(reasons.QUEUED_ALL_FULL)
 
 
-def _reserve_allows(worker: WorkerLoad, curve: Curve, load: int, reserve: int, latency_ceiling: float) -> bool:
-    """A non-latency request may take ``load`` here only if ``reserve`` latency requests still fit."""
-    if reserve <= 0 or curve.rtf(1) > latency_ceiling:
-        return True  # nothing to protect on a worker that never serves `latency`
-    return load + reserve <= hard_cap(worker, curve)
+def _reserve_allows(
+    worker: WorkerLoad, curve: Curve, load: int, reserve: int, latency_ceiling: float, latency_grade_only: bool
+) -> bool:
+    """May a non-latency request make ``load`` here and still leave room for ``reserve`` latency ones?
+
+    `balanced` requests may fill a low-latency worker up to its hard cap minus the reserve
+    (they want its speed too); `throughput` requests only up to its latency-grade
+    capacity minus the reserve, so batch bursts never cost `latency` streams their RTF.
+    """
+    if reserve <= 0 or worker.pool is not LL:
+        return True  # nothing to protect on a worker that does not serve `latency`
+    room = curve.capacity(latency_ceiling, hard_cap(worker, curve)) if latency_grade_only else hard_cap(worker, curve)
+    return load + reserve <= room
 
 
 def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float, frames: float) -> Decision:
@@ -135,7 +144,7 @@ def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_
         load = current + 1
         if load > hard_cap(worker, curve) or (load > 1 and curve.rtf(load) > ceiling):
             continue
-        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling):
+        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling, latency_grade_only=False):
             reserved_only = True
             continue
         step = curve.step(load)
@@ -163,7 +172,7 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
         load = current + 1
         if load > hard_cap(worker, curve) or (ceiling is not None and load > 1 and curve.rtf(load) > ceiling):
             continue
-        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling):
+        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling, latency_grade_only=True):
             reserved_only = True
             continue
         gain = curve.rate(load) - curve.rate(current)

@@ -37,7 +37,7 @@ async def ready_worker(fleet: Fleet, worker_id: str = "low_latency-0", pool: Poo
 
 def test_slots_follow_the_profiles(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
-    assert fleet.specs[PoolName.LOW_LATENCY].slots_per_worker == 4
+    assert fleet.specs[PoolName.LOW_LATENCY].slots_per_worker == 16  # max_num_seqs: a cap only
     assert fleet.specs[PoolName.HIGH_THROUGHPUT].slots_per_worker == 64
     assert fleet.specs[PoolName.HIGH_THROUGHPUT].max_num_seqs == 64
 

@@ -16,7 +16,7 @@ from tests.unit.routing.fakes import FakeClock, FakeFleet, RecordingObserver, ht
 
 
 def make(
-    fleet: FakeFleet, clock: Any = None, knobs: dict | None = None, policy: str = "adaptive", **config: Any
+    fleet: FakeFleet, clock: Any = None, knobs: dict | None = None, policy: str = "rules", **config: Any
 ) -> tuple[Admission, RecordingObserver]:
     observer = RecordingObserver()
     admission = Admission(

@@ -1,0 +1,153 @@
+"""The default `adaptive` policy: decisions from predicted curves, and the guard rails it keeps."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.deploy_profile import load_deploy_profile
+from gateway.routing import reasons as r
+from gateway.routing.adaptive import AdaptivePolicy, latency_rtf_ceiling
+from gateway.routing.curves import Curve
+from gateway.routing.model import Action, LoadView, PolicyState, WorkerLoad
+from gateway.routing.prior import prior_curve
+from tests.unit.routing.fakes import HT, LL, req, thresholds
+
+LL_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_low_latency"))
+HT_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_high_throughput"))
+
+
+def ll(worker_id: str = "ll-a", load: int = 0, slots: int = 16, curve: Curve = LL_CURVE, routable: bool = True) -> WorkerLoad:
+    return WorkerLoad(worker_id, LL, routable, load, None, slots, curve)
+
+
+def ht(worker_id: str = "ht-a", load: int = 0, slots: int = 64, curve: Curve = HT_CURVE, routable: bool = True) -> WorkerLoad:
+    return WorkerLoad(worker_id, HT, routable, load, None, slots, curve)
+
+
+def decide(request, *workers: WorkerLoad, **knobs: object):
+    decision, _ = AdaptivePolicy().decide(request, LoadView(workers), thresholds(**knobs), PolicyState())
+    return decision
+
+
+def test_an_idle_fleet_serves_every_class_from_low_latency_first() -> None:
+    for sla in ("latency", "balanced"):
+        decision = decide(req(sla), ll(), ht())
+        assert (decision.action, decision.pool) == (Action.ROUTE, LL)
+    assert decide(req("latency"), ll(), ht()).reason == r.FASTEST_TTFP
+    assert decide(req("balanced"), ll(), ht()).reason == r.FASTEST_FINISH
+
+
+def test_decisions_carry_their_predictions() -> None:
+    decision = decide(req("balanced"), ll(load=3), ht())
+    assert decision.predicted_ttfp_s == LL_CURVE.ttfp(4)
+    assert decision.predicted_rtf == LL_CURVE.rtf(4)
+
+
+def test_balanced_moves_to_high_throughput_when_low_latency_gets_busy() -> None:
+    assert decide(req("balanced"), ll(load=12), ht(load=0)).pool == HT
+
+
+def test_balanced_keeps_the_reserve_below_the_low_latency_cap() -> None:
+    decision = decide(req("balanced"), ll(load=14), reserve_for_latency=2)
+    assert (decision.action, decision.reason) == (Action.WAIT, r.QUEUED_LL_RESERVED)
+    assert decide(req("latency"), ll(load=14), reserve_for_latency=2).action == Action.ROUTE
+
+
+def test_throughput_leaves_latency_grade_room_on_low_latency() -> None:
+    ceiling = latency_rtf_ceiling(thresholds(), [ll(), ht()])
+    capacity = LL_CURVE.capacity(ceiling, 16)
+    full_ht = ht(load=64)
+    ok = decide(req("throughput"), ll(load=capacity - 3), full_ht, reserve_for_latency=2)
+    assert (ok.action, ok.pool) == (Action.ROUTE, LL)
+    held = decide(req("throughput"), ll(load=capacity - 2), full_ht, reserve_for_latency=2)
+    assert (held.action, held.reason) == (Action.WAIT, r.QUEUED_LL_RESERVED)
+
+
+def test_throughput_goes_where_it_adds_the_most_audio_per_second() -> None:
+    busy, idle = ht("ht-busy", load=48), ht("ht-idle", load=2)
+    decision = decide(req("throughput"), busy, idle)
+    assert (decision.worker_id, decision.reason) == ("ht-idle", r.MOST_THROUGHPUT)
+    # An idle low-latency worker adds the most (its step is fastest) and has room to spare.
+    assert decide(req("throughput"), ll(load=0), ht(load=0)).pool == LL
+
+
+def test_latency_waits_for_low_latency_then_spills() -> None:
+    full = ll(load=16)
+    waiting = decide(req("latency"), full, ht())
+    assert (waiting.action, waiting.reason) == (Action.WAIT, r.QUEUED_LL_FULL)
+    spilled = decide(req("latency", waited_out=True), full, ht())
+    assert (spilled.action, spilled.pool, spilled.reason) == (Action.ROUTE, HT, r.SPILL_LL_FULL)
+
+
+def test_without_low_latency_workers_latency_goes_to_high_throughput_at_once() -> None:
+    decision = decide(req("latency"), ll(routable=False), ht())
+    assert (decision.pool, decision.reason) == (HT, r.NO_LL_WORKERS)
+
+
+def test_no_routable_worker_is_a_reject() -> None:
+    assert decide(req("balanced"), ll(routable=False)).action == Action.REJECT
+
+
+def test_a_worker_learned_to_be_slow_gets_less_work() -> None:
+    slow = ht("ht-slow", load=4, curve=HT_CURVE.scaled(2.0, 2.0))
+    fast = ht("ht-fast", load=4)
+    assert decide(req("balanced"), slow, fast).worker_id == "ht-fast"
+    assert decide(req("throughput"), slow, fast).worker_id == "ht-fast"
+
+
+def test_operator_caps_win_over_predictions() -> None:
+    decision = decide(req("balanced"), ll(load=2, slots=2), ht(load=30))
+    assert decision.pool == HT
+
+
+def test_balanced_ceiling_bounds_every_stream() -> None:
+    # HT at 63 predicts an RTF near 0.85: a ceiling of 0.6 leaves no room for balanced.
+    decision = decide(req("balanced"), ll(load=16), ht(load=63), balanced_rtf_ceiling=0.6)
+    assert decision.action == Action.WAIT
+
+
+workers = st.builds(
+    lambda pool, load, slots, routable, factor, index: (
+        ll(f"ll-{index}", load, min(slots, 16), LL_CURVE.scaled(factor, factor), routable)
+        if pool == "ll"
+        else ht(f"ht-{index}", load, slots, HT_CURVE.scaled(factor, factor), routable)
+    ),
+    st.sampled_from(["ll", "ht"]),
+    st.integers(0, 70),
+    st.integers(1, 80),
+    st.booleans(),
+    st.floats(0.3, 3.0),
+    st.integers(0, 10_000),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(workers, min_size=1, max_size=8, unique_by=lambda w: w.worker_id),
+    st.sampled_from(["latency", "balanced", "throughput"]),
+    st.booleans(),
+    st.integers(0, 4),
+    st.integers(1, 4000),
+)
+def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve: int, chars: int) -> None:
+    request = replace(req(sla, waited_out), input_chars=chars)
+    knobs = thresholds(reserve_for_latency=reserve)
+    decision, _ = AdaptivePolicy().decide(request, LoadView(tuple(fleet)), knobs, PolicyState())
+    assert decision.reason in (*r.ROUTE_REASONS, *r.WAIT_REASONS, *r.REJECT_REASONS)
+    if not any(w.routable for w in fleet):
+        assert decision.action == Action.REJECT
+    if decision.action != Action.ROUTE:
+        return
+    chosen = next(w for w in fleet if w.worker_id == decision.worker_id)
+    assert chosen.routable
+    assert chosen.load + 1 <= chosen.slots  # never past the operator's cap
+    assert chosen.pool != LL or chosen.load + 1 <= 16  # never past max_num_seqs on low-latency
+    assert decision.predicted_ttfp_s is not None and decision.predicted_rtf is not None
+    if chosen.pool == LL and sla == "balanced" and reserve:
+        assert chosen.load + 1 + reserve <= min(chosen.slots, 16)  # the reserve is held
+    if chosen.pool == LL and sla == "throughput" and reserve:
+        ceiling = latency_rtf_ceiling(knobs, [w for w in fleet if w.routable])
+        assert chosen.load + 1 + reserve <= chosen.curve.capacity(ceiling, min(chosen.slots, 16))
