@@ -29,6 +29,8 @@ Pure: no I/O, no clock. Curves, loads and caps come in through the ``LoadView``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gateway.config import RoutingThresholds
 from gateway.routing import reasons
 from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
@@ -52,24 +54,23 @@ class AdaptivePolicy:
         workers = [w for w in view.workers if w.routable and w.curve is not None]
         if not workers:
             return reject(reasons.NO_WORKERS), state
-        latency_ceiling = latency_rtf_ceiling(thresholds, workers)
-        frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
-        if request.sla_class == SlaClass.LATENCY:
+        sla = request.sla_class
+        if sla == SlaClass.LATENCY:
             decision = _latency(request, workers, thresholds)
-        elif request.sla_class == SlaClass.BALANCED:
-            decision = _balanced(workers, thresholds, latency_ceiling, frames)
+        elif sla == SlaClass.BALANCED:
+            frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
+            decision = _balanced(workers, thresholds, frames)
         else:
-            decision = _throughput(workers, thresholds, latency_ceiling)
-        if decision.worker_id is not None:
-            state = state.with_picked("fleet", decision.worker_id)
+            decision = _throughput(workers, thresholds, latency_rtf_ceiling(thresholds, workers))
         return decision, state
 
 
-def latency_rtf_ceiling(thresholds: RoutingThresholds, workers: list[WorkerLoad]) -> float:
+def latency_rtf_ceiling(thresholds: RoutingThresholds, workers: Sequence[WorkerLoad]) -> float:
+    """The RTF a `latency` stream may run at (the operator's, or 1.4 x the best idle LL RTF)."""
     if thresholds.latency_rtf_ceiling is not None:
         return thresholds.latency_rtf_ceiling
-    idle = [w.curve.rtf(1) for w in workers if w.curve is not None and w.pool is LL]
-    return min(idle or [w.curve.rtf(1) for w in workers if w.curve is not None]) * LATENCY_RTF_MARGIN
+    idle = [w.curve.rtf_s[0] for w in workers if w.curve is not None and w.pool is LL]
+    return min(idle or [w.curve.rtf_s[0] for w in workers if w.curve is not None]) * LATENCY_RTF_MARGIN
 
 
 def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
@@ -77,24 +78,28 @@ def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
     return min(worker.slots, curve.max_load) if worker.slots > 0 else curve.max_load
 
 
+# The loops below index the curves' tables directly: with L requests on a worker, index L
+# is the prediction for L + 1 (the load this request would make). They run for every
+# request over every worker, so they stay free of calls and allocations.
+
+
 def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: RoutingThresholds) -> Decision:
-    best: Decision | None = None
+    best: WorkerLoad | None = None
     best_ttfp = best_rtf = 0.0
     serves_latency = False
     for worker in workers:
-        curve = worker.curve
-        assert curve is not None
         if worker.pool is not LL:
             continue
         serves_latency = True
-        load = worker.load + 1
-        if load > hard_cap(worker, curve):
+        curve = worker.curve
+        load = worker.load
+        if load >= (min(worker.slots, curve.max_load) if worker.slots > 0 else curve.max_load):  # type: ignore[union-attr]
             continue
-        ttfp, rtf = curve.ttfp(load), curve.rtf(load)
-        if best is None or (ttfp, rtf) < (best_ttfp, best_rtf):
-            best, best_ttfp, best_rtf = _route(worker, reasons.FASTEST_TTFP, ttfp, rtf), ttfp, rtf
+        ttfp, rtf = curve.ttfp_s[load], curve.rtf_s[load]  # type: ignore[union-attr]
+        if best is None or ttfp < best_ttfp or (ttfp == best_ttfp and rtf < best_rtf):
+            best, best_ttfp, best_rtf = worker, ttfp, rtf
     if best is not None:
-        return best
+        return _route(best, reasons.FASTEST_TTFP, best_ttfp, best_rtf)
     if serves_latency and not request.waited_out:
         return wait(reasons.QUEUED_LL_FULL)
     reason = reasons.SPILL_LL_FULL if serves_latency else reasons.NO_LL_WORKERS
@@ -102,85 +107,84 @@ def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: Routin
 
 
 def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str) -> Decision:
-    best: Decision | None = None
+    best: WorkerLoad | None = None
     best_ttfp = 0.0
     for worker in workers:
         curve = worker.curve
         assert curve is not None
-        load = worker.load + 1
-        if load > hard_cap(worker, curve) or (load > 1 and curve.rtf(load) > ceiling):
+        load = worker.load
+        if load >= hard_cap(worker, curve) or (load > 0 and curve.rtf_s[load] > ceiling):
             continue
-        ttfp = curve.ttfp(load)
+        ttfp = curve.ttfp_s[load]
         if best is None or ttfp < best_ttfp:
-            best, best_ttfp = _route(worker, reason, ttfp, curve.rtf(load)), ttfp
-    return best or wait(reasons.QUEUED_ALL_FULL)
+            best, best_ttfp = worker, ttfp
+    if best is None:
+        return wait(reasons.QUEUED_ALL_FULL)
+    return _route(best, reason, best_ttfp, best.curve.rtf_s[best.load])  # type: ignore[union-attr]
 
 
-def _reserve_allows(
-    worker: WorkerLoad, curve: Curve, load: int, reserve: int, latency_ceiling: float, latency_grade_only: bool
-) -> bool:
-    """May a non-latency request make ``load`` here and still leave room for ``reserve`` latency ones?
+def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: float) -> Decision:
+    """Lowest own end-to-end time plus the delay the slower step adds to the streams there.
 
-    `balanced` requests may fill a low-latency worker up to its hard cap minus the reserve
-    (they want its speed too); `throughput` requests only up to its latency-grade
-    capacity minus the reserve, so batch bursts never cost `latency` streams their RTF.
+    `balanced` may fill a low-latency worker up to its cap minus ``reserve_for_latency``.
     """
-    if reserve <= 0 or worker.pool is not LL:
-        return True  # nothing to protect on a worker that does not serve `latency`
-    room = curve.capacity(latency_ceiling, hard_cap(worker, curve)) if latency_grade_only else hard_cap(worker, curve)
-    return load + reserve <= room
-
-
-def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float, frames: float) -> Decision:
     ceiling = thresholds.balanced_rtf_ceiling
     reserve = thresholds.reserve_for_latency
-    best: Decision | None = None
+    best: WorkerLoad | None = None
     best_cost = 0.0
     reserved_only = False
     for worker in workers:
         curve = worker.curve
         assert curve is not None
-        current = worker.load
-        load = current + 1
-        if load > hard_cap(worker, curve) or (load > 1 and curve.rtf(load) > ceiling):
+        load = worker.load
+        size = len(curve.step_s)
+        cap = min(worker.slots, size) if worker.slots > 0 else size
+        if load >= cap or (load > 0 and curve.rtf_s[load] > ceiling):
             continue
-        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling, latency_grade_only=False):
+        if worker.pool is LL and load + 1 + reserve > cap:
             reserved_only = True
             continue
-        step = curve.step(load)
-        ttfp = curve.ttfp(load)
-        # Own end-to-end time, plus what the slower step costs the streams already there
-        # over the (at most) same number of frames.
-        cost = ttfp + frames * step + current * frames * (step - curve.step(current) if current else 0.0)
+        step = curve.step_s[load]
+        cost = curve.ttfp_s[load] + frames * step
+        if load:
+            cost += load * frames * (step - curve.step_s[load - 1])
         if best is None or cost < best_cost:
-            best, best_cost = _route(worker, reasons.FASTEST_FINISH, ttfp, step * FRAMES_PER_SECOND), cost
-    if best is not None:
-        return best
-    return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+            best, best_cost = worker, cost
+    if best is None:
+        return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+    curve, load = best.curve, best.load
+    return _route(best, reasons.FASTEST_FINISH, curve.ttfp_s[load], curve.rtf_s[load])  # type: ignore[union-attr]
 
 
 def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float) -> Decision:
+    """Most audio-seconds per second added: the worker's new rate minus what it delivered.
+
+    On a low-latency worker `throughput` stays ``reserve_for_latency`` below its
+    latency-grade capacity, so a burst of batch work never costs `latency` streams their RTF.
+    """
     ceiling = thresholds.throughput_rtf_ceiling
     reserve = thresholds.reserve_for_latency
-    best: Decision | None = None
+    best: WorkerLoad | None = None
     best_gain = 0.0
     reserved_only = False
     for worker in workers:
         curve = worker.curve
         assert curve is not None
-        current = worker.load
-        load = current + 1
-        if load > hard_cap(worker, curve) or (ceiling is not None and load > 1 and curve.rtf(load) > ceiling):
+        load = worker.load
+        size = len(curve.step_s)
+        cap = min(worker.slots, size) if worker.slots > 0 else size
+        if load >= cap or (ceiling is not None and load > 0 and curve.rtf_s[load] > ceiling):
             continue
-        if not _reserve_allows(worker, curve, load, reserve, latency_ceiling, latency_grade_only=True):
+        if worker.pool is LL and reserve and load + 1 + reserve > curve.capacity(latency_ceiling, cap):
             reserved_only = True
             continue
-        gain = curve.rate(load) - curve.rate(current)
+        gain = curve.rate_s[load] - (curve.rate_s[load - 1] if load else 0.0)
         if best is None or gain > best_gain:
-            best, best_gain = _route(worker, reasons.MOST_THROUGHPUT, curve.ttfp(load), curve.rtf(load)), gain
-    if best is not None:
-        return best
-    return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+            best, best_gain = worker, gain
+    if best is None:
+        return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+    curve, load = best.curve, best.load
+    return _route(best, reasons.MOST_THROUGHPUT, curve.ttfp_s[load], curve.rtf_s[load])  # type: ignore[union-attr]
 
 
 def _route(worker: WorkerLoad, reason: str, ttfp_s: float, rtf: float) -> Decision:

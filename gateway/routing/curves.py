@@ -9,7 +9,8 @@ policy reads them in O(1) with no I/O; ``performance.PerformanceModel`` produces
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+from dataclasses import dataclass, field
 
 # Higgs-Audio V3's codec: 25 frames per second of audio, one frame per decode step.
 FRAMES_PER_SECOND = 25
@@ -28,11 +29,21 @@ class Curve:
     """Predictions for loads ``1 .. max_load`` (index ``n - 1``); monotone in load.
 
     ``max_load`` is the worker's ``max_num_seqs``: past it the worker queues requests
-    itself, which shows as a growing TTFP, not as a faster step.
+    itself, which shows as a growing TTFP, not as a faster step. Derived tables (RTF,
+    delivered rate) are computed once here, so a decision over many workers only indexes.
     """
 
     step_s: tuple[float, ...]
     ttfp_s: tuple[float, ...]
+    rtf_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    rate_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.step_s or len(self.step_s) != len(self.ttfp_s):
+            raise ValueError("a curve needs as many TTFP as step values, at least one")
+        object.__setattr__(self, "rtf_s", tuple(step * FRAMES_PER_SECOND for step in self.step_s))
+        rates = tuple(n * FRAME_SECONDS / step for n, step in enumerate(self.step_s, start=1))
+        object.__setattr__(self, "rate_s", rates)
 
     @property
     def max_load(self) -> int:
@@ -43,7 +54,7 @@ class Curve:
 
     def rtf(self, load: int) -> float:
         """Real-time factor of every stream while the worker carries ``load`` requests."""
-        return self.step(load) * FRAMES_PER_SECOND
+        return self.rtf_s[min(max(load, 1), self.max_load) - 1]
 
     def ttfp(self, load: int) -> float:
         if load <= self.max_load:
@@ -57,17 +68,13 @@ class Curve:
         """Audio seconds per second the worker delivers with ``load`` streams running."""
         if load <= 0:
             return 0.0
-        return min(load, self.max_load) * FRAME_SECONDS / self.step(load)
+        return self.rate_s[min(load, self.max_load) - 1]
 
     def capacity(self, rtf_ceiling: float, limit: int | None = None) -> int:
         """The largest load whose streams stay under ``rtf_ceiling`` (0 if none does)."""
         top = self.max_load if limit is None else min(limit, self.max_load)
-        best = 0
-        for load in range(1, top + 1):
-            if self.rtf(load) > rtf_ceiling:
-                break
-            best = load
-        return best
+        # rtf_s is non-decreasing: the loads under the ceiling are a prefix.
+        return min(bisect.bisect_right(self.rtf_s, rtf_ceiling), top)
 
     def scaled(self, step_factor: float, ttfp_factor: float) -> Curve:
         return Curve(

@@ -27,7 +27,7 @@ from gateway.routing.capacity import default_slots
 from gateway.routing.model import LoadView, RequestInfo, WorkerLoad
 from gateway.routing.pace import PCM_BYTES_PER_FRAME, PaceTracker
 from gateway.routing.performance import PerformanceModel
-from gateway.routing.policy import create_policy
+from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve
 from gateway.routing.view import routing_view
 from gateway.types import PoolName, SlaClass
@@ -75,7 +75,7 @@ class SimGateway:
     def __init__(
         self,
         plans: Sequence[WorkerPlan],
-        policy: PolicyName = "adaptive",
+        policy: PolicyName | RoutingPolicy = "adaptive",
         thresholds: RoutingThresholds | None = None,
         admission: AdmissionConfig | None = None,
         learning: LearningSettings | None = None,
@@ -90,7 +90,7 @@ class SimGateway:
             self.performance.add_worker(worker.worker_id, prior_curve(worker.profile))
         self.admission = Admission(
             admission or AdmissionConfig(),
-            create_policy(policy),
+            create_policy(policy) if isinstance(policy, str) else policy,
             thresholds=lambda: self.thresholds,
             snapshot=self.snapshot,
             clock=self._loop.time,
