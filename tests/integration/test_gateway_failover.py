@@ -88,7 +88,8 @@ def test_a_dead_worker_is_skipped(stack: Stack) -> None:
         assert response.status_code == 200, response.text
         assert response.headers["x-gateway-pool"] == "low_latency"
     # At least one request met the dead worker and was retried on the live one...
-    assert dead_worker_retries() >= retries_before + 1
+    # (unless the health checker ejected it before any request met it: both are correct)
+    assert dead_worker_retries() >= retries_before + 1 or not worker_entry(stack.url, dead_proc.url)["routable"]
     # ...and the dead worker leaves routing.
     wait_until(
         lambda: not worker_entry(stack.url, dead_proc.url)["routable"], 30, "the dead worker is ejected"
