@@ -28,8 +28,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway import __version__
-from gateway.config import RoutingThresholds
 from gateway.types import PoolName, SlaClass
+from gateway.upstream.errors import RetryReason, UpstreamErrorKind
 
 log = logging.getLogger(__name__)
 
@@ -63,25 +63,6 @@ class RejectReason(StrEnum):
     NO_WORKERS = "no_workers"  # no routable worker in any pool the policy may use (503)
     SHUTTING_DOWN = "shutting_down"  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
-
-
-class UpstreamErrorKind(StrEnum):
-    """``higgs_gateway_upstream_errors_total{kind}``: how a worker call failed."""
-
-    CONNECT = "connect"  # refused / reset before the request was sent
-    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
-    READ_TIMEOUT = "read_timeout"  # silence between chunks once audio flowed
-    STATUS_5XX = "status_5xx"
-    STATUS_4XX = "status_4xx"  # the worker refused a request the gateway let through
-    STREAM_ERROR = "stream_error"  # broken mid-stream (reset, SSE error event, truncation)
-
-
-class RetryReason(StrEnum):
-    """``higgs_gateway_retries_total{reason}``: why a request went to another worker."""
-
-    CONNECT = "connect"
-    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
-    STATUS_5XX = "status_5xx"
 
 
 class DisconnectPhase(StrEnum):
@@ -123,22 +104,6 @@ class FleetSnapshot:
 
 
 SnapshotProvider = Callable[[], FleetSnapshot]
-
-
-def threshold_values(thresholds: RoutingThresholds, *, low_latency_capacity: int) -> dict[str, float]:
-    """The routing thresholds as ``higgs_gateway_routing_threshold{name}`` shows them.
-
-    Names are the config keys; ``balanced_threshold`` is the *effective* value (None in
-    the config means the low-latency pool's capacity), because a dashboard line must sit
-    where routing actually switches.
-    """
-    values: dict[str, float] = {}
-    for name, value in thresholds.model_dump().items():
-        if value is None and name == "balanced_threshold":
-            value = low_latency_capacity
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            values[name] = float(value)
-    return values
 
 
 class FleetCollector(Collector):

@@ -20,7 +20,6 @@ from gateway.metrics import (
     RetryReason,
     UpstreamErrorKind,
     WorkerSnapshot,
-    threshold_values,
 )
 from gateway.routing import reasons
 from tests.support.prometheus import promtool
@@ -243,13 +242,6 @@ def test_render_speaks_text_and_openmetrics() -> None:
     body, content_type = metrics.render("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith(b"# EOF")
-
-
-def test_threshold_values_use_effective_numbers() -> None:
-    values = threshold_values(RoutingThresholds(), low_latency_capacity=8)
-    assert values["balanced_threshold"] == 8  # None in the config = low-latency capacity
-    assert set(values) == set(RoutingThresholds.model_fields)
-    assert threshold_values(RoutingThresholds(balanced_threshold=12), low_latency_capacity=8)["balanced_threshold"] == 12
 
 
 def test_promtool_accepts_the_exposition() -> None:
