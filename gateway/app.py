@@ -50,9 +50,12 @@ from gateway.recorder import Recorder
 from gateway.routing import reasons
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
+from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
+from gateway.routing.prior import pool_priors
 from gateway.routing.retry import RETRY_OTHER_WORKER
 from gateway.routing.thresholds import ThresholdStore
+from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
@@ -65,7 +68,9 @@ from gateway.voices.registry import VoiceRegistry
 from gateway.voices.store import VoiceStore
 
 DiscoveryFactory = Callable[[PoolName, PoolConfig, Fleet], Discovery]
-CORS_EXPOSED_HEADERS = ["x-request-id", "x-gateway-pool", "x-gateway-route-reason"]
+CORS_EXPOSED_HEADERS = [
+    "x-request-id", "x-gateway-pool", "x-gateway-route-reason", "x-gateway-predicted-ttfp-ms", "x-gateway-predicted-rtf",
+]  # fmt: skip
 
 
 def control_client_for(config: GatewayConfig) -> httpx.AsyncClient:
@@ -165,25 +170,28 @@ def create_app(
     # Observing: every metric and access-log line goes through the recorder.
     metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
-    recorder = Recorder(metrics, access_log, stream_observer)
-
-    # Workers and routing.
     drains = DrainStore.in_data_dir(data_dir)
     thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
+    # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
+    performance = PerformanceModel(thresholds.current().learning, clock, pool_priors(config))
+    observers = [performance] if stream_observer is None else [performance, stream_observer]
+    recorder = Recorder(metrics, access_log, observers)
+
+    # Workers and routing.
     specs = pool_specs(config)
     fleet = Fleet(config, specs, clock=clock, drained=drains.ids)
     admission = Admission(
         config.admission,
         create_policy(thresholds.current().policy),
         thresholds=thresholds.thresholds,
-        snapshot=fleet.snapshot,
+        snapshot=RoutingSnapshot(fleet.snapshot, performance, thresholds.thresholds),
         clock=clock,
         observer=recorder,
     )
     fleet.on_capacity_change(admission.capacity_changed)
     fleet.on_ejection(recorder.worker_ejected)
     recorder.watch_fleet(fleet, admission, thresholds, clock)
-    routing = RoutingControl(thresholds, admission, fleet)
+    routing = RoutingControl(thresholds, admission, fleet, performance)
 
     # Voices, worker preparation and the background loops that keep the view true.
     voice_targets = (WorkerState.READY, WorkerState.EJECTED)  # answer HTTP; starting ones get a replay
@@ -236,7 +244,9 @@ def create_app(
     app.include_router(voices.create_router(config.voices, config.server.max_body_bytes, api_keys, voice_registry))
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(fleet, admission, metrics))
-    admin_router = admin.create_router(config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission)
+    admin_router = admin.create_router(
+        config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance
+    )
     app.include_router(admin_router)
     app.add_middleware(RequestIdMiddleware)
 

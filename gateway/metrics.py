@@ -47,6 +47,8 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 2
 # Real-time factor: ~0.28 at c1 on low-latency, ~0.5 at c16; above 1 audio plays faster
 # than it is made.
 RTF_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 5.0)
+# Observed / predicted: 1.0 is a perfect prediction; both sides matter.
+PREDICTION_RATIO_BUCKETS = (0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)
 # Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
@@ -250,6 +252,12 @@ class GatewayMetrics:
         self.worker_ejections = Counter(
             PREFIX + "worker_ejections", "Workers taken out of routing.", ["pool", "reason"], registry=r
         )
+        self.prediction_ratio = Histogram(
+            PREFIX + "prediction_ratio",
+            "Observed / predicted, per completed stream: how far the routing's curves are off "
+            "(quantity: ttfp or rtf; 1.0 = exact).",
+            ["pool", "quantity"], buckets=PREDICTION_RATIO_BUCKETS, registry=r,
+        )  # fmt: skip
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 
@@ -272,6 +280,8 @@ class GatewayMetrics:
                 self.rejections.labels(sla_class, reject)
         for pool in pools:
             self.rtf.labels(pool)
+            for quantity in ("ttfp", "rtf"):
+                self.prediction_ratio.labels(pool, quantity)
             self.audio_seconds.labels(pool)
             for kind in UpstreamErrorKind:
                 self.upstream_errors.labels(pool, kind)

@@ -9,12 +9,12 @@ is ``metrics.py`` (the series) plus a line here (when it moves).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.access_log import AccessLog, AccessRecord
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
-from gateway.observations import NoStreamObserver, StreamObservation, StreamObserver
+from gateway.observations import StreamObservation, StreamObserver, StreamOutcome
 from gateway.pools.fleet import Fleet
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
@@ -56,11 +56,12 @@ class Recorder:
         self,
         metrics: GatewayMetrics,
         access_log: AccessLog,
-        stream_observer: StreamObserver | None = None,
+        stream_observers: Sequence[StreamObserver] = (),
     ) -> None:
         self.metrics = metrics
         self._access_log = access_log
-        self._streams: StreamObserver = stream_observer or NoStreamObserver()
+        # The routing's performance model learns here (and tests listen in).
+        self._streams = tuple(stream_observers)
 
     # ---- admission (AdmissionObserver) ----------------------------------------------
     def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
@@ -85,7 +86,16 @@ class Recorder:
         self.metrics.retries.labels(reason.value).inc()
 
     def stream_done(self, observation: StreamObservation) -> None:
-        self._streams.on_stream_done(observation)
+        if observation.outcome is StreamOutcome.COMPLETED:
+            pool = observation.pool.value
+            if observation.predicted_ttfp_s and observation.ttfp_s is not None:
+                ratio = observation.ttfp_s / observation.predicted_ttfp_s
+                self.metrics.prediction_ratio.labels(pool, "ttfp").observe(ratio)
+            observed_rtf = observation.observed_rtf
+            if observation.predicted_rtf and observed_rtf is not None:
+                self.metrics.prediction_ratio.labels(pool, "rtf").observe(observed_rtf / observation.predicted_rtf)
+        for observer in self._streams:
+            observer.on_stream_done(observation)
 
     # ---- fleet ------------------------------------------------------------------------
     def worker_ejected(self, worker: Worker, reason: str) -> None:

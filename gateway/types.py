@@ -34,6 +34,9 @@ SLA_CLASS_HEADER = "x-sla-class"
 SLA_TTFP_HEADER = "x-sla-ttfp-ms"
 POOL_HEADER = "x-gateway-pool"
 ROUTE_REASON_HEADER = "x-gateway-route-reason"
+# What the routing predicted for this placement (adaptive policy only).
+PREDICTED_TTFP_HEADER = "x-gateway-predicted-ttfp-ms"
+PREDICTED_RTF_HEADER = "x-gateway-predicted-rtf"
 DROPPED_REASON_HEADER = "x-gateway-dropped-reason"
 REQUEST_ID_HEADER = "x-request-id"
 SPEECH_PATH = "/v1/audio/speech"  # the OpenAI speech route, on the gateway and on workers

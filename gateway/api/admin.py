@@ -18,6 +18,7 @@ from gateway.pools.drains import DrainStore
 from gateway.pools.fleet import Fleet
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
+from gateway.routing.performance import PerformanceModel
 from gateway.routing.thresholds import ThresholdStore
 from gateway.security.admin import AdminAuth
 
@@ -30,6 +31,7 @@ def create_router(
     fleet: Fleet,
     drains: DrainStore,
     admission: Admission,
+    performance: PerformanceModel | None = None,
 ) -> APIRouter:
     router = APIRouter(prefix="/admin")
 
@@ -57,6 +59,11 @@ def create_router(
     async def get_pools(request: Request) -> dict[str, Any]:
         check(request)
         status = fleet.describe()
+        if performance is not None:
+            # Each worker's learned curve next to its prior (docs/routing.md: reading the curves).
+            for pool in status["pools"].values():  # type: ignore[union-attr]
+                for worker in pool["workers"]:  # type: ignore[index]
+                    worker["curve"] = performance.describe(worker["id"])
         status["queue_depths"] = {sla.value: depth for sla, depth in admission.queue_depths().items()}
         return status
 

@@ -30,7 +30,13 @@ from gateway.observations import StreamOutcome
 from gateway.recorder import Recorder, RequestRecord
 from gateway.routing.admission import Admission
 from gateway.routing.model import RequestInfo
-from gateway.types import BYTES_PER_SECOND, POOL_HEADER, ROUTE_REASON_HEADER
+from gateway.types import (
+    BYTES_PER_SECOND,
+    POOL_HEADER,
+    PREDICTED_RTF_HEADER,
+    PREDICTED_TTFP_HEADER,
+    ROUTE_REASON_HEADER,
+)
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import OpenStream, Relay
 
@@ -144,6 +150,9 @@ class _Delivery:
             (POOL_HEADER.encode(), (decision.pool.value if decision.pool else "none").encode()),
             (ROUTE_REASON_HEADER.encode(), decision.reason.encode()),
         ]
+        if decision.predicted_ttfp_s is not None and decision.predicted_rtf is not None:
+            headers.append((PREDICTED_TTFP_HEADER.encode(), f"{decision.predicted_ttfp_s * 1000:.0f}".encode()))
+            headers.append((PREDICTED_RTF_HEADER.encode(), f"{decision.predicted_rtf:.3f}".encode()))
         headers += [(k.lower().encode(), v.encode()) for k, v in STREAMING_HEADERS.items()]
         return headers
 
@@ -190,12 +199,12 @@ class _Delivery:
     async def finish(self) -> None:
         self._encoder.close()
         await self._stream.close(self._outcome)
-        self._record.pcm_bytes = self._stream.bytes
+        self._record.pcm_bytes = self._stream.pace.bytes
         self._recorder.request_done(self._record, self._status)
 
     def _usage(self) -> dict[str, int]:
         # Workers report token usage only on whole-file answers; on the PCM stream we
         # relay, the output is one token per codec frame and the input is estimated.
-        output_tokens = round(self._stream.bytes / BYTES_PER_SECOND * FRAMES_PER_SECOND)
+        output_tokens = round(self._stream.pace.bytes / BYTES_PER_SECOND * FRAMES_PER_SECOND)
         input_tokens = max(1, (len(self._speech.input) + 3) // 4)
         return {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}

@@ -13,6 +13,7 @@ from typing import Any
 from gateway.errors import bad_request
 from gateway.pools.fleet import Fleet
 from gateway.routing.admission import Admission
+from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
 from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError, effective_thresholds
 
@@ -20,16 +21,20 @@ log = logging.getLogger("higgs_gateway.routing")
 
 
 class RoutingControl:
-    def __init__(self, thresholds: ThresholdStore, admission: Admission, fleet: Fleet) -> None:
+    def __init__(
+        self, thresholds: ThresholdStore, admission: Admission, fleet: Fleet, performance: PerformanceModel | None = None
+    ) -> None:
         self._thresholds = thresholds
         self._admission = admission
         self._fleet = fleet
+        self._performance = performance
 
     def status(self) -> dict[str, Any]:
         current = self._thresholds.current()
         return {
             "policy": current.policy,
-            "thresholds": current.thresholds.model_dump(),
+            "thresholds": current.thresholds.model_dump(mode="json"),
+            "learning": current.learning.model_dump(),
             "effective": effective_thresholds(current.thresholds, self._fleet.snapshot()),
             "persisted_at": str(self._thresholds.path),
         }
@@ -51,7 +56,10 @@ class RoutingControl:
             self._apply(before.policy)
 
     def _apply(self, policy_before: str) -> None:
-        policy = self._thresholds.current().policy
-        if policy != policy_before:
-            self._admission.set_policy(create_policy(policy))
+        current = self._thresholds.current()
+        if current.policy != policy_before:
+            self._admission.set_policy(create_policy(current.policy))
+        if self._performance is not None and self._performance.settings != current.learning:
+            self._performance.configure(current.learning)
+        # Caps and ceilings apply to the next decision: wake the queue to look again.
         self._admission.capacity_changed()

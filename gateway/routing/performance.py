@@ -6,7 +6,10 @@ gateway observes on its streams, tagged with the worker's load at the time:
 - the time to first packet of each request (from dispatch to the first audio bytes);
 - the decode pace: a stream delivers one 40 ms frame (1920 bytes of PCM) per decode step,
   so the time between two points of a stream divided by the frames delivered between them
-  is the step time at the load the worker carried meanwhile.
+  is the step time at the load the worker carried meanwhile (``observations.PaceMeter``).
+
+Only completed streams teach it: a cut stream, a failed attempt or a client that left
+says nothing reliable about the worker's speed.
 
 The correction is kept per load as a weighted mean of ``log(observed / prior)``:
 
@@ -32,33 +35,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from gateway.config import LearningSettings
+from gateway.observations import StreamObservation, StreamOutcome
 from gateway.routing.curves import Curve
+from gateway.routing.model import LoadView
+from gateway.types import PoolName
 
 Clock = Callable[[], float]
-
-
-@dataclass(frozen=True, slots=True)
-class PaceSample:
-    """``frames`` decoded in ``seconds`` while the worker carried ``load`` requests."""
-
-    load: int
-    frames: int
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class StreamObservation:
-    """What one finished upstream stream taught about its worker.
-
-    The recorder only hands over streams that can be trusted: completed, never retried,
-    the client still there. ``ttfp_s`` is None when the first packet is not a clean
-    measurement (e.g. the attempt followed a failed one).
-    """
-
-    worker_id: str
-    dispatch_load: int
-    ttfp_s: float | None
-    pace: tuple[PaceSample, ...] = ()
 
 
 @dataclass
@@ -113,9 +95,15 @@ class PerformanceModel:
     # Recomputing a curve costs O(loads x neighbourhood); at most this often per worker.
     REFRESH_S = 0.25
 
-    def __init__(self, settings: LearningSettings | None = None, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self,
+        settings: LearningSettings | None = None,
+        clock: Clock = time.monotonic,
+        priors: Mapping[PoolName, Curve] | None = None,
+    ) -> None:
         self.settings = settings or LearningSettings()
         self._clock = clock
+        self._priors = dict(priors or {})  # per pool, for workers met in a load view
         self._workers: dict[str, WorkerModel] = {}
         self._curves: dict[str, Curve] = {}
 
@@ -124,6 +112,21 @@ class PerformanceModel:
         if worker_id not in self._workers:
             self._workers[worker_id] = WorkerModel(prior)
             self._curves[worker_id] = prior
+
+    def curves_for(self, view: LoadView) -> Mapping[str, Curve]:
+        """Curves of the view's workers; one first seen starts from its pool's prior."""
+        workers = self._workers
+        for worker in view.workers:
+            if worker.worker_id not in workers:
+                prior = self._priors.get(worker.pool)
+                if prior is not None:
+                    self.add_worker(worker.worker_id, prior)
+        if len(workers) > len(view.workers):
+            # Workers that left the fleet (discovery, scale-down): bounded memory.
+            present = {worker.worker_id for worker in view.workers}
+            for worker_id in [w for w in workers if w not in present]:
+                self.remove_worker(worker_id)
+        return self.curves()
 
     def remove_worker(self, worker_id: str) -> None:
         self._workers.pop(worker_id, None)
@@ -142,17 +145,19 @@ class PerformanceModel:
             model.dirty = True
 
     # --- learning ---------------------------------------------------------------------
-    def observe(self, observation: StreamObservation) -> None:
-        if not self.settings.enabled:
+    def on_stream_done(self, observation: StreamObservation) -> None:
+        """Learn from a completed stream; cut, retried or abandoned ones could mislead."""
+        if not self.settings.enabled or observation.outcome is not StreamOutcome.COMPLETED:
             return
         model = self._workers.get(observation.worker_id)
         if model is None:
             return
         now = self._clock()
         prior = model.prior
-        if observation.ttfp_s is not None and observation.dispatch_load >= 1:
-            load = min(observation.dispatch_load, prior.max_load)
-            self._add(model.ttfp, load, observation.ttfp_s / prior.ttfp(observation.dispatch_load), 1.0, now)
+        dispatch_load = observation.load_at_dispatch
+        if observation.ttfp_s is not None and dispatch_load >= 1:
+            load = min(dispatch_load, prior.max_load)
+            self._add(model.ttfp, load, observation.ttfp_s / prior.ttfp(dispatch_load), 1.0, now)
         for sample in observation.pace:
             if sample.frames <= 0 or sample.load < 1 or sample.seconds <= 0:
                 continue

@@ -9,9 +9,11 @@ factor elsewhere: exactly what the online correction in ``performance`` learns f
 
 from __future__ import annotations
 
-from gateway.deploy_profile import DeployProfile
+from gateway.config import GatewayConfig
+from gateway.deploy_profile import DeployProfile, load_deploy_profile
 from gateway.emulator.timing import StepModel, TimingParams
 from gateway.routing.curves import Curve
+from gateway.types import PoolName
 
 # What an average request looks like to the prior: ~8 s of audio, ~110 prompt tokens.
 TYPICAL_FRAMES = 200
@@ -59,3 +61,12 @@ def _running_max(values: list[float]) -> list[float]:
     for value in values:
         out.append(max(value, out[-1]) if out else value)
     return out
+
+
+def pool_priors(config: GatewayConfig) -> dict[PoolName, Curve]:
+    """Each pool's prior, from its deploy profile with the pool's stage overrides."""
+    priors = {}
+    for name, pool in config.pools.items():
+        profile = load_deploy_profile(pool.profile, pool.launch.stage_overrides if pool.launch else None)
+        priors[name] = prior_curve(profile)
+    return priors

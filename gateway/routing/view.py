@@ -7,12 +7,31 @@ the policy sees through this one function, so they cannot disagree about it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gateway.config import RoutingThresholds
 from gateway.routing.curves import Curve
 from gateway.routing.model import LoadView, WorkerLoad
+from gateway.routing.performance import PerformanceModel
+
+
+class RoutingSnapshot:
+    """``() -> LoadView`` for admission: the fleet's loads with curves and caps attached."""
+
+    def __init__(
+        self,
+        loads: Callable[[], LoadView],
+        performance: PerformanceModel,
+        thresholds: Callable[[], RoutingThresholds],
+    ) -> None:
+        self._loads = loads
+        self._performance = performance
+        self._thresholds = thresholds
+
+    def __call__(self) -> LoadView:
+        loads = self._loads()
+        return routing_view(loads, self._performance.curves_for(loads), self._thresholds())
 
 
 def routing_view(loads: LoadView, curves: Mapping[str, Curve], thresholds: RoutingThresholds) -> LoadView:

@@ -22,14 +22,14 @@ from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine, EngineRequest
 from gateway.emulator.timing import StepModel, TimingParams
+from gateway.observations import PCM_BYTES_PER_FRAME, PaceMeter, StreamObservation
 from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.routing.capacity import default_slots
 from gateway.routing.model import LoadView, RequestInfo, WorkerLoad
-from gateway.routing.pace import PCM_BYTES_PER_FRAME, PaceTracker
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve
-from gateway.routing.view import routing_view
+from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, SlaClass
 
 
@@ -83,24 +83,23 @@ class SimGateway:
         self._loop = asyncio.get_running_loop()
         self.thresholds = thresholds or RoutingThresholds()
         self.workers: dict[str, SimWorker] = {}
-        self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time)
         for index, plan in enumerate(plans):
             worker = SimWorker(f"{plan.pool.value}-{index}", plan, self._loop)
             self.workers[worker.worker_id] = worker
-            self.performance.add_worker(worker.worker_id, prior_curve(worker.profile))
+        priors = {w.pool: prior_curve(w.profile) for w in self.workers.values()}
+        self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors)
         self.admission = Admission(
             admission or AdmissionConfig(),
             create_policy(policy) if isinstance(policy, str) else policy,
             thresholds=lambda: self.thresholds,
-            snapshot=self.snapshot,
+            snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
             clock=self._loop.time,
         )
 
-    def snapshot(self) -> LoadView:
-        loads = LoadView(tuple(
+    def loads(self) -> LoadView:
+        return LoadView(tuple(
             WorkerLoad(w.worker_id, w.pool, True, w.inflight, None, w.slots) for w in self.workers.values()
         ))  # fmt: skip
-        return routing_view(loads, self.performance.curves(), self.thresholds)
 
     async def speak(self, spec: RequestSpec, phase_start: float) -> RequestResult:
         now = self._loop.time
@@ -118,7 +117,8 @@ class SimGateway:
         worker = self.workers[decision.worker_id or ""]
         worker.inflight += 1  # the lease, taken before the next await as admission requires
         engine_request = worker.request(spec.text)
-        tracker = PaceTracker(worker.worker_id, worker.inflight, now())
+        dispatch_load, dispatched_at = worker.inflight, now()
+        pace = PaceMeter(now, lambda: worker.inflight)  # what the relay measures, the same way
         try:
             events = worker.driver.submit(engine_request)
             result.status, result.pool = 200, worker.pool.value
@@ -126,7 +126,7 @@ class SimGateway:
                 event = await events.get()
                 size = event.frames * PCM_BYTES_PER_FRAME
                 at = now()
-                tracker.on_bytes(at, size, worker.inflight)
+                pace.add(size)
                 if result.ttfp_s is None:
                     result.ttfp_s = at - sent
                 result.chunks.append((at - sent, size))
@@ -137,7 +137,11 @@ class SimGateway:
             worker.driver.release(engine_request)
             worker.inflight -= 1
             self.admission.capacity_changed()
-        self.performance.observe(tracker.observation())
+        ttfp = None if pace.first_at is None else pace.first_at - dispatched_at
+        self.performance.on_stream_done(StreamObservation(
+            worker.worker_id, worker.pool, dispatch_load, ttfp, tuple(pace.samples), bytes=pace.bytes,
+            predicted_ttfp_s=decision.predicted_ttfp_s, predicted_rtf=decision.predicted_rtf,
+        ))  # fmt: skip
         result.e2e_s = now() - sent
         result.underrun_s = worst_underrun(result.chunks)
         result.chunks = []

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
-from gateway.observations import FULL_CHUNK_BYTES, StreamObservation, StreamOutcome
+from gateway.observations import PaceMeter, StreamObservation, StreamOutcome
 from gateway.pools.fleet import Fleet
 from gateway.pools.lease import Lease
 from gateway.pools.worker import Worker
@@ -56,9 +56,8 @@ class OpenStream:
     """
 
     __slots__ = (
-        "lease", "decision", "attempts", "response", "first_chunk", "rest", "_observer", "_clock",
-        "load_at_dispatch", "dispatched_at", "first_chunk_at", "chunks", "bytes", "full_chunks",
-        "first_full_at", "last_full_at", "_closed",
+        "lease", "decision", "attempts", "response", "first_chunk", "rest", "_observer",
+        "load_at_dispatch", "dispatched_at", "pace", "_closed",
     )  # fmt: skip
 
     def __init__(self, lease: Lease, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
@@ -69,15 +68,10 @@ class OpenStream:
         self.first_chunk = b""
         self.rest: AsyncIterator[bytes] | None = None
         self._observer = observer
-        self._clock = clock
-        self.load_at_dispatch = lease.worker.inflight  # our lease included
+        worker = lease.worker
+        self.load_at_dispatch = worker.inflight  # our lease included
         self.dispatched_at = clock()
-        self.first_chunk_at: float | None = None
-        self.chunks = 0
-        self.bytes = 0
-        self.full_chunks = 0
-        self.first_full_at = 0.0
-        self.last_full_at = 0.0
+        self.pace = PaceMeter(clock, lambda: worker.inflight)
         self._closed = False
 
     @property
@@ -85,16 +79,8 @@ class OpenStream:
         return self.lease.worker
 
     def received(self, chunk: bytes) -> None:
-        """Count one upstream chunk (hot path: one clock read per full chunk, none otherwise)."""
-        size = len(chunk)
-        self.chunks += 1
-        self.bytes += size
-        if size == FULL_CHUNK_BYTES:
-            now = self._clock()
-            if not self.full_chunks:
-                self.first_full_at = now
-            self.last_full_at = now
-            self.full_chunks += 1
+        """Count one upstream chunk (hot path: one clock read per second of audio)."""
+        self.pace.add(len(chunk))
 
     async def close(self, outcome: StreamOutcome) -> None:
         """Release the worker slot, report the attempt and drop the upstream connection; once."""
@@ -102,19 +88,18 @@ class OpenStream:
             return
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
-        worker = self.lease.worker
+        worker, pace, decision = self.lease.worker, self.pace, self.decision
         self._observer.stream_done(
             StreamObservation(
                 worker_id=worker.worker_id,
                 pool=worker.pool,
                 load_at_dispatch=self.load_at_dispatch,
-                dispatched_at=self.dispatched_at,
-                ttfp_s=None if self.first_chunk_at is None else self.first_chunk_at - self.dispatched_at,
-                chunks=self.chunks,
-                bytes=self.bytes,
-                full_chunks=self.full_chunks,
-                full_chunk_span_s=self.last_full_at - self.first_full_at,
+                ttfp_s=None if pace.first_at is None else pace.first_at - self.dispatched_at,
+                pace=tuple(pace.samples),
                 outcome=outcome,
+                bytes=pace.bytes,
+                predicted_ttfp_s=decision.predicted_ttfp_s,
+                predicted_rtf=decision.predicted_rtf,
             )
         )
         if self.response is not None:
@@ -225,7 +210,6 @@ class Relay:
             # Silence before the first byte is a first-byte timeout, whoever noticed it.
             kind = UpstreamErrorKind.FIRST_BYTE_TIMEOUT if exc.kind is UpstreamErrorKind.READ_TIMEOUT else exc.kind
             raise _AttemptFailed(_Failure(kind, exc.detail, True, True)) from exc
-        stream.first_chunk_at = self._clock()
         stream.first_chunk = first
         stream.rest = rest
         stream.received(first)

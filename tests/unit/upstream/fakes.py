@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.routing.performance import PerformanceModel
+from gateway.routing.prior import pool_priors
+from gateway.routing.view import RoutingSnapshot
 from gateway.config import load_config
 from gateway.observations import StreamObservation
 from gateway.pools.fleet import Fleet, pool_specs
@@ -112,7 +115,7 @@ def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str,
         config.admission,
         create_policy("adaptive"),
         thresholds=lambda: config.routing.thresholds,
-        snapshot=fleet.snapshot,
+        snapshot=RoutingSnapshot(fleet.snapshot, PerformanceModel(priors=pool_priors(config)), lambda: config.routing.thresholds),
         clock=lambda: 100.0,
     )
     fleet.on_capacity_change(admission.capacity_changed)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.observations import FULL_CHUNK_BYTES, StreamOutcome
+from gateway.observations import StreamOutcome
 from gateway.routing.model import Action, Decision, RequestInfo
 from gateway.types import PoolName, SlaClass
 from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
@@ -45,7 +45,7 @@ async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> 
     await stream.close(StreamOutcome.COMPLETED)  # idempotent
     assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
     [seen] = observer.streams
-    assert (seen.worker_id, seen.load_at_dispatch, seen.chunks, seen.bytes) == ("ll-0", 1, 2, 2 * len(AUDIO))
+    assert (seen.worker_id, seen.load_at_dispatch, seen.bytes) == ("ll-0", 1, 2 * len(AUDIO))
     assert seen.outcome is StreamOutcome.COMPLETED and seen.ttfp_s is not None
 
 
@@ -162,14 +162,17 @@ async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_p
     assert fleet.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
 
 
-async def test_full_chunks_are_summarised_for_the_performance_model(tmp_path: Path) -> None:
-    full = b"\x00" * FULL_CHUNK_BYTES
-    relay, _, observer, _ = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [full, full, b"\x00" * 10, full])]})
+async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: Path) -> None:
+    second = b"\x00" * 48000  # 25 frames: one second of audio, 25 decode steps
+    chunks = [b"\x00" * 1920, second[:30000], second[30000:], second, b"\x00" * 10]
+    relay, _, observer, _ = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
     stream = await relay.open(TO_LL0, INFO, PAYLOAD)
     assert stream.rest is not None
     async for chunk in stream.rest:
         stream.received(chunk)
     await stream.close(StreamOutcome.COMPLETED)
     [seen] = observer.streams
-    assert (seen.chunks, seen.full_chunks, seen.bytes) == (4, 3, 3 * FULL_CHUNK_BYTES + 10)
-    assert seen.full_chunk_span_s >= 0.0
+    assert seen.bytes == 1920 + 2 * 48000 + 10 and seen.ttfp_s is not None
+    # One sample per second of audio, whatever the read sizes, tagged with our load there.
+    assert [(s.load, s.frames) for s in seen.pace] == [(1, 25), (1, 25)]
+    assert (seen.outcome, seen.load_at_dispatch) == (StreamOutcome.COMPLETED, 1)
