@@ -30,6 +30,7 @@ Pure: no I/O, no clock. Curves, loads and caps come in through the ``LoadView``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gateway.config import RoutingThresholds
 from gateway.routing import reasons
@@ -39,6 +40,7 @@ from gateway.routing.outcomes import reject, wait
 from gateway.types import PoolName, SlaClass
 
 LL = PoolName.LOW_LATENCY
+HT = PoolName.HIGH_THROUGHPUT
 
 # Without an explicit ceiling, latency-grade means at most this much slower than the best
 # idle low-latency worker: what `throughput` requests must leave to `latency` ones.
@@ -62,6 +64,8 @@ class AdaptivePolicy:
             decision = _balanced(workers, thresholds, frames)
         else:
             decision = _throughput(workers, thresholds, latency_rtf_ceiling(thresholds, workers))
+        if decision.action is Action.ROUTE:
+            decision = _degraded_reason(decision, workers)
         return decision, state
 
 
@@ -185,6 +189,16 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
         return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
     curve, load = best.curve, best.load
     return _route(best, reasons.MOST_THROUGHPUT, curve.ttfp_s[load], curve.rtf_s[load])  # type: ignore[union-attr]
+
+
+def _degraded_reason(decision: Decision, workers: list[WorkerLoad]) -> Decision:
+    """With a whole pool gone, say so: the reason operators alert on, whatever the class."""
+    pools = {w.pool for w in workers}
+    if LL not in pools:
+        return replace(decision, reason=reasons.NO_LL_WORKERS)
+    if HT not in pools and decision.reason in (reasons.FASTEST_FINISH, reasons.MOST_THROUGHPUT):
+        return replace(decision, reason=reasons.NO_HT_WORKERS)
+    return decision
 
 
 def _route(worker: WorkerLoad, reason: str, ttfp_s: float, rtf: float) -> Decision:

@@ -68,7 +68,7 @@ def test_throughput_leaves_latency_grade_room_on_low_latency() -> None:
 
 def test_throughput_goes_where_it_adds_the_most_audio_per_second() -> None:
     busy, idle = ht("ht-busy", load=48), ht("ht-idle", load=2)
-    decision = decide(req("throughput"), busy, idle)
+    decision = decide(req("throughput"), ll(load=16), busy, idle)
     assert (decision.worker_id, decision.reason) == ("ht-idle", r.MOST_THROUGHPUT)
     # An idle low-latency worker adds the most (its step is fastest) and has room to spare.
     assert decide(req("throughput"), ll(load=0), ht(load=0)).pool == LL
@@ -82,9 +82,16 @@ def test_latency_waits_for_low_latency_then_spills() -> None:
     assert (spilled.action, spilled.pool, spilled.reason) == (Action.ROUTE, HT, r.SPILL_LL_FULL)
 
 
-def test_without_low_latency_workers_latency_goes_to_high_throughput_at_once() -> None:
-    decision = decide(req("latency"), ll(routable=False), ht())
-    assert (decision.pool, decision.reason) == (HT, r.NO_LL_WORKERS)
+def test_without_low_latency_workers_every_class_says_so() -> None:
+    for sla in ("latency", "balanced", "throughput"):
+        decision = decide(req(sla), ll(routable=False), ht())
+        assert (decision.action, decision.pool, decision.reason) == (Action.ROUTE, HT, r.NO_LL_WORKERS), sla
+
+
+def test_without_high_throughput_workers_balanced_and_throughput_say_so() -> None:
+    for sla in ("balanced", "throughput"):
+        decision = decide(req(sla), ll(), ht(routable=False))
+        assert (decision.pool, decision.reason) == (LL, r.NO_HT_WORKERS), sla
 
 
 def test_no_routable_worker_is_a_reject() -> None:
