@@ -34,7 +34,8 @@ def _series(document: dict[str, Any], metric: str, stat: str, scale: float = 1.0
 
 def _units(documents: Sequence[dict[str, Any]]) -> str:
     scales = {document.get("time_scale", 1.0) for document in documents}
-    return "modelled (H200-equivalent)" if scales != {1.0} else "wall clock"
+    simulated = all(document.get("notes", {}).get("simulated") for document in documents)
+    return "modelled (H200-equivalent)" if scales != {1.0} or simulated else "wall clock"
 
 
 def plot_sweeps(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str = "") -> list[Path]:
