@@ -97,7 +97,13 @@ class Gateway:
         self.transport = create_transport(config.upstream)
         self.relay = Relay(self.transport, self.fleet, config.upstream, _RelayMetrics(self.metrics))
         self.health = HealthChecker(self.fleet, self.control_client, config.health, clock=clock)
-        self.load_reports = LoadReporter(self.fleet, self.control_client, config.load_reports, clock=clock)
+        self.load_reports = LoadReporter(
+            self.fleet,
+            self.control_client,
+            config.load_reports,
+            clock=clock,
+            on_untracked=lambda worker: self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc(),
+        )
         self.metrics.set_snapshot_provider(self.fleet_snapshot)
 
         self._aliases = {config.models.served_model_name, *config.models.aliases}

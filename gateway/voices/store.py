@@ -30,6 +30,8 @@ from typing import Any
 from gateway.config import VoicesConfig
 from gateway.voices.errors import VoiceError
 from gateway.voices.names import DEFAULT_VOICE, is_valid_name, name_key, validate_name
+from gateway.types import SAMPLE_RATE
+from gateway.voices.normalise import WAV_EXT, WAV_MIME, normalised_wav
 from gateway.voices.probe import FORMATS_BY_EXT, validate_reference_audio
 
 log = logging.getLogger(__name__)
@@ -216,25 +218,29 @@ class VoiceStore:
                 param="audio_sample",
             )
         self._raise_if_exists(name)  # before decoding: cheap refusal of a duplicate
+        self._raise_if_full()
         info = validate_reference_audio(audio, self.config.min_duration_s, self.config.max_duration_s)
+        # Workers get (and the store keeps) the clip every one of them can read, whatever came in.
+        audio = normalised_wav(audio, info.format, self.config.max_duration_s)
         voice = Voice(
             name=name,
             created_at=int(self._clock()),
-            mime_type=info.format.mime,
-            ext=info.format.ext,
+            mime_type=WAV_MIME,
+            ext=WAV_EXT,
             file_size=len(audio),
             duration_s=info.duration_s,
-            sample_rate=info.sample_rate,
-            channels=info.channels,
+            sample_rate=SAMPLE_RATE,
+            channels=1,
             consent=consent_value,
             ref_text=ref_text_value,
             speaker_description=description,
         )
         with self._lock:
             self._raise_if_exists(name)
+            self._raise_if_full()
             self._write(voice, audio)
             self._cache = None
-        log.info("voice registered: %s (%s, %.2f s)", voice.name, voice.mime_type, voice.duration_s)
+        log.info("voice registered: %s (%s uploaded, %.2f s)", voice.name, info.format.name, voice.duration_s)
         return voice
 
     def delete(self, name: str) -> Voice | None:
@@ -264,6 +270,16 @@ class VoiceStore:
                 f"A voice named {existing.name!r} already exists; delete it first to replace it.",
                 status=409,
                 code="voice_exists",
+                param="name",
+            )
+
+    def _raise_if_full(self) -> None:
+        # Every voice goes to every worker, and a worker holds at most SPEAKER_MAX_UPLOADED.
+        limit = self.config.max_voices
+        if len(self._index()) >= limit:
+            raise VoiceError(
+                f"{limit} voices are registered, the most a worker holds; delete one before adding another.",
+                code="too_many_voices",
                 param="name",
             )
 
