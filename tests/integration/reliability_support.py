@@ -182,7 +182,7 @@ def worker_counters(worker_url: str) -> dict[str, float]:
     text = httpx.get(f"{worker_url}/metrics", timeout=10).text
     load = int(httpx.get(f"{worker_url}/load", timeout=10).json()["server_load"])
     return {
-        "success": metric(text, "vllm_omni:requests_success_total"),
+        "success": metric(text, "vllm_omni:requests_success_total", finished_reason="stop"),
         "failed": metric(text, "vllm_omni:requests_failed_total"),
         "aborted": metric(text, "vllm_omni:speech_stream_aborted_total"),
         "completed_streams": metric(text, "vllm_omni:speech_stream_completed_total"),

@@ -80,7 +80,7 @@ def test_disconnects_free_running_and_waiting_slots(real_time_worker: Worker) ->
         assert len(first) == 1920
     # All three clients are gone: slots, queue and load are back to zero at once.
     assert wait_for(lambda: worker.load() == 0 and worker.running_waiting() == (0.0, 0.0), timeout=8.0)
-    aborted = metric(worker.metrics(), "vllm_omni:speech_stream_aborted_total", f'model_name="{MODEL}",reason="client_disconnect"')
+    aborted = metric(worker.metrics(), "vllm_omni:speech_stream_aborted_total", f'model_name="{MODEL}",reason="cancelled"')
     assert aborted == 3
 
 
