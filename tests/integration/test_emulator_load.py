@@ -74,8 +74,8 @@ def test_disconnects_free_running_and_waiting_slots(real_time_worker: Worker) ->
         assert wait_for(lambda: worker.running_waiting() == (2.0, 1.0)), worker.running_waiting()
         assert worker.load() == 3
         text = worker.metrics()
-        assert metric(text, "vllm:num_requests_running", 'replica="0",stage="0"') == 2
-        assert metric(text, "vllm:num_requests_waiting", 'replica="0",stage="0"') == 1
+        assert metric(text, "vllm:num_requests_running", f'model_name="{MODEL}",replica="0",stage="0"') == 2
+        assert metric(text, "vllm:num_requests_waiting", f'model_name="{MODEL}",replica="0",stage="0"') == 1
         first = next(responses[0].iter_raw())
         assert len(first) == 1920
     # All three clients are gone: slots, queue and load are back to zero at once.
