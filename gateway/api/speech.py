@@ -204,7 +204,8 @@ async def _relay_body(
         exchange.gateway.stream_failed(stream, kind, str(exc) or kind)
         if not sse:
             raise StreamCut(kind) from exc
-        yield sse_error("The worker failed mid-stream; the audio is incomplete.", code="upstream_error")
+        partial = exchange.ttfp_s is not None  # some audio already reached the client
+        yield sse_error("The worker failed mid-stream; the audio is incomplete.", code="upstream_error", partial_audio=partial)
     finally:
         encoder.close()
         await stream.close()
