@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +163,7 @@ class VoiceStore:
         self._cache_mtime: int | None = None
         self.root.mkdir(parents=True, exist_ok=True)
         self._sweep_leftovers()
+        self._upgrade_to_wav()
 
     @classmethod
     def in_data_dir(cls, data_dir: Path, config: VoicesConfig | None = None) -> VoiceStore:
@@ -350,6 +351,42 @@ class VoiceStore:
             log.warning("ignoring unreadable voice directory %s: %s", directory.name, exc)
             return None
         return voice
+
+    def _upgrade_to_wav(self) -> None:
+        """Rewrite voices stored before uploads were normalised (``audio.webm``, ``.m4a``...)
+        as WAV once: a worker decodes samples with soundfile, which may not read them.
+
+        The new ``audio.wav`` is written beside the old file, then ``meta.json`` is replaced
+        in one step: a crash leaves the old voice or the new one, never neither. The root's
+        mtime is bumped so other replicas re-read the index."""
+        upgraded = 0
+        for voice in self.list():
+            if voice.ext == WAV_EXT:
+                continue
+            directory = self.root / voice.name
+            try:
+                fmt = FORMATS_BY_EXT[voice.ext]
+                audio = normalised_wav(self.read_audio(voice), fmt, self.config.max_duration_s)
+                wav = replace(
+                    voice, mime_type=WAV_MIME, ext=WAV_EXT, file_size=len(audio), sample_rate=SAMPLE_RATE, channels=1
+                )
+                with self._lock:
+                    (directory / wav.filename).unlink(missing_ok=True)  # a leftover of a crashed upgrade
+                    _write_synced(directory / wav.filename, audio)
+                    staged_meta = directory / f"{STAGING_PREFIX}{META_FILE}"
+                    staged_meta.unlink(missing_ok=True)
+                    _write_synced(staged_meta, json.dumps(wav.to_meta(), indent=2).encode())
+                    os.replace(staged_meta, directory / META_FILE)
+                    _fsync_dir(directory)
+                    (directory / voice.filename).unlink(missing_ok=True)
+                    self._cache = None
+            except (OSError, VoiceError) as exc:
+                log.warning("voice %s stays %s: cannot convert it to WAV: %s", voice.name, voice.ext, exc)
+                continue
+            upgraded += 1
+        if upgraded:
+            os.utime(self.root)  # the index is keyed on the root's mtime
+            log.info("converted %d stored voice(s) to 24 kHz mono WAV for the workers", upgraded)
 
     def _sweep_leftovers(self) -> None:
         now = time.time()

@@ -187,3 +187,22 @@ def test_a_second_store_on_the_same_directory_sees_changes(tmp_path):
     assert b.get("shared") == voice
     a.delete("shared")
     assert b.get("shared") is None
+
+
+def test_a_voice_stored_in_its_upload_container_is_converted_to_wav_at_start(tmp_path):
+    # Stored by an earlier version that kept the browser's WebM: no worker could read it.
+    directory = tmp_path / "voices" / "Legacy"
+    directory.mkdir(parents=True)
+    webm = encoded("webm", 2.0)
+    (directory / "audio.webm").write_bytes(webm)
+    meta = {
+        "name": "Legacy", "created_at": 1, "mime_type": "audio/webm", "ext": "webm", "file_size": len(webm),
+        "duration_s": 2.0, "sample_rate": 48000, "channels": 1, "consent": "yes", "ref_text": None,
+        "speaker_description": None,
+    }  # fmt: skip
+    (directory / "meta.json").write_text(json.dumps(meta))
+    voice = VoiceStore.in_data_dir(tmp_path).get("legacy")
+    assert voice is not None and (voice.ext, voice.mime_type, voice.sample_rate) == ("wav", "audio/wav", 24_000)
+    assert sorted(p.name for p in directory.iterdir()) == ["audio.wav", "meta.json"]
+    assert (directory / "audio.wav").read_bytes()[:4] == b"RIFF"
+    assert VoiceStore.in_data_dir(tmp_path).get("legacy") == voice  # idempotent
