@@ -380,11 +380,9 @@ def workers() -> Dashboard:
         [Q(ok, "{{pool}} {{instance}}")], unit="reqps", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(
-        "Failed requests", "Requests per second per worker that ended without their audio (finished_reason=\"abort\"), "
-        "by the reason in vllm_omni:requests_failed_total.",
-        [Q(failed, "{{pool}} {{instance}}"),
-         Q(f"sum by ({by}, reason) (rate(vllm_omni:requests_failed_total{w}[{RATE}]))", "{{pool}} {{instance}} {{reason}}")],
-        unit="reqps", width=8,
+        "Failed requests", "Requests per second per worker that ended without their audio (finished_reason=\"abort\"); "
+        "vllm_omni:requests_failed_total{reason} says why (client_abort, client_disconnect, stage_error, unknown).",
+        [Q(failed, "{{pool}} {{instance}}")], unit="reqps", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(
         "Failure ratio", "Failed / (failed + successful) per worker.",

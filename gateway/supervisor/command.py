@@ -95,8 +95,9 @@ def worker_speaker_dir(speakers_root: Path, worker_id: str) -> Path:
 
 def with_load_tracking(argv: list[str]) -> list[str]:
     """The worker's /load only counts requests with --enable-server-load-tracking (else it
-    answers 0 forever): add the flag to a command template that forgot it."""
-    if LOAD_TRACKING_FLAG in argv:
+    answers 0 forever): add the flag to a vllm-omni command line (``--omni``) that forgot
+    it. Any other command (a wrapper script, a test stub) is left as written."""
+    if LOAD_TRACKING_FLAG in argv or "--omni" not in argv:
         return argv
     return [*argv, LOAD_TRACKING_FLAG]
 

@@ -40,7 +40,8 @@ def expected_pcm_bytes(text: str) -> int:
     two together against a live worker so a change in the emulator cannot go unnoticed.
     """
     frames = max(1, math.ceil(len(text.strip()) / CHARS_PER_SECOND * FRAMES_PER_SECOND))
-    frames = max(1, min(frames, STAGE0_MAX_TOKENS - CODEBOOK_DELAY_STEPS))
+    # Every clip also costs the codebook delay and one trimmed residual frame in tokens.
+    frames = max(1, min(frames, STAGE0_MAX_TOKENS - CODEBOOK_DELAY_STEPS - 1))
     return frames * BYTES_PER_FRAME
 
 

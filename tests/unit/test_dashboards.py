@@ -29,8 +29,7 @@ WORKER_SERIES = (
     "vllm_omni:num_requests_waiting",
     "vllm_omni:audio_ttfp_s_bucket",
     "vllm_omni:audio_rtf_bucket",
-    "vllm_omni:requests_success_total",
-    "vllm_omni:requests_failed_total",
+    "vllm_omni:requests_success_total",  # finished_reason="abort" is the failure count
 )
 
 

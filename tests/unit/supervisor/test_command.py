@@ -92,3 +92,8 @@ def test_load_tracking_is_added_to_a_command_that_forgot_it(tmp_path: Path) -> N
     command = [c for c in VLLM_OMNI_COMMAND if c != "--enable-server-load-tracking"]
     (spec, _) = specs(tmp_path, command=command)
     assert spec.argv.count("--enable-server-load-tracking") == 1
+
+
+def test_a_command_that_is_not_a_vllm_omni_worker_is_left_alone(tmp_path: Path) -> None:
+    (spec, _) = specs(tmp_path, command=["sleep", "1000"])
+    assert spec.argv == ("sleep", "1000")
