@@ -369,14 +369,19 @@ def workers() -> Dashboard:
         width=24,
     ))  # fmt: skip
     d = d.with_row(Row("Outcomes"))
-    ok = f"sum by ({by}) (rate(vllm_omni:requests_success_total{w}[{RATE}]))"
-    failed = f"(sum by ({by}) (rate(vllm_omni:requests_failed_total{w}[{RATE}])) or 0 * {ok})"
+    # vllm_omni:requests_success_total counts every finished request by finished_reason, the
+    # failed ones as "abort" (vllm-omni 0.30.0 metrics/prometheus.py: request_failed).
+    completed = m(POOL, INST, 'finished_reason!="abort"')
+    aborted = m(POOL, INST, 'finished_reason="abort"')
+    ok = f"sum by ({by}) (rate(vllm_omni:requests_success_total{completed}[{RATE}]))"
+    failed = f"(sum by ({by}) (rate(vllm_omni:requests_success_total{aborted}[{RATE}])) or 0 * {ok})"
     d = d.with_panel(ts(
-        "Completed requests", "Successful requests per second per worker.",
+        "Completed requests", "Requests per second per worker that finished with audio (finished_reason stop or length).",
         [Q(ok, "{{pool}} {{instance}}")], unit="reqps", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(
-        "Failed requests", "Failed requests per second per worker.",
+        "Failed requests", "Requests per second per worker that ended without their audio (finished_reason=\"abort\"); "
+        "vllm_omni:requests_failed_total{reason} says why (client_abort, client_disconnect, stage_error, unknown).",
         [Q(failed, "{{pool}} {{instance}}")], unit="reqps", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(

@@ -202,7 +202,9 @@ def create_app(
     )
     fleet.set_prepare_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
     health_checker = HealthChecker(fleet, control_client, config.health, clock=clock)
-    load_reporter = LoadReporter(fleet, control_client, config.load_reports, clock=clock)
+    load_reporter = LoadReporter(
+        fleet, control_client, config.load_reports, clock=clock, on_untracked=recorder.load_tracking_fallback
+    )
     replicas = ReplicaSync(routing, drains, fleet, voice_registry, clock)
     # Supervised pools: profiles are checked here, so a bad one stops the start-up.
     supervisors = build_supervisors(config, fleet, is_ready=fleet.has_answered)

@@ -258,6 +258,12 @@ class GatewayMetrics:
             "(quantity: ttfp or rtf; 1.0 = exact).",
             ["pool", "quantity"], buckets=PREDICTION_RATIO_BUCKETS, registry=r,
         )  # fmt: skip
+        self.load_tracking_fallbacks = Counter(
+            PREFIX + "load_tracking_fallbacks",
+            "Workers whose /load never counted (no --enable-server-load-tracking); their load is read from /metrics.",
+            ["pool"],
+            registry=r,
+        )
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 
@@ -268,6 +274,8 @@ class GatewayMetrics:
             ProcessCollector(registry=r)
 
         # Known label sets start at 0 so rates and ratios exist before the first event.
+        for pool in pools:
+            self.load_tracking_fallbacks.labels(pool)
         for sla_class in classes:
             self.admission_wait.labels(sla_class)
             for pool in pools:

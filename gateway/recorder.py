@@ -101,6 +101,10 @@ class Recorder:
     def worker_ejected(self, worker: Worker, reason: str) -> None:
         self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
 
+    def load_tracking_fallback(self, worker: Worker) -> None:
+        """A worker's /load never counted: its load is read from /metrics from now on."""
+        self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc()
+
     # ---- the request ------------------------------------------------------------------
     def request_done(self, record: RequestRecord, status: int) -> None:
         duration = time.perf_counter() - record.started

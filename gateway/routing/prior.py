@@ -46,11 +46,14 @@ def prior_curve(
         step = (1.0 - churn) * decode + churn * prefill
         steps.append(step)
         first_chunk = model.initial_chunk_frames if model.streams_early else typical_frames
+        # Decode steps before the first chunk can leave: the codebook delay, the chunk, and
+        # the frames Stage 1 holds back on its right (vllm-omni 0.30.0 async chunking).
+        steps_to_first = delay + first_chunk + (model.holdback_frames if model.streams_early else 0)
         ttfps.append(
             model.overhead_seconds()
             + 0.5 * step  # the step in progress when the request reaches the scheduler
             + prefill
-            + (delay + first_chunk - 1) * step
+            + (steps_to_first - 1) * step
             + model.code2wav_seconds(first_chunk)
         )
     return Curve(tuple(_running_max(steps)), tuple(_running_max(ttfps)))
