@@ -190,7 +190,7 @@ def create_app(
     )
     fleet.on_capacity_change(admission.capacity_changed)
     fleet.on_ejection(recorder.worker_ejected)
-    recorder.watch_fleet(fleet, admission, thresholds, clock)
+    recorder.watch_fleet(fleet, admission, thresholds, clock, performance)
     routing = RoutingControl(thresholds, admission, fleet, performance)
 
     # Voices, worker preparation and the background loops that keep the view true.
