@@ -173,7 +173,8 @@ def create_app(
     drains = DrainStore.in_data_dir(data_dir)
     thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
     # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
-    performance = PerformanceModel(thresholds.current().learning, clock, pool_priors(config))
+    profile_priors = pool_priors(config)
+    performance = PerformanceModel(thresholds.current().learning, clock, profile_priors)
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
@@ -191,7 +192,7 @@ def create_app(
     fleet.on_capacity_change(admission.capacity_changed)
     fleet.on_ejection(recorder.worker_ejected)
     recorder.watch_fleet(fleet, admission, thresholds, clock, performance)
-    routing = RoutingControl(thresholds, admission, fleet, performance)
+    routing = RoutingControl(thresholds, admission, fleet, performance, profile_priors)
 
     # Voices, worker preparation and the background loops that keep the view true.
     voice_targets = (WorkerState.READY, WorkerState.EJECTED)  # answer HTTP; starting ones get a replay

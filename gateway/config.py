@@ -211,10 +211,22 @@ class LearningSettings(Strict):
     neighbourhood: int = Field(3, ge=0, le=16)
 
 
+class MeasuredCurve(Strict):
+    """One pool's curve as ``higgs-gateway tune`` measured it, by per-worker concurrency."""
+
+    # Decode real-time factor of a stream (end-to-end RTF less the TTFP's share).
+    rtf: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    # Median time to first packet, seconds.
+    ttfp_s: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(min_length=1)
+
+
 class RoutingConfig(Strict):
     policy: PolicyName = "adaptive"
     thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    # Curves `tune` measured per pool: the adaptive policy's prior for those pools instead
+    # of the deploy profile's estimate (its shape still fills loads that were not measured).
+    measured: dict[PoolName, MeasuredCurve] = Field(default_factory=dict)
 
 
 DEFAULT_QUEUE_SIZE: dict[str, int] = {"latency": 64, "balanced": 256, "throughput": 512}
