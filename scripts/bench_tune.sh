@@ -10,11 +10,12 @@ LOGS=$(mktemp -d)
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; rm -rf "$LOGS"; }
 trap cleanup EXIT
+# --synthetic-audio: as in every benchmark fleet, the timings never pay for speech synthesis.
 for spec in "low_latency:$LL_PORT" "high_throughput:$HT_PORT"; do
   profile="higgs_multimodal_qwen3_${spec%%:*}.yaml"
   .venv/bin/higgs-gateway emulate bosonai/higgs-audio-v3-tts-4b --omni --trust-remote-code \
     --deploy-config "$profile" --host 127.0.0.1 --port "${spec##*:}" --log-stats \
-    --enable-server-load-tracking --time-scale "$SCALE" --warm --voices-dir "$LOGS/${spec%%:*}" \
+    --enable-server-load-tracking --time-scale "$SCALE" --warm --synthetic-audio --voices-dir "$LOGS/${spec%%:*}" \
     >"$LOGS/${spec%%:*}.log" 2>&1 &
   pids+=($!)
 done

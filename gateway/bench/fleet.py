@@ -63,11 +63,17 @@ class Service:
 
 
 def emulator_command(port: int, profile: str, time_scale: float, extra: Sequence[str] = ()) -> list[str]:
-    """An emulated worker, with the same flags a real ``vllm-omni serve`` takes."""
+    """An emulated worker, with the same flags a real ``vllm-omni serve`` takes.
+
+    ``--synthetic-audio``: benchmark workers send the cheap synthetic signal instead of
+    speaking the text with eSpeak, so no benchmark timing (or the CPU the workers share
+    with the gateway) ever pays for speech synthesis; the timing model is the same.
+    """
     return [
         *GATEWAY_CLI, "emulate", DEFAULT_MODEL, "--omni", "--trust-remote-code",
         "--deploy-config", profile, "--host", "127.0.0.1", "--port", str(port),
-        "--log-stats", "--enable-server-load-tracking", "--time-scale", str(time_scale), *extra,
+        "--log-stats", "--enable-server-load-tracking", "--time-scale", str(time_scale),
+        "--synthetic-audio", *extra,
     ]  # fmt: skip
 
 

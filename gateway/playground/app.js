@@ -57,11 +57,20 @@ function resultCard(title) {
   card.innerHTML = `<h4></h4><dl>
     <dt>pool</dt><dd data-field="pool">…</dd><dt>route reason</dt><dd data-field="reason">…</dd>
     <dt>request id</dt><dd data-field="request-id">…</dd><dt>TTFP</dt><dd data-field="ttfp">…</dd>
-    <dt>RTF</dt><dd data-field="rtf">…</dd><dt>audio</dt><dd data-field="audio">…</dd></dl>
+    <dt>RTF</dt><dd data-field="rtf">…</dd><dt>predicted</dt><dd data-field="predicted">…</dd>
+    <dt>audio</dt><dd data-field="audio">…</dd></dl>
     <div class="state" data-field="state">sending…</div>`;
   card.querySelector("h4").textContent = title;
   const set = (field, value) => { card.querySelector(`[data-field="${field}"]`).textContent = value; };
   return { card, set };
+}
+
+// The adaptive policy's forecast for the pool it chose; other policies predict nothing.
+function predictionText(headers) {
+  const ttfp = headers.get("x-gateway-predicted-ttfp-ms");
+  const rtf = headers.get("x-gateway-predicted-rtf");
+  if (ttfp === null || rtf === null) return "– (policy does not predict)";
+  return `TTFP ${ttfp} ms, RTF ${rtf}`;
 }
 
 function pcmToFloats(bytes) {
@@ -144,6 +153,7 @@ async function speak(sla, view, pan = 0) {
   const pool = response.headers.get("x-gateway-pool") || "–";
   view.set("pool", pool);
   view.set("reason", response.headers.get("x-gateway-route-reason") || "–");
+  view.set("predicted", predictionText(response.headers));
   view.card.classList.add(pool);
   view.card.dataset.pool = pool;
   const reader = response.body.getReader();

@@ -9,6 +9,7 @@ with or without a device.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,7 +73,8 @@ def played_cards(driver: WebDriver, count: int) -> list[dict[str, str]]:
             raise AssertionError(f"page shows an error: {error.text}")
         found = d.execute_script(
             "return [...document.querySelectorAll('.result')].map(c => ({...c.dataset, "
-            "title: c.querySelector('h4').textContent, state: c.querySelector('[data-field=state]').textContent}))"
+            "title: c.querySelector('h4').textContent, state: c.querySelector('[data-field=state]').textContent, "
+            "predicted: c.querySelector('[data-field=predicted]').textContent}))"
         )
         done = [card for card in found if card.get("played") == "true"]
         return done if len(found) == count and len(done) == count else None
@@ -100,6 +102,7 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
     assert card["pool"] in ("low_latency", "high_throughput")
     assert float(card["ttfpMs"]) > 0 and float(card["audioSeconds"]) > 1.0
     assert card["state"].startswith("played") and card["pool"] in card["state"]
+    assert re.fullmatch(r"TTFP \d+ ms, RTF \d+\.\d{3}", card["predicted"])  # the adaptive policy's forecast
 
     clip = tmp_path / "reference.wav"
     clip.write_bytes(reference_wav(2.5))
