@@ -41,6 +41,7 @@ from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.errors import AuthError
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.state.shared import SharedState, create_backend
 from gateway.supervisor.setup import build_supervisors
 from gateway.supervisor.warmup import batch_sizes_for, warm_up
 from gateway.types import SLA_CLASS_HEADER, PoolName, SlaClass, WorkerState
@@ -101,10 +102,21 @@ class Gateway:
         self.metrics.set_snapshot_provider(self.fleet_snapshot)
 
         self._aliases = {config.models.served_model_name, *config.models.aliases}
-        self.api_keys = ApiKeyAuth(config.auth)
+        self.voices = VoiceRegistry(VoiceStore.in_data_dir(data_dir, config.voices), self.control_client, self._voice_targets)
+        # Routing overrides, drains, voices and key limits shared with other replicas.
+        self.shared = SharedState(
+            config.state,
+            create_backend(config.state),
+            thresholds=self.thresholds,
+            fleet=self.fleet,
+            admission=self.admission,
+            voices=self.voices.store,
+            voices_changed=self.voices.replay_all_later,
+            registry=self.metrics.registry,
+        )
+        self.api_keys = ApiKeyAuth(config.auth, limiter=self.shared.rate_limiter)
         self.admin_auth = AdminAuth(config.auth)
         self.ref_audio = RefAudioPolicy(config.auth)
-        self.voices = VoiceRegistry(VoiceStore.in_data_dir(data_dir, config.voices), self.control_client, self._voice_targets)
         self.fleet.set_prepare_hook(self.prepare_worker)
         # Supervised pools: profiles are checked here, so a bad one stops the start-up.
         self.supervisors = build_supervisors(config, self.fleet, is_ready=self.fleet.has_answered)
@@ -113,6 +125,7 @@ class Gateway:
 
     # ---- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
+        await self.shared.start()
         for pool, pool_config in self.config.pools.items():
             if pool_config.launch is None:
                 discovery = self._discovery_factory(pool, pool_config, self.fleet)
@@ -139,15 +152,16 @@ class Gateway:
             await supervisor.stop()
         await self.transport.close()
         await self.control_client.aclose()
+        await self.shared.stop()
 
     # ---- request path -------------------------------------------------------------------
-    def check_api_key(self, request: Request, listing: bool = False) -> str | None:
+    async def check_api_key(self, request: Request, listing: bool = False) -> str | None:
         """The key id (a digest prefix) of the request's API key, None when keys are off;
         raises AuthError 401/429 when keys are configured and this request fails them."""
         if listing and self.config.auth.open_listings:
             return None
         try:
-            identity = self.api_keys.check(request.headers.get("authorization"))
+            identity = await self.api_keys.admit(request.headers.get("authorization"))
             return identity.key_id if identity.authenticated else None
         except AuthError as exc:
             if exc.status == 429:
@@ -332,10 +346,10 @@ class Gateway:
             "persisted_at": str(self.thresholds.path),
         }
 
-    def update_routing(self, patch: dict[str, Any]) -> None:
+    async def update_routing(self, patch: dict[str, Any]) -> None:
         before = self.thresholds.current()
         try:
-            after = self.thresholds.update(patch)
+            after = await self.shared.update_routing(patch)
         except ThresholdUpdateError as exc:
             raise bad_request(str(exc), code="invalid_routing_config") from exc
         if after.policy != before.policy:

@@ -41,7 +41,7 @@ async def patch_routing(request: Request) -> dict[str, Any]:
         raise bad_request(f"Body is not valid JSON: {exc}", code="invalid_json") from exc
     if not isinstance(patch, dict):
         raise bad_request("Body must be a JSON object like {\"thresholds\": {...}}.", code="invalid_json")
-    gateway.update_routing(patch)
+    await gateway.update_routing(patch)
     return gateway.routing_status()
 
 
@@ -52,18 +52,18 @@ async def get_pools(request: Request) -> dict[str, Any]:
 
 @router.post("/workers/{worker_id}/drain")
 async def drain(worker_id: str, request: Request) -> dict[str, Any]:
-    return _set_drained(_gateway(request), worker_id, True)
+    return await _set_drained(_gateway(request), worker_id, True)
 
 
 @router.post("/workers/{worker_id}/undrain")
 async def undrain(worker_id: str, request: Request) -> dict[str, Any]:
-    return _set_drained(_gateway(request), worker_id, False)
+    return await _set_drained(_gateway(request), worker_id, False)
 
 
-def _set_drained(gateway: Gateway, worker_id: str, drained: bool) -> dict[str, Any]:
+async def _set_drained(gateway: Gateway, worker_id: str, drained: bool) -> dict[str, Any]:
     if gateway.fleet.get(worker_id) is None:
         raise ApiError(404, f"No worker with id {worker_id!r}; see GET /admin/pools.", param="worker_id", code="worker_not_found")
-    worker = gateway.fleet.set_drained(worker_id, drained)
+    worker = await gateway.shared.set_drained(worker_id, drained)
     return {"id": worker.worker_id, "drained": worker.drained, "inflight": worker.inflight, "state": worker.state.value}
 
 

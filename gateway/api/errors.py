@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from gateway.security.errors import NOT_FOUND_MESSAGE, NOT_FOUND_TYPE, SecurityError
+from gateway.state.errors import StateUnavailable
 from gateway.voices.errors import VoiceError
 
 log = logging.getLogger("higgs_gateway.api")
@@ -78,7 +79,7 @@ def render_error(exc: Exception) -> Response:
     """The envelope response for any exception a request raised (unknown ones: 500)."""
     if isinstance(exc, ApiError):
         return exc.response()
-    if isinstance(exc, (SecurityError, VoiceError)):
+    if isinstance(exc, (SecurityError, VoiceError, StateUnavailable)):
         return Response(orjson.dumps(exc.envelope()), status_code=exc.status, media_type="application/json", headers=exc.headers)
     log.exception("unhandled error", exc_info=exc)
     return ApiError(500, "Internal gateway error.", code="internal_error").response()
@@ -117,6 +118,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
-    for domain_error in (SecurityError, VoiceError):
+    for domain_error in (SecurityError, VoiceError, StateUnavailable):
         app.add_exception_handler(domain_error, on_domain_error)
     app.add_exception_handler(Exception, on_unexpected)

@@ -21,7 +21,7 @@ def _names(gateway: Gateway) -> list[str]:
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict[str, Any]:
     gateway: Gateway = request.app.state.gateway
-    gateway.check_api_key(request, listing=True)
+    await gateway.check_api_key(request, listing=True)
     data = [{"id": name, "object": "model", "created": CREATED, "owned_by": "higgs-gateway"} for name in _names(gateway)]
     return {"object": "list", "data": data}
 
@@ -29,5 +29,5 @@ async def list_models(request: Request) -> dict[str, Any]:
 @router.get("/v1/audio/models")
 async def list_audio_models(request: Request) -> dict[str, Any]:
     gateway: Gateway = request.app.state.gateway
-    gateway.check_api_key(request, listing=True)
+    await gateway.check_api_key(request, listing=True)
     return {"models": [{"id": name} for name in _names(gateway)]}

@@ -131,7 +131,7 @@ async def create_speech(request: Request) -> Response:
 
 
 async def _serve(request: Request, gateway: Gateway, exchange: SpeechExchange) -> Response:
-    exchange.key_id = gateway.check_api_key(request)
+    exchange.key_id = await gateway.check_api_key(request)
     sla = parse_sla_headers(request.headers)
     exchange.sla_class = sla.sla_class
     # Cheap rejection before reading a body: full queue (429) or no worker at all (503).

@@ -23,14 +23,14 @@ router = APIRouter()
 @router.get("/v1/audio/voices")
 async def list_voices(request: Request) -> dict[str, Any]:
     gateway: Gateway = request.app.state.gateway
-    gateway.check_api_key(request, listing=True)
+    await gateway.check_api_key(request, listing=True)
     return gateway.voice_listing()
 
 
 @router.post("/v1/audio/voices")
 async def upload_voice(request: Request) -> dict[str, Any]:
     gateway: Gateway = request.app.state.gateway
-    gateway.check_api_key(request)
+    await gateway.check_api_key(request)
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise ApiError(
@@ -67,6 +67,6 @@ async def upload_voice(request: Request) -> dict[str, Any]:
 @router.delete("/v1/audio/voices/{name}")
 async def delete_voice(name: str, request: Request) -> dict[str, Any]:
     gateway: Gateway = request.app.state.gateway
-    gateway.check_api_key(request)
+    await gateway.check_api_key(request)
     result = await gateway.voices.delete(name)
     return {"success": True, "deleted": result.voice.name, "workers": result.summary()}

@@ -275,6 +275,15 @@ class Fleet:
         self._capacity_changed()
         return worker
 
+    def replace_drained(self, worker_ids: set[str]) -> bool:
+        """Take the drained set from the shared store (another replica drained or
+        undrained a worker); kept locally too. True if any current worker changed."""
+        if worker_ids == self._drained_ids:
+            return False
+        self._drained_ids = set(worker_ids)
+        self._save_drained()
+        return self._apply_drained()
+
     def reload_drained_if_changed(self) -> bool:
         """Follow drains another gateway replica wrote to the shared data directory."""
         try:
@@ -284,6 +293,9 @@ class Fleet:
         if stamp == self._drain_stamp:
             return False
         self._drained_ids = self._load_drained()
+        return self._apply_drained()
+
+    def _apply_drained(self) -> bool:
         changed = False
         for worker in self._workers.values():
             drained = worker.worker_id in self._drained_ids

@@ -90,6 +90,28 @@ class ThresholdStore:
             self._seen = self._stamp()
             return updated
 
+    def validated(self, overrides: dict[str, Any]) -> RoutingConfig:
+        """The config ``overrides`` would give; raises ThresholdUpdateError if invalid."""
+        return self._validated(overrides)
+
+    def replace_overrides(self, overrides: dict[str, Any]) -> bool:
+        """Take the whole overrides document from the shared store (written and validated
+        by another replica), keep a local copy; True if the effective config changed.
+        An override this version cannot use is logged and left out, never applied."""
+        with self._lock:
+            if overrides == self._overrides:
+                return False
+            try:
+                updated = self._validated(overrides)
+            except ThresholdUpdateError as exc:
+                log.error("ignoring unusable shared routing overrides: %s", exc)
+                return False
+            _write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": overrides}, indent=2))
+            before = self._current
+            self._overrides, self._current = copy.deepcopy(overrides), updated
+            self._seen = self._stamp()
+            return updated != before
+
     def reload_if_changed(self) -> bool:
         """Pick up a change another gateway replica wrote to the shared data directory.
 
@@ -187,3 +209,7 @@ def _fsync_directory(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+# The one atomic text write, for the other state files kept beside routing.json.
+write_atomically = _write_atomically
