@@ -275,14 +275,22 @@ class Fleet:
         self._capacity_changed()
         return worker
 
+    @property
+    def drained_ids(self) -> frozenset[str]:
+        """Workers drained by an operator, including ones not currently in the fleet."""
+        return frozenset(self._drained_ids)
+
     def replace_drained(self, worker_ids: set[str]) -> bool:
         """Take the drained set from the shared store (another replica drained or
-        undrained a worker); kept locally too. True if any current worker changed."""
+        undrained a worker), in memory; True if any current worker changed. The
+        caller keeps the local copy with ``save_drained`` (off the event loop)."""
         if worker_ids == self._drained_ids:
             return False
         self._drained_ids = set(worker_ids)
-        self._save_drained()
         return self._apply_drained()
+
+    def save_drained(self, worker_ids: frozenset[str]) -> None:
+        self._write_drained(worker_ids)
 
     def reload_drained_if_changed(self) -> bool:
         """Follow drains another gateway replica wrote to the shared data directory."""
@@ -320,10 +328,13 @@ class Fleet:
             return set()
 
     def _save_drained(self) -> None:
+        self._write_drained(frozenset(self._drained_ids))
+
+    def _write_drained(self, worker_ids: frozenset[str]) -> None:
         self._drain_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._drain_file.with_suffix(".tmp")
         with tmp.open("w") as handle:
-            json.dump(sorted(self._drained_ids), handle)
+            json.dump(sorted(worker_ids), handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self._drain_file)

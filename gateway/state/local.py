@@ -45,6 +45,15 @@ class LocalStateBackend:
     async def close(self) -> None:
         return None
 
+    async def initialized(self) -> bool:
+        return True
+
+    async def claim_seeding(self) -> bool:
+        return False
+
+    async def mark_initialized(self) -> None:
+        return None
+
     # ---- routing ---------------------------------------------------------------------
     async def read_routing(self) -> dict[str, Any]:
         path = self._dir / ROUTING_STATE_FILE

@@ -70,6 +70,7 @@ async def copy_state(source: StateBackend, destination: StateBackend) -> Migrati
             report.copied.append(name)
         else:
             report.conflicts.append(name)
+    await destination.mark_initialized()  # replicas follow it as it is, never re-fill it
     return report
 
 

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 FIRST_BACKOFF_S = 0.1
+SEEDING_LOCK_MS = 30_000  # long enough to copy a replica's voices; expires if it dies
 ROUTING_CAS_ATTEMPTS = 10
 
 # Stores ARGV[2] only if the key still holds ARGV[1] ('' = absent): read-merge-write of the
@@ -120,6 +121,8 @@ class RedisStateBackend:
         self._voices_key = f"{prefix}voices"
         self._voice_prefix = f"{prefix}voice:"
         self._rate_prefix = f"{prefix}ratelimit:"
+        self._initialized_key = f"{prefix}initialized"
+        self._seeding_key = f"{prefix}seeding"
         self.channel = f"{prefix}changes"
         self._client = connect(config, timeout_s=config.timeout_s)
         self._routing_cas = self._client.register_script(_ROUTING_CAS)
@@ -167,6 +170,23 @@ class RedisStateBackend:
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
         await self._client.aclose()
+
+    # ---- an empty store ----------------------------------------------------------------
+    async def initialized(self) -> bool:
+        return bool(await self._call(self._client.exists(self._initialized_key)))
+
+    async def claim_seeding(self) -> bool:
+        return bool(await self._call(self._client.set(self._seeding_key, b"1", nx=True, px=SEEDING_LOCK_MS)))
+
+    async def mark_initialized(self) -> None:
+        async def write() -> None:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(self._initialized_key, b"1")
+                pipe.delete(self._seeding_key)
+                pipe.publish(self.channel, b"all")  # every replica re-reads everything
+                await pipe.execute()
+
+        await self._call(write())
 
     # ---- routing ---------------------------------------------------------------------
     async def read_routing(self) -> dict[str, Any]:

@@ -101,7 +101,8 @@ class SharedState:
             return overrides
 
         overrides = await self._backend.update_routing(merged)
-        self._thresholds.replace_overrides(overrides)
+        self._thresholds.replace_overrides(overrides, persist=False)
+        await asyncio.to_thread(self._thresholds.persist)
         return self._thresholds.current()
 
     async def set_drained(self, worker_id: str, drained: bool) -> Worker:
@@ -112,18 +113,32 @@ class SharedState:
     # ---- following other replicas --------------------------------------------------------
     async def apply(self, kind: ChangeKind | None) -> None:
         """Bring the local stores in step with the backend (``None``: everything)."""
+        if kind is None and not await self._require().initialized():
+            # A new Redis, or one restarted without its data: applying it would reset
+            # every replica's routing and drop every voice. Keep the last known state;
+            # the first replica to get here fills the store from its own copy.
+            await self._seed_empty_store()
+            return
         if kind in (None, ChangeKind.ROUTING):
             await self._apply_routing()
         if kind in (None, ChangeKind.DRAINS):
-            if self._fleet.replace_drained(await self._require().read_drains()):
+            drained = await self._require().read_drains()
+            if drained != self._fleet.drained_ids:
+                self._fleet.replace_drained(drained)
                 self.metrics.changes_applied.labels(ChangeKind.DRAINS.value).inc()
+                await asyncio.to_thread(self._fleet.save_drained, frozenset(drained))
         if kind in (None, ChangeKind.VOICES):
             await self._apply_voices()
 
     async def _apply_routing(self) -> None:
         overrides = await self._require().read_routing()
+        if overrides == self._thresholds.overrides():
+            return
         before = self._thresholds.current()
-        if not self._thresholds.replace_overrides(overrides):
+        # Applied in memory first: the next decision uses it; the local copy follows.
+        changed = self._thresholds.replace_overrides(overrides, persist=False)
+        await asyncio.to_thread(self._thresholds.persist)
+        if not changed:
             return
         after = self._thresholds.current()
         log.info("routing changed through another replica: %s", after.model_dump())
@@ -156,6 +171,19 @@ class SharedState:
         if changed:
             self.metrics.changes_applied.labels(ChangeKind.VOICES.value).inc()
             self._voices_changed()
+
+    async def _seed_empty_store(self) -> None:
+        backend = self._require()
+        if not await backend.claim_seeding():
+            return  # another replica is filling it; its "all" message brings us back
+        log.warning("the shared state store is empty; filling it from this replica's copy")
+        await backend.replace_routing(self._thresholds.overrides())
+        for worker_id in sorted(self._fleet.drained_ids):
+            await backend.set_drained(worker_id, True)
+        for voice in self._voices.list():
+            audio = await asyncio.to_thread(self._voices.read_audio, voice)
+            await backend.put_voice(StoredVoice(voice.to_meta(), audio))
+        await backend.mark_initialized()
 
     def _require(self) -> StateBackend:
         assert self._backend is not None
