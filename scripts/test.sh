@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # docker-compose (`config` of the compose files), kubectl (`kustomize` builds) and
 # redis-server (the shared state backend).
 # Installed from Debian's packages when missing and possible (root with apt-get); the
-# tests themselves also install Prometheus, and skip the others with a reason otherwise.
+# tests themselves also install Prometheus and Redis, and skip the others with a reason otherwise.
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
 command -v docker-compose >/dev/null || need+=(docker-compose)
