@@ -72,10 +72,6 @@ class SharedState:
             if on_up_change is not None:
                 on_up_change(lambda up: self.metrics.backend_up.set(1 if up else 0))
 
-    @property
-    def shared(self) -> bool:
-        return self._backend is not None
-
     async def start(self) -> None:
         if self._backend is None:
             return
