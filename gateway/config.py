@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -158,19 +158,34 @@ class PoolsConfig(Strict):
         return [(name, self.get(name)) for name in PoolName]
 
 
-PolicyName = Literal["adaptive", "low_latency_only", "high_throughput_only", "round_robin", "least_loaded"]
+PolicyName = Literal["adaptive", "rules", "low_latency_only", "high_throughput_only", "round_robin", "least_loaded"]
 
 
 class RoutingThresholds(Strict):
-    """Every knob of the routing policy; changeable at run time through the admin API."""
+    """Every knob of the routing policies; changeable at run time through the admin API."""
+
+    # --- adaptive (predictions; docs/routing.md) ---------------------------------------
+    # RTF a `latency` stream may run at. None = 1.4 x the fleet's best idle RTF (its
+    # low-latency workers at load 1), which follows the learned curves on any GPU.
+    latency_rtf_ceiling: float | None = Field(None, gt=0)
+    # `balanced` requests go where every stream stays at or under this RTF (real time with
+    # a margin); past it they queue.
+    balanced_rtf_ceiling: float = Field(0.9, gt=0)
+    # `throughput` requests may push a worker to this RTF; None = up to max_num_seqs.
+    throughput_rtf_ceiling: float | None = Field(None, gt=0)
+    # Hard caps per worker by pool, overriding pools.<pool>.slots_per_worker at run time.
+    max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
 
     # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
     # None = the low-latency pool's capacity (its routable workers x slots_per_worker).
     balanced_threshold: int | None = Field(None, ge=0)
     # Once over the threshold, `balanced` returns to low-latency only below threshold - hysteresis.
     balanced_hysteresis: int = Field(2, ge=0)
-    # Low-latency slots per worker that `throughput` requests must leave free when borrowing.
+    # Requests per low-latency worker that `balanced` and `throughput` (rules: `throughput`)
+    # must leave room for, so a `latency` request arriving in a burst is placed at once.
     reserve_for_latency: int = Field(2, ge=0)
+
+    # --- rules (the first build's threshold policy, kept as a baseline) ---------------
     # How long a `latency` request may wait for a low-latency slot before spilling, when it
     # sends no x-sla-ttfp-ms budget.
     latency_queue_budget_ms: float = Field(150.0, ge=0)
@@ -178,9 +193,28 @@ class RoutingThresholds(Strict):
     ttfp_budget_queue_fraction: float = Field(0.5, ge=0, le=1)
 
 
+class LearningSettings(Strict):
+    """How the adaptive policy's per-worker curves learn and forget (docs/routing.md)."""
+
+    enabled: bool = True
+    # Weights halve after this long without new samples at a load: the curve drifts back
+    # to the prior when the past stops being representative.
+    half_life_s: float = Field(600.0, gt=0)
+    # Samples a load needs before it trusts itself over its neighbours and the worker's
+    # overall correction (and the overall correction over the prior).
+    prior_strength: float = Field(3.0, gt=0)
+    # A sample more than this factor off the prior is not a measurement of the worker.
+    max_ratio: float = Field(8.0, gt=1)
+    # Once a load has prior_strength samples, one sample moves it at most this far (log).
+    clamp: float = Field(0.5, gt=0)
+    # Neighbouring loads share evidence with weight 0.5 ** distance, up to this distance.
+    neighbourhood: int = Field(3, ge=0, le=16)
+
+
 class RoutingConfig(Strict):
     policy: PolicyName = "adaptive"
     thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
 
 
 DEFAULT_QUEUE_SIZE: dict[str, int] = {"latency": 64, "balanced": 256, "throughput": 512}

@@ -28,8 +28,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway import __version__
-from gateway.config import RoutingThresholds
 from gateway.types import PoolName, SlaClass
+from gateway.upstream.errors import RetryReason, UpstreamErrorKind
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,8 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 2
 # Real-time factor: ~0.28 at c1 on low-latency, ~0.5 at c16; above 1 audio plays faster
 # than it is made.
 RTF_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 5.0)
+# Observed / predicted: 1.0 is a perfect prediction; both sides matter.
+PREDICTION_RATIO_BUCKETS = (0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)
 # Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
@@ -63,25 +65,6 @@ class RejectReason(StrEnum):
     NO_WORKERS = "no_workers"  # no routable worker in any pool the policy may use (503)
     SHUTTING_DOWN = "shutting_down"  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
-
-
-class UpstreamErrorKind(StrEnum):
-    """``higgs_gateway_upstream_errors_total{kind}``: how a worker call failed."""
-
-    CONNECT = "connect"  # refused / reset before the request was sent
-    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
-    READ_TIMEOUT = "read_timeout"  # silence between chunks once audio flowed
-    STATUS_5XX = "status_5xx"
-    STATUS_4XX = "status_4xx"  # the worker refused a request the gateway let through
-    STREAM_ERROR = "stream_error"  # broken mid-stream (reset, SSE error event, truncation)
-
-
-class RetryReason(StrEnum):
-    """``higgs_gateway_retries_total{reason}``: why a request went to another worker."""
-
-    CONNECT = "connect"
-    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
-    STATUS_5XX = "status_5xx"
 
 
 class DisconnectPhase(StrEnum):
@@ -123,22 +106,6 @@ class FleetSnapshot:
 
 
 SnapshotProvider = Callable[[], FleetSnapshot]
-
-
-def threshold_values(thresholds: RoutingThresholds, *, low_latency_capacity: int) -> dict[str, float]:
-    """The routing thresholds as ``higgs_gateway_routing_threshold{name}`` shows them.
-
-    Names are the config keys; ``balanced_threshold`` is the *effective* value (None in
-    the config means the low-latency pool's capacity), because a dashboard line must sit
-    where routing actually switches.
-    """
-    values: dict[str, float] = {}
-    for name, value in thresholds.model_dump().items():
-        if value is None and name == "balanced_threshold":
-            value = low_latency_capacity
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            values[name] = float(value)
-    return values
 
 
 class FleetCollector(Collector):
@@ -285,6 +252,12 @@ class GatewayMetrics:
         self.worker_ejections = Counter(
             PREFIX + "worker_ejections", "Workers taken out of routing.", ["pool", "reason"], registry=r
         )
+        self.prediction_ratio = Histogram(
+            PREFIX + "prediction_ratio",
+            "Observed / predicted, per completed stream: how far the routing's curves are off "
+            "(quantity: ttfp or rtf; 1.0 = exact).",
+            ["pool", "quantity"], buckets=PREDICTION_RATIO_BUCKETS, registry=r,
+        )  # fmt: skip
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 
@@ -307,6 +280,8 @@ class GatewayMetrics:
                 self.rejections.labels(sla_class, reject)
         for pool in pools:
             self.rtf.labels(pool)
+            for quantity in ("ttfp", "rtf"):
+                self.prediction_ratio.labels(pool, quantity)
             self.audio_seconds.labels(pool)
             for kind in UpstreamErrorKind:
                 self.upstream_errors.labels(pool, kind)

@@ -3,11 +3,11 @@
 Every configuration gets two fresh emulated workers and its own gateway, then the same
 closed-loop sweep and the same bursty mixed-class trace:
 
-- ``adaptive``: one low-latency + one high-throughput worker, adaptive policy (ours);
+- ``adaptive``: one low-latency + one high-throughput worker, the default policy (ours);
 - ``ht+ht``: two high-throughput workers (everything on the throughput profile);
 - ``ll+ll``: two low-latency workers, slots opened up to the profile's max_num_seqs;
-- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly;
-- ``adaptive-tuned``: as ``adaptive`` with the low-latency slots ``tune`` recommends.
+- ``rules``: one low-latency + one high-throughput worker, the first build's threshold rules;
+- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly.
 
 The report (tables, plots, the command and the emulator parameters) goes to ``--out``.
 """
@@ -46,11 +46,10 @@ SETUPS = (
     Setup("ht+ht", "high_throughput_only", (HT_PROFILE, HT_PROFILE), summary="2 high-throughput"),
     Setup("ll+ll", "low_latency_only", (LL_PROFILE, LL_PROFILE), ll_slots=16,
           summary="2 low-latency, 16 slots per worker (the profile's max_num_seqs)"),
+    # The first build's threshold policy (4 low-latency slots), kept to compare old and new.
+    Setup("rules", "rules", (LL_PROFILE, HT_PROFILE), ll_slots=4,
+          summary="1 low-latency + 1 high-throughput, the first build's threshold rules, 4 low-latency slots"),
     Setup("round_robin", "round_robin", (LL_PROFILE, HT_PROFILE), summary="1 low-latency + 1 high-throughput, round robin"),
-    # The slots `higgs-gateway tune` recommends for these emulated pools and this text mix
-    # (docs/benchmarks/tune/): what an operator gets after one tuning run.
-    Setup("adaptive-tuned", "adaptive", (LL_PROFILE, HT_PROFILE), ll_slots=15,
-          summary="1 low-latency + 1 high-throughput, adaptive, 15 low-latency slots as `tune` recommends"),
 )  # fmt: skip
 
 

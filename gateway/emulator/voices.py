@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gateway.atomic import write_atomically
 from gateway.emulator.errors import WorkerError, bad_request
 
 MAX_SAMPLE_BYTES = 10 * 1024 * 1024
@@ -75,7 +76,7 @@ class VoiceStore:
             meta["ref_text"] = ref_text
         if speaker_description:
             meta["speaker_description"] = speaker_description
-        _write_atomic(self.directory / f"{stem}.json", json.dumps(meta))
+        write_atomically(self.directory / f"{stem}.json", json.dumps(meta))
         self._voices[key] = meta
         return meta
 
@@ -87,9 +88,3 @@ class VoiceStore:
         for suffix in (".json", ".audio"):
             (self.directory / f"{stem}{suffix}").unlink(missing_ok=True)
         del self._voices[key]
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text)
-    temporary.replace(path)

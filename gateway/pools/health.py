@@ -43,6 +43,7 @@ class HealthChecker:
         self._rng = rng or random.Random()
         self._next_probe: dict[str, float] = {}
         self._in_flight: set[str] = set()
+        self._probes: set[asyncio.Task[None]] = set()  # tracked: cancelled and awaited on stop
         self._loop = BackgroundLoop("health-checker")
 
     def start(self) -> None:
@@ -50,6 +51,10 @@ class HealthChecker:
 
     async def stop(self) -> None:
         await self._loop.stop()
+        probes, self._probes = list(self._probes), set()
+        for probe in probes:
+            probe.cancel()
+        await asyncio.gather(*probes, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
@@ -58,7 +63,9 @@ class HealthChecker:
                 if worker.worker_id in self._in_flight or not self._wants_probe(worker, now):
                     continue
                 self._in_flight.add(worker.worker_id)
-                asyncio.get_running_loop().create_task(self._probe(worker))
+                probe = asyncio.get_running_loop().create_task(self._probe(worker), name=f"probe-{worker.worker_id}")
+                self._probes.add(probe)
+                probe.add_done_callback(self._probes.discard)
             await asyncio.sleep(TICK_S)
 
     def _wants_probe(self, worker: Worker, now: float) -> bool:

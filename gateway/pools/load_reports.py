@@ -56,13 +56,11 @@ class LoadReporter:
         client: httpx.AsyncClient,
         config: LoadReportConfig,
         clock: Callable[[], float] = time.monotonic,
-        on_stale: Callable[[Worker], None] | None = None,
     ) -> None:
         self._fleet = fleet
         self._client = client
         self._config = config
         self._clock = clock
-        self._on_stale = on_stale
         self._loop = BackgroundLoop("load-reporter")
         self._stale_logged: set[str] = set()
 
@@ -75,7 +73,7 @@ class LoadReporter:
 
     async def _run(self) -> None:
         while True:
-            workers = [w for w in self._fleet.workers if w.state in (WorkerState.READY, WorkerState.DRAINING)]
+            workers = [w for w in self._fleet.workers if w.state is WorkerState.READY]
             await asyncio.gather(*(self.poll(w) for w in workers), return_exceptions=True)
             self._note_stale()
             await asyncio.sleep(self._config.interval_s)
@@ -123,5 +121,3 @@ class LoadReporter:
                 "worker %s: no fresh load report; routing on local counts only", worker.worker_id,
                 extra={"worker": worker.worker_id},
             )
-            if self._on_stale is not None:
-                self._on_stale(worker)

@@ -16,13 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gateway.atomic import write_atomically
 from gateway.config import VoicesConfig
-from gateway.routing.thresholds import ROUTING_STATE_FILE, write_atomically
+from gateway.pools.drains import DRAIN_FILE
+from gateway.routing.thresholds import ROUTING_STATE_FILE
 from gateway.state.backend import ChangeListener, RoutingUpdate, StoredVoice
 from gateway.state.rate_limit import TokenBuckets
 from gateway.voices.store import Voice, VoiceStore
 
-DRAIN_STATE_FILE = "drained.json"
 _ROUTING_FORMAT_VERSION = 1
 
 
@@ -76,7 +77,7 @@ class LocalStateBackend:
     # ---- drains ----------------------------------------------------------------------
     async def read_drains(self) -> set[str]:
         try:
-            ids = json.loads((self._dir / DRAIN_STATE_FILE).read_text())
+            ids = json.loads((self._dir / DRAIN_FILE).read_text())
         except FileNotFoundError:
             return set()
         return {str(i) for i in ids} if isinstance(ids, list) else set()
@@ -84,7 +85,7 @@ class LocalStateBackend:
     async def set_drained(self, worker_id: str, drained: bool) -> None:
         ids = await self.read_drains()
         ids = ids | {worker_id} if drained else ids - {worker_id}
-        await asyncio.to_thread(write_atomically, self._dir / DRAIN_STATE_FILE, json.dumps(sorted(ids)))
+        await asyncio.to_thread(write_atomically, self._dir / DRAIN_FILE, json.dumps(sorted(ids)))
 
     # ---- voices ----------------------------------------------------------------------
     async def voice_metas(self) -> dict[str, dict[str, Any]]:

@@ -1,11 +1,14 @@
 """The seam between the gateway's own stores and the shared state backend.
 
-With ``state.backend: local`` this is a pass-through: the threshold store, the fleet's
-drain file and the voice store write the data directory as they always have. With
-``redis`` every change is written to Redis first (refused with ``StateUnavailable`` when
-it cannot be, so no replica pretends the fleet agrees) and then to this replica's local
-copy; changes made through other replicas arrive from the backend's follower and are
-applied to the same local stores. Speech only ever reads the local stores, so it keeps
+With ``state.backend: local`` there is no backend: the threshold, drain and voice stores
+write the data directory as they always have. With ``redis`` the composition root hands
+the backend to those stores as their *mirror* (``RoutingControl``, ``DrainStore``,
+``VoiceStore``): every change is written to Redis first (refused with
+``StateUnavailable`` when it cannot be, so no replica pretends the fleet agrees) and then
+to this replica's local copy. This class follows the changes made through other
+replicas (the backend's pub/sub messages and periodic re-read) and applies them to the
+same local stores; it also owns the backend's start and stop, the fleet-wide rate
+limiter and the state metrics. Speech only ever reads the local stores, so it keeps
 working with the last known state while Redis is away.
 """
 
@@ -13,19 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from gateway.config import RoutingConfig, StateConfig
-from gateway.deploy_profile import deep_merge
+from gateway.config import StateConfig
+from gateway.pools.drains import DrainStore
 from gateway.pools.fleet import Fleet
-from gateway.pools.worker import Worker
-from gateway.routing.admission import Admission
-from gateway.routing.policy import create_policy
+from gateway.routing.control import RoutingControl
 from gateway.routing.thresholds import ThresholdStore
 from gateway.state.backend import ChangeKind, StateBackend, StoredVoice
+from gateway.state.errors import StateUnavailable
 from gateway.state.metrics import StateMetrics
 from gateway.state.rate_limit import RateLimiter, SharedRateLimiter
 from gateway.voices.names import name_key
@@ -43,24 +45,52 @@ def create_backend(config: StateConfig) -> StateBackend | None:
     return RedisStateBackend(config)
 
 
+class VoiceMirrorOnLoop:
+    """The voice store's mirror: it writes on a worker thread, the backend's client lives on
+    the event loop (known once the gateway starts)."""
+
+    def __init__(self, backend: StateBackend) -> None:
+        self._backend = backend
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def put(self, voice: Voice, audio: bytes) -> bool:
+        stored = StoredVoice(voice.to_meta(), audio)
+        return asyncio.run_coroutine_threadsafe(self._backend.put_voice(stored), self._running_loop()).result()
+
+    def delete(self, name: str) -> dict[str, Any] | None:
+        return asyncio.run_coroutine_threadsafe(self._backend.delete_voice(name), self._running_loop()).result()
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise StateUnavailable("The shared state store is not connected yet; retry shortly.")
+        return self._loop
+
+
 class SharedState:
     def __init__(
         self,
         config: StateConfig,
         backend: StateBackend | None,
         *,
+        routing: RoutingControl,
         thresholds: ThresholdStore,
+        drains: DrainStore,
         fleet: Fleet,
-        admission: Admission,
         voices: VoiceStore,
+        voice_mirror: VoiceMirrorOnLoop | None,
         voices_changed: Callable[[], None],
         registry: CollectorRegistry,
     ) -> None:
         self._backend = backend
+        self._routing = routing
         self._thresholds = thresholds
+        self._drains = drains
         self._fleet = fleet
-        self._admission = admission
         self._voices = voices
+        self._voice_mirror = voice_mirror
         self._voices_changed = voices_changed
         self.metrics = StateMetrics(registry, config.backend)
         self.rate_limiter: RateLimiter | None = None
@@ -75,36 +105,14 @@ class SharedState:
     async def start(self) -> None:
         if self._backend is None:
             return
-        self._voices.set_mirror(_ThreadMirror(self._backend, asyncio.get_running_loop()))
+        if self._voice_mirror is not None:
+            self._voice_mirror.attach(asyncio.get_running_loop())
         await self._backend.start(self.apply)
         self.metrics.backend_up.set(1 if self._backend.up else 0)
 
     async def stop(self) -> None:
         if self._backend is not None:
             await self._backend.close()
-
-    # ---- writes (admin API) ------------------------------------------------------------
-    async def update_routing(self, patch: Mapping[str, Any]) -> RoutingConfig:
-        """Deep-merge ``patch`` into the overrides every replica applies."""
-        if self._backend is None:
-            return self._thresholds.update(patch)
-        if not isinstance(patch, Mapping):
-            return self._thresholds.update(patch)  # raises the usual ThresholdUpdateError
-
-        def merged(stored: dict[str, Any]) -> dict[str, Any]:
-            overrides = deep_merge(stored, dict(patch))
-            self._thresholds.validated(overrides)  # ThresholdUpdateError: nothing written
-            return overrides
-
-        overrides = await self._backend.update_routing(merged)
-        self._thresholds.replace_overrides(overrides, persist=False)
-        await asyncio.to_thread(self._thresholds.persist)
-        return self._thresholds.current()
-
-    async def set_drained(self, worker_id: str, drained: bool) -> Worker:
-        if self._backend is not None:
-            await self._backend.set_drained(worker_id, drained)
-        return self._fleet.set_drained(worker_id, drained)
 
     # ---- following other replicas --------------------------------------------------------
     async def apply(self, kind: ChangeKind | None) -> None:
@@ -116,32 +124,18 @@ class SharedState:
             await self._seed_empty_store()
             return
         if kind in (None, ChangeKind.ROUTING):
-            await self._apply_routing()
+            # The whole document, applied as the operator's patch would be: new keys
+            # (thresholds, learning) need nothing here.
+            if await self._routing.follow_shared(await self._require().read_routing()):
+                self.metrics.changes_applied.labels(ChangeKind.ROUTING.value).inc()
         if kind in (None, ChangeKind.DRAINS):
             drained = await self._require().read_drains()
-            if drained != self._fleet.drained_ids:
-                self._fleet.replace_drained(drained)
+            if self._drains.follow(drained):
+                self._fleet.apply_drained(self._drains.ids)
                 self.metrics.changes_applied.labels(ChangeKind.DRAINS.value).inc()
-                await asyncio.to_thread(self._fleet.save_drained, frozenset(drained))
+                await asyncio.to_thread(self._drains.persist)
         if kind in (None, ChangeKind.VOICES):
             await self._apply_voices()
-
-    async def _apply_routing(self) -> None:
-        overrides = await self._require().read_routing()
-        if overrides == self._thresholds.overrides():
-            return
-        before = self._thresholds.current()
-        # Applied in memory first: the next decision uses it; the local copy follows.
-        changed = self._thresholds.replace_overrides(overrides, persist=False)
-        await asyncio.to_thread(self._thresholds.persist)
-        if not changed:
-            return
-        after = self._thresholds.current()
-        log.info("routing changed through another replica: %s", after.model_dump())
-        if after.policy != before.policy:
-            self._admission.set_policy(create_policy(after.policy))
-        self._admission.capacity_changed()
-        self.metrics.changes_applied.labels(ChangeKind.ROUTING.value).inc()
 
     async def _apply_voices(self) -> None:
         backend = self._require()
@@ -174,7 +168,7 @@ class SharedState:
             return  # another replica is filling it; its "all" message brings us back
         log.warning("the shared state store is empty; filling it from this replica's copy")
         await backend.replace_routing(self._thresholds.overrides())
-        for worker_id in sorted(self._fleet.drained_ids):
+        for worker_id in sorted(self._drains.ids):
             await backend.set_drained(worker_id, True)
         for voice in self._voices.list():
             audio = await asyncio.to_thread(self._voices.read_audio, voice)
@@ -184,19 +178,3 @@ class SharedState:
     def _require(self) -> StateBackend:
         assert self._backend is not None
         return self._backend
-
-
-class _ThreadMirror:
-    """The voice store writes on a worker thread; the backend's client lives on the loop."""
-
-    def __init__(self, backend: StateBackend, loop: asyncio.AbstractEventLoop) -> None:
-        self._backend = backend
-        self._loop = loop
-
-    def put(self, voice: Voice, audio: bytes) -> bool:
-        stored = StoredVoice(voice.to_meta(), audio)
-        return asyncio.run_coroutine_threadsafe(self._backend.put_voice(stored), self._loop).result()
-
-    def delete(self, name: str) -> dict[str, Any] | None:
-        return asyncio.run_coroutine_threadsafe(self._backend.delete_voice(name), self._loop).result()
-

@@ -185,9 +185,6 @@ class VoiceStore:
     ) -> VoiceStore:
         return cls(Path(data_dir) / "voices", config, mirror=mirror)
 
-    def set_mirror(self, mirror: VoiceMirror | None) -> None:
-        self._mirror = mirror
-
     # ---- reads -------------------------------------------------------------------
 
     def list(self) -> list[Voice]:

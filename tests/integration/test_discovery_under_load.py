@@ -55,7 +55,6 @@ from gateway.app import create_app
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet
-from gateway.runtime import Gateway
 from gateway.supervisor.warmup import default_batch_sizes
 from gateway.types import PoolName
 from tests.integration.conftest import (
@@ -324,7 +323,7 @@ def emulated_workers(
 
 @contextmanager
 def gateway_in_process(config: GatewayConfig, factory: Callable[[PoolName, PoolConfig, Fleet], Discovery]) -> Iterator[str]:
-    app = create_app(config, gateway=Gateway(config, discovery_factory=factory))
+    app = create_app(config, discovery_factory=factory)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=config.server.port, lifespan="on", log_config=None, access_log=False)
     )

@@ -97,9 +97,10 @@ class FakeBackend:
 
 
 class FakeFleet:
+    """Only what the drain seam tells the fleet."""
+
     def __init__(self) -> None:
         self.drained_ids: frozenset[str] = frozenset()
-        self.saved: list[frozenset[str]] = []
 
     def set_drained(self, worker_id: str, drained: bool) -> str:
         ids = set(self.drained_ids)
@@ -107,13 +108,8 @@ class FakeFleet:
         self.drained_ids = frozenset(ids)
         return worker_id
 
-    def replace_drained(self, worker_ids: set[str]) -> bool:
-        changed = frozenset(worker_ids) != self.drained_ids
+    def apply_drained(self, worker_ids: frozenset[str]) -> None:
         self.drained_ids = frozenset(worker_ids)
-        return changed
-
-    def save_drained(self, worker_ids: frozenset[str]) -> None:
-        self.saved.append(worker_ids)
 
 
 class FakeAdmission:

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.config import RoutingConfig, StateConfig
-from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError
+from gateway.config import LearningSettings, RoutingConfig, StateConfig
+from gateway.errors import GatewayError
+from gateway.pools.drains import DrainStore
+from gateway.routing.control import RoutingControl
+from gateway.routing.performance import PerformanceModel
+from gateway.routing.thresholds import ThresholdStore
 from gateway.state.backend import ChangeKind, StoredVoice
 from gateway.state.errors import StateUnavailable
-from gateway.state.shared import SharedState
+from gateway.state.shared import SharedState, VoiceMirrorOnLoop
+from gateway.types import PoolName
 from gateway.voices.errors import VoiceError
 from gateway.voices.store import VoiceStore
 from tests.support.audio import reference_wav
@@ -20,21 +26,31 @@ from tests.unit.state.fakes import FakeAdmission, FakeBackend, FakeFleet
 
 
 class Parts:
+    """The stores as the composition root wires them, around one (fake) shared backend."""
+
     def __init__(self, tmp_path: Path, backend: FakeBackend | None) -> None:
         self.backend = backend
         self.thresholds = ThresholdStore.in_data_dir(tmp_path, RoutingConfig())
         self.fleet = FakeFleet()
         self.admission = FakeAdmission()
-        self.voices = VoiceStore.in_data_dir(tmp_path)
+        self.performance = PerformanceModel(self.thresholds.current().learning)
+        self.routing = RoutingControl(
+            self.thresholds, self.admission, self.fleet, self.performance, mirror=backend  # type: ignore[arg-type]
+        )
+        self.drains = DrainStore.in_data_dir(tmp_path, mirror=backend)
+        mirror = VoiceMirrorOnLoop(backend) if backend is not None else None
+        self.voices = VoiceStore.in_data_dir(tmp_path, mirror=mirror)
         self.voice_changes = 0
         self.registry = CollectorRegistry()
         self.shared = SharedState(
             StateConfig(backend="redis", redis_url="redis://127.0.0.1:1/0") if backend else StateConfig(),
             backend,
+            routing=self.routing,
             thresholds=self.thresholds,
+            drains=self.drains,
             fleet=self.fleet,  # type: ignore[arg-type]
-            admission=self.admission,  # type: ignore[arg-type]
             voices=self.voices,
+            voice_mirror=mirror,
             voices_changed=self._voices_changed,
             registry=self.registry,
         )
@@ -65,46 +81,71 @@ async def test_local_backend_is_a_pass_through(tmp_path: Path) -> None:
     local = Parts(tmp_path, None)
     await local.shared.start()
     assert local.shared.rate_limiter is None
-    after = await local.shared.update_routing({"thresholds": {"balanced_threshold": 3}})
-    assert after.thresholds.balanced_threshold == 3
+    await local.routing.update({"thresholds": {"balanced_threshold": 3}})
+    await local.drains.change("low_latency-0", True)
+    assert local.thresholds.current().thresholds.balanced_threshold == 3
+    assert DrainStore.in_data_dir(tmp_path).ids == {"low_latency-0"}
     assert local.metric("higgs_gateway_state_backend_up", backend="local") == 1
 
 
 async def test_a_patch_is_written_to_the_shared_store_then_applied_here(parts: Parts) -> None:
     await parts.shared.start()
     parts.backend.routing = {"thresholds": {"reserve_for_latency": 1}}  # another replica's patch
-    after = await parts.shared.update_routing({"thresholds": {"balanced_threshold": 5}})
-    assert parts.backend.routing == {"thresholds": {"reserve_for_latency": 1, "balanced_threshold": 5}}
+    await parts.routing.update({"thresholds": {"balanced_threshold": 5}, "learning": {"half_life_s": 60}})
+    after = parts.thresholds.current()
+    assert parts.backend.routing == {
+        "thresholds": {"reserve_for_latency": 1, "balanced_threshold": 5}, "learning": {"half_life_s": 60}
+    }  # fmt: skip
     assert (after.thresholds.reserve_for_latency, after.thresholds.balanced_threshold) == (1, 5)
+    assert parts.performance.settings.half_life_s == 60 and parts.admission.capacity_changes == 1
     assert ThresholdStore.in_data_dir(parts.thresholds.path.parent, RoutingConfig()).current() == after  # kept locally
 
 
 async def test_an_invalid_patch_or_an_unreachable_store_changes_nothing(parts: Parts) -> None:
     await parts.shared.start()
-    with pytest.raises(ThresholdUpdateError):
-        await parts.shared.update_routing({"thresholds": {"balanced_hysteresis": -1}})
+    with pytest.raises(GatewayError) as invalid:
+        await parts.routing.update({"thresholds": {"balanced_hysteresis": -1}})
+    assert (invalid.value.status, invalid.value.code) == (400, "invalid_routing_config")
     assert parts.backend.routing == {}
     parts.backend.reachable = False
+    with pytest.raises(StateUnavailable) as unavailable:
+        await parts.routing.update({"thresholds": {"balanced_threshold": 5}})
+    assert unavailable.value.status == 503 and unavailable.value.headers["Retry-After"]
+    assert unavailable.value.envelope()["error"]["code"] == "state_unavailable"
     with pytest.raises(StateUnavailable):
-        await parts.shared.update_routing({"thresholds": {"balanced_threshold": 5}})
-    with pytest.raises(StateUnavailable):
-        await parts.shared.set_drained("low_latency-0", True)
+        await parts.drains.change("low_latency-0", True)
     assert parts.thresholds.current() == RoutingConfig()
-    assert parts.fleet.drained_ids == frozenset()
+    assert parts.drains.ids == frozenset() and parts.fleet.drained_ids == frozenset()
 
 
 async def test_changes_from_other_replicas_are_applied(parts: Parts) -> None:
     await parts.shared.start()
-    parts.backend.routing = {"policy": "least_loaded"}
+    parts.backend.routing = {
+        "policy": "least_loaded",
+        "thresholds": {"max_per_worker": {"low_latency": 3}, "balanced_rtf_ceiling": 0.7},
+        "learning": {"enabled": False},
+    }
     parts.backend.drained = {"high_throughput-0"}
     await parts.shared.apply(ChangeKind.ROUTING)
     await parts.shared.apply(ChangeKind.DRAINS)
-    assert parts.thresholds.current().policy == "least_loaded"
+    current = parts.thresholds.current()
+    assert current.policy == "least_loaded"
+    assert current.thresholds.max_per_worker == {PoolName.LOW_LATENCY: 3} and current.thresholds.balanced_rtf_ceiling == 0.7
+    assert parts.performance.settings == LearningSettings(enabled=False)  # the whole override applies
     assert parts.admission.policies and parts.admission.capacity_changes == 1
-    assert parts.fleet.drained_ids == {"high_throughput-0"} and parts.fleet.saved == [{"high_throughput-0"}]
+    assert parts.fleet.drained_ids == {"high_throughput-0"}
+    assert DrainStore.in_data_dir(parts.thresholds.path.parent).ids == {"high_throughput-0"}  # this replica's copy
     await parts.shared.apply(None)  # the periodic full re-read: nothing new, nothing done
     assert parts.admission.capacity_changes == 1
     assert parts.metric("higgs_gateway_state_changes_applied_total", kind="routing") == 1
+    assert parts.metric("higgs_gateway_state_changes_applied_total", kind="drains") == 1
+
+
+async def test_an_override_this_version_cannot_use_is_never_applied(parts: Parts) -> None:
+    await parts.shared.start()
+    parts.backend.routing = {"thresholds": {"no_such_knob": 1}}
+    await parts.shared.apply(ChangeKind.ROUTING)
+    assert parts.thresholds.current() == RoutingConfig() and parts.admission.capacity_changes == 0
 
 
 async def test_voices_follow_the_shared_store(parts: Parts) -> None:
@@ -120,8 +161,6 @@ async def test_voices_follow_the_shared_store(parts: Parts) -> None:
 
 
 async def test_voice_writes_go_through_the_shared_store(parts: Parts) -> None:
-    import asyncio
-
     await parts.shared.start()
     parts.backend.voices["taken"] = StoredVoice(voice_meta(parts, "taken"), b"x")
     with pytest.raises(VoiceError) as refused:  # taken in the fleet, though not here yet
@@ -141,11 +180,10 @@ async def test_voice_writes_go_through_the_shared_store(parts: Parts) -> None:
 async def test_an_empty_store_is_filled_from_this_replica_never_applied(tmp_path: Path) -> None:
     empty = FakeBackend(initialized=False)
     parts = Parts(tmp_path, None)  # the data directory as a single gateway left it
-    parts.thresholds.update({"thresholds": {"balanced_threshold": 2}})
+    await parts.routing.update({"thresholds": {"balanced_threshold": 2}})
     parts.voices.add("kept", reference_wav(), consent="true")
-    parts.fleet.set_drained("low_latency-1", True)
+    await parts.drains.change("low_latency-1", True)
     parts = Parts(tmp_path, empty)
-    parts.fleet.set_drained("low_latency-1", True)
     await parts.shared.start()
     await parts.shared.apply(None)
     assert empty.is_initialized
