@@ -28,6 +28,7 @@ KEY = "hgw-state-test-key"
 RATE_KEY = "hgw-state-rate-key"
 RATE_RPS, RATE_BURST = 10.0, 30
 AUTH = {"Authorization": f"Bearer {KEY}"}
+LL_DEFAULT_SLOTS = 4  # pools.low_latency.slots_per_worker left at its default
 
 
 @dataclass
@@ -114,27 +115,38 @@ def backend_up(url: str) -> float:
     return gateway_metric(url, "higgs_gateway_state_backend_up", backend="redis")
 
 
-def test_a_threshold_patched_on_one_replica_changes_the_others_next_decision(fleet: Fleet) -> None:
+def test_a_routing_patch_on_one_replica_changes_the_others_next_decision(fleet: Fleet) -> None:
     before = speak(fleet.second.url)
     assert before.status_code == 200 and before.headers["x-gateway-pool"] == "low_latency", before.headers
+    # The stored overrides are opaque to the state store: a per-worker cap and the learning
+    # settings travel like any other key, and apply like an operator's own patch.
+    patch = {"thresholds": {"max_per_worker": {"low_latency": 1}}, "learning": {"half_life_s": 120.0}}
     try:
-        response = patch_routing(fleet.first.url, {"thresholds": {"balanced_threshold": 0}})
+        response = patch_routing(fleet.first.url, patch)
         assert response.status_code == 200, response.text
         with httpx.Client(headers=ADMIN, timeout=10) as poll:  # one connection: polls cost ~1 ms
             started = time.monotonic()  # the admin call has answered
             wait_until(
-                lambda: poll.get(f"{fleet.second.url}/admin/routing").json()["thresholds"]["balanced_threshold"] == 0,
+                lambda: poll.get(f"{fleet.second.url}/admin/routing").json()["thresholds"]["max_per_worker"]
+                == {"low_latency": 1},
                 10, "the second replica applies the first one's patch", interval=0.001,
             )  # fmt: skip
         print(f"patch answered by one replica, applied by the other within {1000 * (time.monotonic() - started):.1f} ms")
+        assert routing(fleet.second.url)["learning"]["half_life_s"] == 120.0
         after = speak(fleet.second.url)
         assert after.status_code == 200
+        # One place per low-latency worker, kept for `latency` (reserve_for_latency): balanced goes elsewhere.
         assert (after.headers["x-gateway-pool"], after.headers["x-gateway-route-reason"]) == (
-            "high_throughput", "balanced_over_threshold",
+            "high_throughput", "fastest_finish",
         )  # fmt: skip
     finally:
-        assert patch_routing(fleet.second.url, {"thresholds": {"balanced_threshold": None}}).status_code == 200
-    wait_until(lambda: routing(fleet.first.url)["thresholds"]["balanced_threshold"] is None, 10, "reset reaches the first")
+        back = {"thresholds": {"max_per_worker": {"low_latency": LL_DEFAULT_SLOTS}}, "learning": {"half_life_s": 600.0}}
+        assert patch_routing(fleet.second.url, back).status_code == 200
+    wait_until(
+        lambda: routing(fleet.first.url)["thresholds"]["max_per_worker"] == {"low_latency": LL_DEFAULT_SLOTS},
+        10, "the way back reaches the first",
+    )  # fmt: skip
+    assert speak(fleet.first.url).headers["x-gateway-pool"] == "low_latency"
 
 
 def test_a_drain_on_one_replica_is_honoured_by_both(fleet: Fleet) -> None:
