@@ -183,7 +183,8 @@ def create_app(
     drains = DrainStore.in_data_dir(data_dir, mirror=state_backend)
     thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
     # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
-    performance = PerformanceModel(thresholds.current().learning, clock, pool_priors(config))
+    profile_priors = pool_priors(config)
+    performance = PerformanceModel(thresholds.current().learning, clock, profile_priors)
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
@@ -200,8 +201,8 @@ def create_app(
     )
     fleet.on_capacity_change(admission.capacity_changed)
     fleet.on_ejection(recorder.worker_ejected)
-    recorder.watch_fleet(fleet, admission, thresholds, clock)
-    routing = RoutingControl(thresholds, admission, fleet, performance, mirror=state_backend)
+    recorder.watch_fleet(fleet, admission, thresholds, clock, performance)
+    routing = RoutingControl(thresholds, admission, fleet, performance, profile_priors, mirror=state_backend)
 
     # Voices, worker preparation and the background loops that keep the view true.
     voice_targets = (WorkerState.READY, WorkerState.EJECTED)  # answer HTTP; starting ones get a replay
@@ -225,7 +226,9 @@ def create_app(
     )
     fleet.set_prepare_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
     health_checker = HealthChecker(fleet, control_client, config.health, clock=clock)
-    load_reporter = LoadReporter(fleet, control_client, config.load_reports, clock=clock)
+    load_reporter = LoadReporter(
+        fleet, control_client, config.load_reports, clock=clock, on_untracked=recorder.load_tracking_fallback
+    )
     # Replicas on one data directory follow its files; on a shared store its follower does.
     replicas = ReplicaSync(routing, drains, fleet, voice_registry, clock, follow_data_dir=state_backend is None)
     # Supervised pools: profiles are checked here, so a bad one stops the start-up.

@@ -211,10 +211,22 @@ class LearningSettings(Strict):
     neighbourhood: int = Field(3, ge=0, le=16)
 
 
+class MeasuredCurve(Strict):
+    """One pool's curve as ``higgs-gateway tune`` measured it, by per-worker concurrency."""
+
+    # Decode real-time factor of a stream (end-to-end RTF less the TTFP's share).
+    rtf: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    # Median time to first packet, seconds.
+    ttfp_s: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(min_length=1)
+
+
 class RoutingConfig(Strict):
     policy: PolicyName = "adaptive"
     thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    # Curves `tune` measured per pool: the adaptive policy's prior for those pools instead
+    # of the deploy profile's estimate (its shape still fills loads that were not measured).
+    measured: dict[PoolName, MeasuredCurve] = Field(default_factory=dict)
 
 
 DEFAULT_QUEUE_SIZE: dict[str, int] = {"latency": 64, "balanced": 256, "throughput": 512}
@@ -300,10 +312,13 @@ class VoicesConfig(Strict):
     aliases: dict[str, str | None] = Field(default_factory=dict)
     openai_voices: list[str] = Field(default_factory=lambda: list(OPENAI_VOICES))
     max_upload_bytes: int = Field(10 * 1024 * 1024, gt=0)
-    # Higgs clones from 1-30 s of reference audio; checked at upload so a bad sample fails
-    # once, clearly, instead of on every speech request that names the voice.
-    min_duration_s: float = Field(1.0, ge=0)
-    max_duration_s: float = Field(30.0, gt=0)
+    # Higgs clones from 1-30 s of reference audio, and a vllm-omni worker refuses samples
+    # outside it; checked at upload so a bad sample fails once, clearly, before it is stored.
+    min_duration_s: float = Field(1.0, ge=1.0)
+    max_duration_s: float = Field(30.0, gt=0, le=30.0)
+    # Voices registered at most: every voice goes to every worker, and a worker holds at
+    # most SPEAKER_MAX_UPLOADED of them (1000 unless its operator raised it).
+    max_voices: int = Field(1000, gt=0)
     # On replay, delete voices a worker holds that the registry does not (deleted while
     # the worker was down). Turn off only if something besides this gateway uploads voices.
     replay_prune: bool = True

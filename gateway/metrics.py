@@ -94,6 +94,8 @@ class WorkerSnapshot:
     up: bool  # routable right now (READY)
     report_age_s: float | None  # seconds since its last load report; None = never reported
     slots: int  # requests it should carry at once
+    # The routing's learned curve at a few loads: load -> (predicted RTF, predicted TTFP s).
+    curve: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +157,17 @@ class FleetCollector(Collector):
         threshold = _gauge(
             "routing_threshold", "Effective value of each routing threshold (config key as name).", ["name"]
         )
-        families = (pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold)
+        w_rtf = _gauge(
+            "worker_predicted_rtf",
+            "The routing's learned RTF of every stream on the worker when it carries `load` requests.",
+            ["pool", "worker", "load"],
+        )
+        w_ttfp = _gauge(
+            "worker_predicted_ttfp_seconds",
+            "The routing's learned TTFP of a request that makes the worker's load `load`.",
+            ["pool", "worker", "load"],
+        )
+        families = (pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold, w_rtf, w_ttfp)
         if snap is None:
             yield from families
             return
@@ -173,6 +185,9 @@ class FleetCollector(Collector):
                 w_reported.add_metric(labels, w.reported_load)
             if w.report_age_s is not None and math.isfinite(w.report_age_s):
                 w_age.add_metric(labels, w.report_age_s)
+            for load, (rtf, ttfp) in w.curve.items():
+                w_rtf.add_metric([*labels, str(load)], rtf)
+                w_ttfp.add_metric([*labels, str(load)], ttfp)
         for pool, value in inflight_by_pool.items():
             pool_inflight.add_metric([pool], value)
         for pool, value in capacity_by_pool.items():
@@ -258,6 +273,12 @@ class GatewayMetrics:
             "(quantity: ttfp or rtf; 1.0 = exact).",
             ["pool", "quantity"], buckets=PREDICTION_RATIO_BUCKETS, registry=r,
         )  # fmt: skip
+        self.load_tracking_fallbacks = Counter(
+            PREFIX + "load_tracking_fallbacks",
+            "Workers whose /load never counted (no --enable-server-load-tracking); their load is read from /metrics.",
+            ["pool"],
+            registry=r,
+        )
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 
@@ -268,6 +289,8 @@ class GatewayMetrics:
             ProcessCollector(registry=r)
 
         # Known label sets start at 0 so rates and ratios exist before the first event.
+        for pool in pools:
+            self.load_tracking_fallbacks.labels(pool)
         for sla_class in classes:
             self.admission_wait.labels(sla_class)
             for pool in pools:

@@ -18,7 +18,9 @@ from gateway.observations import StreamObservation, StreamObserver, StreamOutcom
 from gateway.pools.fleet import Fleet
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
+from gateway.routing.curves import Curve
 from gateway.routing.model import Decision
+from gateway.routing.performance import PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.types import BYTES_PER_SECOND, SlaClass, WorkerState
 from gateway.upstream.errors import RetryReason, UpstreamErrorKind
@@ -101,6 +103,10 @@ class Recorder:
     def worker_ejected(self, worker: Worker, reason: str) -> None:
         self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
 
+    def load_tracking_fallback(self, worker: Worker) -> None:
+        """A worker's /load never counted: its load is read from /metrics from now on."""
+        self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc()
+
     # ---- the request ------------------------------------------------------------------
     def request_done(self, record: RequestRecord, status: int) -> None:
         duration = time.perf_counter() - record.started
@@ -141,10 +147,16 @@ class Recorder:
 
     # ---- live gauges, read at scrape time ---------------------------------------------
     def watch_fleet(
-        self, fleet: Fleet, admission: Admission, thresholds: ThresholdStore, clock: Callable[[], float]
+        self,
+        fleet: Fleet,
+        admission: Admission,
+        thresholds: ThresholdStore,
+        clock: Callable[[], float],
+        performance: PerformanceModel | None = None,
     ) -> None:
         def snapshot() -> FleetSnapshot:
             now = clock()
+            curves = performance.curves() if performance is not None else {}
             workers = [
                 WorkerSnapshot(
                     pool=w.pool.value,
@@ -154,6 +166,7 @@ class Recorder:
                     up=w.routable,
                     report_age_s=None if w.reported_at is None else now - w.reported_at,
                     slots=w.slots,
+                    curve=_curve_points(curves.get(w.worker_id)),
                 )
                 for w in fleet.workers
                 if w.state is not WorkerState.STOPPED
@@ -165,3 +178,13 @@ class Recorder:
             )
 
         self.metrics.set_snapshot_provider(snapshot)
+
+
+# Loads the learned curves are exported at: few, so the series stay low-cardinality.
+CURVE_LOADS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _curve_points(curve: Curve | None) -> dict[int, tuple[float, float]]:
+    if curve is None:
+        return {}
+    return {load: (curve.rtf(load), curve.ttfp(load)) for load in CURVE_LOADS if load <= curve.max_load}

@@ -188,7 +188,8 @@ class _Delivery:
             self._done = True
             if not sse:
                 raise StreamCut(kind.value) from exc
-            yield sse_error("The worker failed mid-stream; the audio is incomplete.", code="upstream_error")
+            partial = record.ttfp_s is not None  # some audio already reached the client
+            yield sse_error("The worker failed mid-stream; the audio is incomplete.", code="upstream_error", partial_audio=partial)
 
     def client_left(self) -> None:
         if self._done:

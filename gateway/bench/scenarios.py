@@ -22,10 +22,12 @@ from gateway.bench.report import SCHEMA
 from gateway.bench.runner import run_closed, run_open
 from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import TEXTS, text_order
+from gateway.bench.timeline import timeline
 from gateway.bench.traces import Arrival
 from gateway.types import SlaClass
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64)
+TIMELINE_WINDOW_S = 10.0  # modelled seconds per row of a trace's timeline
 T = TypeVar("T")
 
 
@@ -160,4 +162,6 @@ async def trace(
         progress.close()
     finally:
         await client.close()
-    return _document(options, "trace", {**params, "warmup": warmup}, [summarize_phase(phase, options.time_scale)])
+    summary = summarize_phase(phase, options.time_scale)
+    summary["timeline"] = timeline(phase.results, TIMELINE_WINDOW_S, options.time_scale)
+    return _document(options, "trace", {**params, "warmup": warmup}, [summary])

@@ -96,8 +96,8 @@ def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: Routin
             continue
         serves_latency = True
         curve = worker.curve
-        load = worker.load
-        if load >= (min(worker.slots, curve.max_load) if worker.slots > 0 else curve.max_load):  # type: ignore[union-attr]
+        load, slots, size = worker.load, worker.slots, len(curve.step_s)  # type: ignore[union-attr]
+        if load >= (slots if 0 < slots < size else size):
             continue
         ttfp, rtf = curve.ttfp_s[load], curve.rtf_s[load]  # type: ignore[union-attr]
         if best is None or ttfp < best_ttfp or (ttfp == best_ttfp and rtf < best_rtf):
@@ -141,8 +141,8 @@ def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: 
         curve = worker.curve
         assert curve is not None
         load = worker.load
-        size = len(curve.step_s)
-        cap = min(worker.slots, size) if worker.slots > 0 else size
+        size, slots = len(curve.step_s), worker.slots
+        cap = slots if 0 < slots < size else size
         if load >= cap or (load > 0 and curve.rtf_s[load] > ceiling):
             continue
         if worker.pool is LL and load + 1 + reserve > cap:
@@ -175,8 +175,8 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
         curve = worker.curve
         assert curve is not None
         load = worker.load
-        size = len(curve.step_s)
-        cap = min(worker.slots, size) if worker.slots > 0 else size
+        size, slots = len(curve.step_s), worker.slots
+        cap = slots if 0 < slots < size else size
         if load >= cap or (ceiling is not None and load > 0 and curve.rtf_s[load] > ceiling):
             continue
         if worker.pool is LL and reserve and load + 1 + reserve > curve.capacity(latency_ceiling, cap):

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from gateway.deploy_profile import deep_merge
 from gateway.errors import bad_request
 from gateway.pools.fleet import Fleet
 from gateway.routing.admission import Admission
+from gateway.routing.curves import Curve
 from gateway.routing.performance import PerformanceModel
+from gateway.routing.prior import with_measured
+from gateway.types import PoolName
 from gateway.routing.policy import create_policy
 from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError, effective_thresholds
 
@@ -42,6 +45,7 @@ class RoutingControl:
         admission: Admission,
         fleet: Fleet,
         performance: PerformanceModel | None = None,
+        profile_priors: Mapping[PoolName, Curve] | None = None,
         mirror: RoutingMirror | None = None,
     ) -> None:
         self._thresholds = thresholds
@@ -49,6 +53,10 @@ class RoutingControl:
         self._fleet = fleet
         self._performance = performance
         self._mirror = mirror
+        self._profile_priors = dict(profile_priors or {})  # what `routing.measured` corrects
+        self._measured = thresholds.current().measured
+        if performance is not None and self._measured:
+            performance.set_priors(with_measured(self._profile_priors, self._measured))
 
     def status(self) -> dict[str, Any]:
         current = self._thresholds.current()
@@ -56,6 +64,7 @@ class RoutingControl:
             "policy": current.policy,
             "thresholds": current.thresholds.model_dump(mode="json"),
             "learning": current.learning.model_dump(),
+            "measured": {pool.value: curve.model_dump() for pool, curve in current.measured.items()},
             "effective": effective_thresholds(current.thresholds, self._fleet.snapshot()),
             "persisted_at": str(self._thresholds.path),
         }
@@ -114,7 +123,11 @@ class RoutingControl:
         current = self._thresholds.current()
         if current.policy != policy_before:
             self._admission.set_policy(create_policy(current.policy))
-        if self._performance is not None and self._performance.settings != current.learning:
-            self._performance.configure(current.learning)
+        if self._performance is not None:
+            if self._performance.settings != current.learning:
+                self._performance.configure(current.learning)
+            if current.measured != self._measured:
+                self._measured = current.measured
+                self._performance.set_priors(with_measured(self._profile_priors, current.measured))
         # Caps and ceilings apply to the next decision: wake the queue to look again.
         self._admission.capacity_changed()

@@ -106,6 +106,7 @@ class PerformanceModel:
         self._priors = dict(priors or {})  # per pool, for workers met in a load view
         self._workers: dict[str, WorkerModel] = {}
         self._curves: dict[str, Curve] = {}
+        self._pools: dict[str, PoolName] = {}  # workers met in a load view
 
     # --- membership -------------------------------------------------------------------
     def add_worker(self, worker_id: str, prior: Curve) -> None:
@@ -121,6 +122,7 @@ class PerformanceModel:
                 prior = self._priors.get(worker.pool)
                 if prior is not None:
                     self.add_worker(worker.worker_id, prior)
+                    self._pools[worker.worker_id] = worker.pool
         if len(workers) > len(view.workers):
             # Workers that left the fleet (discovery, scale-down): bounded memory.
             present = {worker.worker_id for worker in view.workers}
@@ -128,9 +130,20 @@ class PerformanceModel:
                 self.remove_worker(worker_id)
         return self.curves()
 
+    def set_priors(self, priors: Mapping[PoolName, Curve]) -> None:
+        """New priors (e.g. ``tune``'s measured curves): workers of a changed pool start over."""
+        changed = {pool for pool, curve in priors.items() if self._priors.get(pool) != curve}
+        self._priors = dict(priors)
+        for worker_id, model in list(self._workers.items()):
+            pool = self._pools.get(worker_id)
+            if pool in changed:
+                self._workers[worker_id] = WorkerModel(priors[pool])
+                self._curves[worker_id] = priors[pool]
+
     def remove_worker(self, worker_id: str) -> None:
         self._workers.pop(worker_id, None)
         self._curves.pop(worker_id, None)
+        self._pools.pop(worker_id, None)
 
     def reset_worker(self, worker_id: str) -> None:
         """Forget what a worker showed (it restarted: a new process, cold graphs)."""

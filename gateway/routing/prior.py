@@ -9,7 +9,11 @@ factor elsewhere: exactly what the online correction in ``performance`` learns f
 
 from __future__ import annotations
 
-from gateway.config import GatewayConfig
+import bisect
+import math
+from collections.abc import Mapping
+
+from gateway.config import GatewayConfig, MeasuredCurve
 from gateway.deploy_profile import DeployProfile, load_deploy_profile
 from gateway.emulator.timing import StepModel, TimingParams
 from gateway.routing.curves import Curve
@@ -46,11 +50,14 @@ def prior_curve(
         step = (1.0 - churn) * decode + churn * prefill
         steps.append(step)
         first_chunk = model.initial_chunk_frames if model.streams_early else typical_frames
+        # Decode steps before the first chunk can leave: the codebook delay, the chunk, and
+        # the frames Stage 1 holds back on its right (vllm-omni 0.30.0 async chunking).
+        steps_to_first = delay + first_chunk + (model.holdback_frames if model.streams_early else 0)
         ttfps.append(
             model.overhead_seconds()
             + 0.5 * step  # the step in progress when the request reaches the scheduler
             + prefill
-            + (delay + first_chunk - 1) * step
+            + (steps_to_first - 1) * step
             + model.code2wav_seconds(first_chunk)
         )
     return Curve(tuple(_running_max(steps)), tuple(_running_max(ttfps)))
@@ -70,3 +77,38 @@ def pool_priors(config: GatewayConfig) -> dict[PoolName, Curve]:
         profile = load_deploy_profile(pool.profile, pool.launch.stage_overrides if pool.launch else None)
         priors[name] = prior_curve(profile)
     return priors
+
+
+def measured_prior(base: Curve, measured: MeasuredCurve) -> Curve:
+    """``base`` corrected to what ``tune`` measured: exact at measured loads, the profile's
+    shape between and beyond them (the correction is interpolated in log space)."""
+    steps = _corrected(base.step_s, {load: rtf / FRAMES for load, rtf in measured.rtf.items()})
+    ttfps = _corrected(base.ttfp_s, dict(measured.ttfp_s))
+    return Curve(tuple(_running_max(steps)), tuple(_running_max(ttfps)))
+
+
+def with_measured(priors: Mapping[PoolName, Curve], measured: Mapping[PoolName, MeasuredCurve]) -> dict[PoolName, Curve]:
+    return {pool: measured_prior(curve, measured[pool]) if pool in measured else curve for pool, curve in priors.items()}
+
+
+FRAMES = 25  # RTF = 25 x step time (one 40 ms frame per decode step)
+
+
+def _corrected(base: tuple[float, ...], points: dict[int, float]) -> list[float]:
+    size = len(base)
+    known = sorted((load, math.log(value / base[load - 1])) for load, value in points.items() if load <= size)
+    if not known:
+        return list(base)
+    loads = [load for load, _ in known]
+    out = []
+    for load in range(1, size + 1):
+        index = bisect.bisect_left(loads, load)
+        if index == 0:
+            ratio = known[0][1]
+        elif index == len(known):
+            ratio = known[-1][1]
+        else:
+            (lo, a), (hi, b) = known[index - 1], known[index]
+            ratio = a + (b - a) * (load - lo) / (hi - lo)
+        out.append(base[load - 1] * math.exp(ratio))
+    return out

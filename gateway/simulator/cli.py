@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.bench import report
 from gateway.bench.client import ClientOptions
-from gateway.bench.compare import SETUPS, Setup, headline
+from gateway.bench.compare import SETUPS, Setup, add_ramp_arguments, headline, ramp_trace, trace_file
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, sweep, trace, warm_up
 from gateway.bench.targets import targets_table
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="sweep levels ('' = no sweep)")
     parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(32, 4 x level))")
     add_trace_arguments(parser, allow_none=True)
+    add_ramp_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="write JSON results and README.md here")
     return parser
@@ -57,15 +58,21 @@ def run(args: argparse.Namespace) -> int:
     levels = int_list(args.levels) if args.levels else []
     setups = _setups(args)
     thresholds = RoutingThresholds.model_validate_json(args.thresholds) if args.thresholds else None
-    arrivals, trace_params = build_trace(args)
+    traces = [build_trace(args), ramp_trace(args)]
+    traces = [(arrivals, params) for arrivals, params in traces if arrivals]
     documents: list[dict[str, Any]] = []
     for setup in setups:
-        documents += run_virtual(simulate(setup, levels, args.requests, arrivals, trace_params, args.seed, thresholds))
+        documents += run_virtual(simulate(setup, levels, args.requests, traces, args.seed, thresholds))
     lines = render(documents, setups, levels, _command())
     if args.out:
+        from gateway.bench.plots import plot_sweeps, plot_timeline, plot_traces
+
         for document in documents:
-            report.write(document, args.out, f"{document['label']}-{document['mode']}")
+            name = trace_file(document["label"], document["params"]["kind"]) if document["mode"] == "trace" else f"{document['label']}-sweep"
+            report.write(document, args.out, name)
         args.out.mkdir(parents=True, exist_ok=True)
+        plots = plot_sweeps(documents, args.out) + plot_traces(documents, args.out, kind="bursty") + plot_timeline(documents, args.out)
+        lines += [f"![{p.stem}]({p.name})" for p in plots]
         (args.out / "README.md").write_text("\n".join(lines))
         print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
     else:
@@ -103,13 +110,12 @@ async def simulate(
     setup: Setup,
     levels: Sequence[int],
     requests: int | None,
-    arrivals: Sequence[Arrival],
-    trace_params: dict[str, Any],
+    traces: Sequence[tuple[Sequence[Arrival], dict[str, Any]]],
     seed: int,
     thresholds: RoutingThresholds | None = None,
     plans: Sequence[WorkerPlan] | None = None,
 ) -> list[dict[str, Any]]:
-    """One setup through the compare benchmark's steps: warm-up, sweep, trace."""
+    """One setup through the compare benchmark's steps: warm-up, sweep, traces."""
     gateway = SimGateway(plans or plans_for(setup), setup.policy, thresholds)  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
     options = RunOptions(
@@ -121,8 +127,8 @@ async def simulate(
     if levels:
         await warm_up(options, max(levels))
         documents.append(await sweep(options, levels, requests, rounds=4, minimum=32))
-    if arrivals:
-        documents.append(await trace(options, arrivals, trace_params["kind"], trace_params))
+    for arrivals, params in traces:
+        documents.append(await trace(options, arrivals, params["kind"], params))
     return documents
 
 
@@ -147,8 +153,9 @@ def render(documents: list[dict[str, Any]], setups: Sequence[Setup], levels: Seq
     lines += targets_table(documents)
     if sweeps:
         lines += ["## Closed-loop sweep", "", report.to_markdown(sweeps, by_class=False), ""]
-    if traces:
-        lines += ["## Trace (open loop)", "", report.to_markdown(traces, by_class=True), ""]
+    for kind in dict.fromkeys(d["params"]["kind"] for d in traces):
+        of_kind = [d for d in traces if d["params"]["kind"] == kind]
+        lines += [f"## Trace: {kind} (open loop)", "", report.to_markdown(of_kind, by_class=True), ""]
     return lines
 
 

@@ -560,7 +560,7 @@ def worker_metrics(url: str) -> str:
 
 
 def success_count(url: str) -> int:
-    return int(metric(worker_metrics(url), "vllm_omni:requests_success_total"))
+    return int(metric(worker_metrics(url), "vllm_omni:requests_success_total", finished_reason="stop"))
 
 
 def captured_sizes(metrics_text: str) -> set[int]:
@@ -702,7 +702,7 @@ def test_workers_join_and_leave_under_load_without_a_failed_request(mode: str, t
                 deadline = time.monotonic() + 90
                 while True:
                     assert time.monotonic() < deadline, f"ht-b not routable; seen {states_before_routable}"
-                    completed = metric(worker_metrics(ht_b.url), "vllm_omni:requests_success_total")  # read first
+                    completed = metric(worker_metrics(ht_b.url), "vllm_omni:requests_success_total", finished_reason="stop")  # read first
                     entry = observe(url, http).workers.get(ids["ht-b"])
                     if entry is not None and entry["routable"]:
                         break
@@ -792,7 +792,7 @@ def test_workers_join_and_leave_under_load_without_a_failed_request(mode: str, t
         for name, member in members.items():
             text = worker_metrics(member.url)
             served = sum(1 for worker in served_by.values() if worker == ids[name])
-            assert metric(text, "vllm_omni:requests_success_total") == direct[name] + served, name
+            assert metric(text, "vllm_omni:requests_success_total", finished_reason="stop") == direct[name] + served, name
             assert metric(text, "vllm_omni:requests_failed_total") == 0, name
             assert metric(text, "vllm_omni:speech_stream_aborted_total") == 0, name
 

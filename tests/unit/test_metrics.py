@@ -99,7 +99,7 @@ def test_names_are_ours_and_labels_are_low_cardinality() -> None:
     metrics = GatewayMetrics()
     metrics.set_snapshot_provider(fleet)
     metrics.observe_request(sla_class="latency", pool="low_latency", status=200, duration_s=1, ttfp_s=0.1, audio_s=3)
-    allowed = {"sla_class", "pool", "status", "reason", "worker", "kind", "phase", "name", "version", "le", "quantity"}
+    allowed = {"sla_class", "pool", "status", "reason", "worker", "kind", "phase", "name", "version", "le", "quantity", "load"}
     for family in text_string_to_metric_families(metrics.render()[0].decode()):
         assert not family.name.startswith("vllm")
         assert family.name.startswith(("higgs_gateway_", "process_")), family.name

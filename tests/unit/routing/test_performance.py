@@ -186,3 +186,25 @@ def test_a_view_brings_new_workers_in_at_their_pool_prior_and_drops_gone_ones() 
     assert performance.curves_for(LoadView((one,))) == {"a": PRIOR}
     other = WorkerLoad("b", PoolName.LOW_LATENCY, True, 0, None, 16)
     assert set(performance.curves_for(LoadView((other,)))) == {"b"}
+
+
+def test_measured_curves_replace_the_profile_prior_where_measured() -> None:
+    from gateway.config import MeasuredCurve
+    from gateway.routing.prior import measured_prior
+
+    measured = MeasuredCurve(rtf={1: 0.5, 8: 0.6}, ttfp_s={1: 0.3})
+    curve = measured_prior(PRIOR, measured)
+    assert math.isclose(curve.rtf(1), 0.5) and math.isclose(curve.rtf(8), 0.6)
+    assert math.isclose(curve.ttfp(1), 0.3)
+    assert curve.rtf(16) > curve.rtf(8)  # the profile's shape carries on past the last point
+    assert all(a <= b for a, b in zip(curve.step_s, curve.step_s[1:], strict=False))
+
+
+def test_new_priors_restart_the_workers_of_that_pool() -> None:
+    from gateway.routing.model import LoadView, WorkerLoad
+
+    performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
+    performance.curves_for(LoadView((WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16),)))
+    faster = PRIOR.scaled(0.5, 0.5)
+    performance.set_priors({PoolName.LOW_LATENCY: faster})
+    assert performance.curve("w") == faster

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,7 @@ def test_virtual_time_runs_a_sweep_in_a_fraction_of_its_modelled_time() -> None:
     import time
 
     started = time.perf_counter()
-    documents = run_virtual(simulate(ADAPTIVE, [1, 4], None, [], {}, seed=0))
+    documents = run_virtual(simulate(ADAPTIVE, [1, 4], None, [], seed=0))
     elapsed = time.perf_counter() - started
     (sweep,) = documents
     c1, c4 = sweep["phases"]
@@ -75,16 +76,19 @@ def test_virtual_time_runs_a_sweep_in_a_fraction_of_its_modelled_time() -> None:
 
 def test_the_command_writes_the_benchmark_report_format(tmp_path: Any) -> None:
     assert main(["--setups", "adaptive,ht+ht,ll+ll", "--levels", "1,64", "--kind", "bursty", "--duration", "40",
-                 "--out", str(tmp_path)]) == 0  # fmt: skip
+                 "--ramp-duration", "60", "--out", str(tmp_path)]) == 0  # fmt: skip
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert "adaptive-sweep.json" in names and "ht+ht-trace.json" in names
+    assert {"adaptive-sweep.json", "ht+ht-trace.json", "ll+ll-ramp.json", "ramp_timeline.png"} <= set(names), names
     text = (tmp_path / "README.md").read_text()
     assert "## Targets" in text and "c64 audio-s/s vs ht+ht" in text
+    ramp_doc = json.loads((tmp_path / "adaptive-ramp.json").read_text())
+    rows = ramp_doc["phases"][0]["timeline"]
+    assert rows and sum(row["sent"] for row in rows) == ramp_doc["phases"][0]["sent"]
 
 
 def test_what_if_fleet() -> None:
     documents = run_virtual(simulate(
-        ADAPTIVE.__class__("3ll+5ht", "adaptive", ()), [32], None, [], {}, 0,
+        ADAPTIVE.__class__("3ll+5ht", "adaptive", ()), [32], None, [], 0,
         plans=[*plans_for(ADAPTIVE)[:1] * 3, *plans_for(ADAPTIVE)[1:] * 5],
     ))  # fmt: skip
     (phase,) = documents[0]["phases"]
