@@ -222,7 +222,7 @@ def create_app(
         voices=voice_registry.store,
         voice_mirror=voice_mirror,
         voices_changed=voice_registry.replay_all_later,
-        registry=metrics.registry,
+        observer=recorder,
     )
     fleet.set_prepare_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
     health_checker = HealthChecker(fleet, control_client, config.health, clock=clock)

@@ -8,7 +8,7 @@ the backend to those stores as their *mirror* (``RoutingControl``, ``DrainStore`
 to this replica's local copy. This class follows the changes made through other
 replicas (the backend's pub/sub messages and periodic re-read) and applies them to the
 same local stores; it also owns the backend's start and stop, the fleet-wide rate
-limiter and the state metrics. Speech only ever reads the local stores, so it keeps
+limiter, and tells the recorder (``StateObserver``) what its metrics count. Speech only ever reads the local stores, so it keeps
 working with the last known state while Redis is away.
 """
 
@@ -17,9 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
-
-from prometheus_client import CollectorRegistry
+from typing import Any, Protocol
 
 from gateway.config import StateConfig
 from gateway.pools.drains import DrainStore
@@ -28,12 +26,21 @@ from gateway.routing.control import RoutingControl
 from gateway.routing.thresholds import ThresholdStore
 from gateway.state.backend import ChangeKind, StateBackend, StoredVoice
 from gateway.state.errors import StateUnavailable
-from gateway.state.metrics import StateMetrics
 from gateway.state.rate_limit import RateLimiter, SharedRateLimiter
 from gateway.voices.names import name_key
 from gateway.voices.store import Voice, VoiceStore
 
 log = logging.getLogger(__name__)
+
+
+class StateObserver(Protocol):
+    """What the shared state reports (the recorder turns it into ``higgs_gateway_state_*``)."""
+
+    def state_backend_up(self, backend: str, up: bool) -> None: ...
+
+    def state_rate_limit_unavailable(self, mode: str) -> None: ...
+
+    def state_change_applied(self, kind: str) -> None: ...
 
 
 def create_backend(config: StateConfig) -> StateBackend | None:
@@ -82,7 +89,7 @@ class SharedState:
         voices: VoiceStore,
         voice_mirror: VoiceMirrorOnLoop | None,
         voices_changed: Callable[[], None],
-        registry: CollectorRegistry,
+        observer: StateObserver,
     ) -> None:
         self._backend = backend
         self._routing = routing
@@ -92,15 +99,16 @@ class SharedState:
         self._voices = voices
         self._voice_mirror = voice_mirror
         self._voices_changed = voices_changed
-        self.metrics = StateMetrics(registry, config.backend)
+        self._observer = observer
+        name = config.backend
+        observer.state_backend_up(name, backend is None)  # a shared store counts as down until it answers
         self.rate_limiter: RateLimiter | None = None
         if backend is not None:
-            self.rate_limiter = SharedRateLimiter(
-                backend, config.rate_limit_failure_mode, lambda mode: self.metrics.rate_limit_unavailable.labels(mode).inc()
-            )
+            self.rate_limiter = SharedRateLimiter(backend, config.rate_limit_failure_mode, observer.state_rate_limit_unavailable)
             on_up_change = getattr(backend, "on_up_change", None)
             if on_up_change is not None:
-                on_up_change(lambda up: self.metrics.backend_up.set(1 if up else 0))
+                on_up_change(lambda up: observer.state_backend_up(name, up))
+        self._name = name
 
     async def start(self) -> None:
         if self._backend is None:
@@ -108,7 +116,7 @@ class SharedState:
         if self._voice_mirror is not None:
             self._voice_mirror.attach(asyncio.get_running_loop())
         await self._backend.start(self.apply)
-        self.metrics.backend_up.set(1 if self._backend.up else 0)
+        self._observer.state_backend_up(self._name, self._backend.up)
 
     async def stop(self) -> None:
         if self._backend is not None:
@@ -127,12 +135,12 @@ class SharedState:
             # The whole document, applied as the operator's patch would be: new keys
             # (thresholds, learning) need nothing here.
             if await self._routing.follow_shared(await self._require().read_routing()):
-                self.metrics.changes_applied.labels(ChangeKind.ROUTING.value).inc()
+                self._observer.state_change_applied(ChangeKind.ROUTING.value)
         if kind in (None, ChangeKind.DRAINS):
             drained = await self._require().read_drains()
             if self._drains.follow(drained):
                 self._fleet.apply_drained(self._drains.ids)
-                self.metrics.changes_applied.labels(ChangeKind.DRAINS.value).inc()
+                self._observer.state_change_applied(ChangeKind.DRAINS.value)
                 await asyncio.to_thread(self._drains.persist)
         if kind in (None, ChangeKind.VOICES):
             await self._apply_voices()
@@ -159,7 +167,7 @@ class SharedState:
             if key not in metas:
                 changed |= await asyncio.to_thread(self._voices.discard, voice.name)
         if changed:
-            self.metrics.changes_applied.labels(ChangeKind.VOICES.value).inc()
+            self._observer.state_change_applied(ChangeKind.VOICES.value)
             self._voices_changed()
 
     async def _seed_empty_store(self) -> None:

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
-
+from gateway.access_log import AccessLog
 from gateway.config import LearningSettings, RoutingConfig, StateConfig
 from gateway.errors import GatewayError
+from gateway.metrics import GatewayMetrics
 from gateway.pools.drains import DrainStore
+from gateway.recorder import Recorder
 from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.thresholds import ThresholdStore
@@ -41,7 +42,7 @@ class Parts:
         mirror = VoiceMirrorOnLoop(backend) if backend is not None else None
         self.voices = VoiceStore.in_data_dir(tmp_path, mirror=mirror)
         self.voice_changes = 0
-        self.registry = CollectorRegistry()
+        self.metrics = GatewayMetrics(process_metrics=False)
         self.shared = SharedState(
             StateConfig(backend="redis", redis_url="redis://127.0.0.1:1/0") if backend else StateConfig(),
             backend,
@@ -52,14 +53,14 @@ class Parts:
             voices=self.voices,
             voice_mirror=mirror,
             voices_changed=self._voices_changed,
-            registry=self.registry,
+            observer=Recorder(self.metrics, AccessLog(enabled=False)),
         )
 
     def _voices_changed(self) -> None:
         self.voice_changes += 1
 
     def metric(self, name: str, **labels: str) -> float:
-        return self.registry.get_sample_value(name, labels) or 0.0
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
 @pytest.fixture()
