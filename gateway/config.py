@@ -174,7 +174,8 @@ class RoutingThresholds(Strict):
     # `throughput` requests may push a worker to this RTF; None = up to max_num_seqs.
     throughput_rtf_ceiling: float | None = Field(None, gt=0)
     # Hard caps per worker by pool, overriding pools.<pool>.slots_per_worker at run time.
-    max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    # null removes a cap set earlier (a patch deep-merges into the overrides).
+    max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)] | None] = Field(default_factory=dict)
 
     # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
     # None = the low-latency pool's capacity (its routable workers x slots_per_worker).
