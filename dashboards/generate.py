@@ -354,6 +354,13 @@ def overview() -> Dashboard:
         "Gateway versions", "Gateway processes per version.",
         [Q(f"count by (version) (higgs_gateway_build_info{i})", "{{version}}")], width=2,
     ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Shared state backend up",
+        "1 while each gateway reaches its state backend (always 1 for local; 0: Redis unreachable, serving "
+        "from the last known state, admin writes answer 503).",
+        [Q(f"min by (instance, backend) (higgs_gateway_state_backend_up{i})", "{{instance}} ({{backend}})")],
+        width=6,
+    ))  # fmt: skip
     return d
 
 

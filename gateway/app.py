@@ -59,6 +59,7 @@ from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.setup import build_supervisors
 from gateway.types import PoolName, WorkerState
@@ -103,6 +104,7 @@ class GatewayApp:
         health: HealthChecker,
         load_reports: LoadReporter,
         replicas: ReplicaSync,
+        shared_state: SharedState,
         supervisors: list[PoolSupervisor],
         transport: UpstreamTransport,
         control_client: httpx.AsyncClient,
@@ -118,6 +120,7 @@ class GatewayApp:
         self._health = health
         self._load_reports = load_reports
         self._replicas = replicas
+        self._shared_state = shared_state
         self._supervisors = supervisors
         self._transport = transport
         self._control_client = control_client
@@ -126,6 +129,9 @@ class GatewayApp:
         await self._stack(scope, receive, send)
 
     async def start(self) -> None:
+        # The shared state first: routing, drains and voices as the fleet has them before
+        # any worker is prepared or any request admitted.
+        await self._shared_state.start()
         for factory in self._discovery_factories:
             discovery = factory()
             await discovery.start()
@@ -150,6 +156,7 @@ class GatewayApp:
             await supervisor.stop()
         await self._transport.close()
         await self._control_client.aclose()
+        await self._shared_state.stop()
 
 
 def create_app(
@@ -170,7 +177,10 @@ def create_app(
     # Observing: every metric and access-log line goes through the recorder.
     metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
-    drains = DrainStore.in_data_dir(data_dir)
+    # Routing overrides, drains, voices and key limits shared with other replicas: with a
+    # shared store (state.backend: redis) each store writes there first (its mirror).
+    state_backend = create_backend(config.state)
+    drains = DrainStore.in_data_dir(data_dir, mirror=state_backend)
     thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
     # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
     profile_priors = pool_priors(config)
@@ -192,28 +202,42 @@ def create_app(
     fleet.on_capacity_change(admission.capacity_changed)
     fleet.on_ejection(recorder.worker_ejected)
     recorder.watch_fleet(fleet, admission, thresholds, clock, performance)
-    routing = RoutingControl(thresholds, admission, fleet, performance, profile_priors)
+    routing = RoutingControl(thresholds, admission, fleet, performance, profile_priors, mirror=state_backend)
 
     # Voices, worker preparation and the background loops that keep the view true.
     voice_targets = (WorkerState.READY, WorkerState.EJECTED)  # answer HTTP; starting ones get a replay
+    voice_mirror = VoiceMirrorOnLoop(state_backend) if state_backend is not None else None
     voice_registry = VoiceRegistry(
-        VoiceStore.in_data_dir(data_dir, config.voices),
+        VoiceStore.in_data_dir(data_dir, config.voices, mirror=voice_mirror),
         control_client,
         lambda: [w for w in fleet.workers if w.state in voice_targets],
+    )
+    shared_state = SharedState(
+        config.state,
+        state_backend,
+        routing=routing,
+        thresholds=thresholds,
+        drains=drains,
+        fleet=fleet,
+        voices=voice_registry.store,
+        voice_mirror=voice_mirror,
+        voices_changed=voice_registry.replay_all_later,
+        observer=recorder,
     )
     fleet.set_prepare_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
     health_checker = HealthChecker(fleet, control_client, config.health, clock=clock)
     load_reporter = LoadReporter(
         fleet, control_client, config.load_reports, clock=clock, on_untracked=recorder.load_tracking_fallback
     )
-    replicas = ReplicaSync(routing, drains, fleet, voice_registry, clock)
+    # Replicas on one data directory follow its files; on a shared store its follower does.
+    replicas = ReplicaSync(routing, drains, fleet, voice_registry, clock, follow_data_dir=state_backend is None)
     # Supervised pools: profiles are checked here, so a bad one stops the start-up.
     supervisors = build_supervisors(config, fleet, is_ready=fleet.has_answered)
     # Pools without ``launch`` find their workers by discovery (built at start: some need the loop).
     discoveries = [partial(discovery_factory, pool, pool_config, fleet) for pool, pool_config in config.pools.items() if pool_config.launch is None]
 
     # The request path.
-    api_keys = ApiKeyGate(ApiKeyAuth(config.auth), config.auth.open_listings, recorder)
+    api_keys = ApiKeyGate(ApiKeyAuth(config.auth, limiter=shared_state.rate_limiter), config.auth.open_listings, recorder)
     relay = Relay(transport, fleet, admission, config.upstream, recorder, clock=clock)
     speech = SpeechPipeline(
         auth=api_keys,
@@ -275,6 +299,7 @@ def create_app(
         health=health_checker,
         load_reports=load_reporter,
         replicas=replicas,
+        shared_state=shared_state,
         supervisors=supervisors,
         transport=transport,
         control_client=control_client,

@@ -176,7 +176,8 @@ class RoutingThresholds(Strict):
     # `throughput` requests may push a worker to this RTF; None = up to max_num_seqs.
     throughput_rtf_ceiling: float | None = Field(None, gt=0)
     # Hard caps per worker by pool, overriding pools.<pool>.slots_per_worker at run time.
-    max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    # null removes a cap set earlier (a patch deep-merges into the overrides).
+    max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)] | None] = Field(default_factory=dict)
 
     # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
     # None = the low-latency pool's capacity (its routable workers x slots_per_worker).
@@ -370,6 +371,42 @@ class AuthConfig(Strict):
         return entries
 
 
+class StateConfig(Strict):
+    """Where state every gateway replica must agree on lives (docs/deploy.md, "State backends").
+
+    ``local``: the data directory (one gateway, or replicas sharing one volume). ``redis``:
+    routing overrides, drains, voices and per-key rate limits in one Redis; the data
+    directory then holds only this replica's cache of them.
+    """
+
+    backend: Literal["local", "redis"] = "local"
+    # redis://[:password@]host:6379/0, or rediss:// for TLS. A secret: shown masked.
+    redis_url: SecretStr | None = None
+    # Prepended to every key and channel, so several gateways can share one Redis.
+    key_prefix: str = Field("higgs-gateway:", max_length=100)
+    # Redis unreachable or slow: "open" lets keyed requests through, "closed" answers 503.
+    rate_limit_failure_mode: Literal["open", "closed"] = "open"
+    # Longest wait for one Redis call; a slower answer counts as Redis being unavailable.
+    timeout_s: float = Field(0.5, gt=0, le=30)
+    # Full re-read of the shared state (the safety net under pub/sub change messages).
+    resync_interval_s: float = Field(5.0, gt=0)
+    # Reconnect back-off: doubles from 0.1 s up to this.
+    reconnect_max_backoff_s: float = Field(5.0, gt=0)
+    # Verify the server's TLS certificate (rediss://); a private CA goes in tls_ca_file.
+    tls_verify: bool = True
+    tls_ca_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StateConfig:
+        if self.backend == "redis":
+            if self.redis_url is None:
+                raise ValueError("state.redis_url is required when state.backend is redis")
+            scheme = self.redis_url.get_secret_value().split("://", 1)[0].lower()
+            if scheme not in ("redis", "rediss", "unix"):
+                raise ValueError("state.redis_url must start with redis://, rediss:// or unix://")
+        return self
+
+
 class LoggingConfig(Strict):
     level: str = "INFO"
     # json: one JSON object per line (for log shippers); text: short human lines;
@@ -395,6 +432,7 @@ class GatewayConfig(BaseSettings):
     voices: VoicesConfig = Field(default_factory=VoicesConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     data_dir: Path = Path("./data")
 
     @model_validator(mode="after")

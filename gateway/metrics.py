@@ -279,6 +279,25 @@ class GatewayMetrics:
             ["pool"],
             registry=r,
         )
+        # The shared state (gateway.state): routing overrides, drains, voices, key limits.
+        self.state_backend_up = Gauge(
+            PREFIX + "state_backend_up",
+            "1 while the state backend answers (always 1 for local); 0: serving from the last known state.",
+            ["backend"],
+            registry=r,
+        )
+        self.state_rate_limit_unavailable = Counter(
+            PREFIX + "state_rate_limit_unavailable",
+            "Keyed requests whose fleet-wide rate limit could not be checked, by the failure mode applied.",
+            ["mode"],
+            registry=r,
+        )
+        self.state_changes_applied = Counter(
+            PREFIX + "state_changes_applied",
+            "Shared-state changes made through other replicas and applied here, by kind.",
+            ["kind"],
+            registry=r,
+        )
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 

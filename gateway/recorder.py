@@ -107,6 +107,16 @@ class Recorder:
         """A worker's /load never counted: its load is read from /metrics from now on."""
         self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc()
 
+    # ---- the shared state (StateObserver) -------------------------------------------
+    def state_backend_up(self, backend: str, up: bool) -> None:
+        self.metrics.state_backend_up.labels(backend).set(1 if up else 0)
+
+    def state_rate_limit_unavailable(self, mode: str) -> None:
+        self.metrics.state_rate_limit_unavailable.labels(mode).inc()
+
+    def state_change_applied(self, kind: str) -> None:
+        self.metrics.state_changes_applied.labels(kind).inc()
+
     # ---- the request ------------------------------------------------------------------
     def request_done(self, record: RequestRecord, status: int) -> None:
         duration = time.perf_counter() - record.started

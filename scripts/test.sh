@@ -4,14 +4,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Real tools some tests drive: Prometheus and promtool (scrape, rules, metrics checks),
-# docker-compose (`config` of the compose files), kubectl (`kustomize` builds), and
-# Chromium with its WebDriver (the playground's browser tests).
+# docker-compose (`config` of the compose files), kubectl (`kustomize` builds),
+# redis-server (the shared state backend) and Chromium with its WebDriver (the
+# playground's browser tests).
 # Installed from Debian's packages when missing and possible (root with apt-get); the
-# tests themselves also install Prometheus, and skip the others with a reason otherwise.
+# tests themselves also install Prometheus and Redis, and skip the others with a reason otherwise.
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
 command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v kubectl >/dev/null || need+=(kubectl)
+command -v redis-server >/dev/null || need+=(redis-server)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -16,13 +16,14 @@ class ApiKeyGate:
         self._open_listings = open_listings
         self._recorder = recorder
 
-    def check(self, headers: Headers, listing: bool = False) -> str | None:
+    async def check(self, headers: Headers, listing: bool = False) -> str | None:
         """The key id (a digest prefix) of the request's API key, None when keys are off;
-        raises AuthError 401/429 when keys are configured and this request fails them."""
+        raises AuthError 401/429 when keys are configured and this request fails them (and
+        ``StateUnavailable`` 503 when a fleet-wide limit cannot be checked, failing closed)."""
         if listing and self._open_listings:
             return None
         try:
-            identity = self._keys.check(headers.get("authorization"))
+            identity = await self._keys.admit(headers.get("authorization"))
         except AuthError as exc:
             if exc.status == 429:
                 self._recorder.rate_limited(sla_class_or_default(headers))

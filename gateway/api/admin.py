@@ -52,7 +52,7 @@ def create_router(
             raise bad_request(f"Body is not valid JSON: {exc}", code="invalid_json") from exc
         if not isinstance(patch, dict):
             raise bad_request("Body must be a JSON object like {\"thresholds\": {...}}.", code="invalid_json")
-        routing.update(patch)
+        await routing.update(patch)
         return routing.status()
 
     @router.get("/pools")
@@ -67,24 +67,26 @@ def create_router(
         status["queue_depths"] = {sla.value: depth for sla, depth in admission.queue_depths().items()}
         return status
 
-    def set_drained(worker_id: str, drained: bool) -> dict[str, Any]:
+    async def set_drained(worker_id: str, drained: bool) -> dict[str, Any]:
         if fleet.get(worker_id) is None:
             raise GatewayError(
                 404, f"No worker with id {worker_id!r}; see GET /admin/pools.", param="worker_id", code="worker_not_found"
             )
-        drains.set(worker_id, drained)  # persisted first: survives a restart, other replicas follow
+        # Persisted first (the shared store, if any, before this replica's copy): survives a
+        # restart, other replicas follow; a shared store out of reach refuses it (503).
+        await drains.change(worker_id, drained)
         worker = fleet.set_drained(worker_id, drained)
         return {"id": worker.worker_id, "drained": worker.drained, "inflight": worker.inflight, "state": worker.state.value}
 
     @router.post("/workers/{worker_id}/drain")
     async def drain(worker_id: str, request: Request) -> dict[str, Any]:
         check(request)
-        return set_drained(worker_id, True)
+        return await set_drained(worker_id, True)
 
     @router.post("/workers/{worker_id}/undrain")
     async def undrain(worker_id: str, request: Request) -> dict[str, Any]:
         check(request)
-        return set_drained(worker_id, False)
+        return await set_drained(worker_id, False)
 
     @router.get("/config")
     async def get_config(request: Request) -> dict[str, Any]:

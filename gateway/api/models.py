@@ -18,13 +18,13 @@ def create_router(models: ModelsConfig, auth: ApiKeyGate) -> APIRouter:
 
     @router.get("/v1/models")
     async def list_models(request: Request) -> dict[str, Any]:
-        auth.check(request.headers, listing=True)
+        await auth.check(request.headers, listing=True)
         data = [{"id": name, "object": "model", "created": CREATED, "owned_by": "higgs-gateway"} for name in names]
         return {"object": "list", "data": data}
 
     @router.get("/v1/audio/models")
     async def list_audio_models(request: Request) -> dict[str, Any]:
-        auth.check(request.headers, listing=True)
+        await auth.check(request.headers, listing=True)
         return {"models": [{"id": name} for name in names]}
 
     return router

@@ -90,7 +90,7 @@ class SpeechPipeline:
 
     async def _serve(self, request: Request, record: RequestRecord) -> Response:
         headers = request.headers
-        record.key_id = self._auth.check(headers)
+        record.key_id = await self._auth.check(headers)
         sla = parse_sla_headers(headers)
         record.sla_class = sla.sla_class
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).

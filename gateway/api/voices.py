@@ -25,12 +25,12 @@ def create_router(voices_config: VoicesConfig, max_body_bytes: int, auth: ApiKey
 
     @router.get("/v1/audio/voices")
     async def list_voices(request: Request) -> dict[str, Any]:
-        auth.check(request.headers, listing=True)
+        await auth.check(request.headers, listing=True)
         return voice_listing(voices_config, voices.store)
 
     @router.post("/v1/audio/voices")
     async def upload_voice(request: Request) -> dict[str, Any]:
-        auth.check(request.headers)
+        await auth.check(request.headers)
         content_type = request.headers.get("content-type", "")
         if not content_type.startswith("multipart/form-data"):
             raise GatewayError(
@@ -64,7 +64,7 @@ def create_router(voices_config: VoicesConfig, max_body_bytes: int, auth: ApiKey
 
     @router.delete("/v1/audio/voices/{name}")
     async def delete_voice(name: str, request: Request) -> dict[str, Any]:
-        auth.check(request.headers)
+        await auth.check(request.headers)
         result = await voices.delete(name)
         return {"success": True, "deleted": result.voice.name, "workers": result.summary()}
 

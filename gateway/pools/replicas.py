@@ -3,6 +3,10 @@
 A worker that stayed up but missed a voice upload or delete (timeout, 5xx) would
 otherwise keep a stale voice list until its next restart, and a threshold or drain
 changed through another replica would only apply here after a restart.
+
+Replicas sharing a data directory follow each other by polling its files here. With a
+shared state store (``follow_data_dir=False``) its follower brings those changes instead
+and the data directory is this replica's own copy: only the voice replay runs here.
 """
 
 from __future__ import annotations
@@ -24,9 +28,16 @@ VOICE_SYNC_INTERVAL_S = 10.0
 
 class ReplicaSync:
     def __init__(
-        self, routing: RoutingControl, drains: DrainStore, fleet: Fleet, voices: VoiceRegistry, clock: Callable[[], float]
+        self,
+        routing: RoutingControl,
+        drains: DrainStore,
+        fleet: Fleet,
+        voices: VoiceRegistry,
+        clock: Callable[[], float],
+        follow_data_dir: bool = True,
     ) -> None:
         self._routing = routing
+        self._follow_data_dir = follow_data_dir
         self._drains = drains
         self._fleet = fleet
         self._voices = voices
@@ -49,7 +60,8 @@ class ReplicaSync:
         while True:
             await asyncio.sleep(SHARED_STATE_INTERVAL_S)
             try:
-                self.follow_once()
+                if self._follow_data_dir:
+                    self.follow_once()
                 if self._voices.out_of_step and self._clock() - last_voice_sync >= VOICE_SYNC_INTERVAL_S:
                     last_voice_sync = self._clock()
                     await self._voices.reconcile()

@@ -88,6 +88,35 @@ class ThresholdStore:
             self._seen = self._stamp()
             return updated
 
+    def validated(self, overrides: dict[str, Any]) -> RoutingConfig:
+        """The config ``overrides`` would give; raises ThresholdUpdateError if invalid."""
+        return self._validated(overrides)
+
+    def replace_overrides(self, overrides: dict[str, Any], persist: bool = True) -> bool:
+        """Take the whole overrides document from the shared store (written and validated
+        by another replica); True if the effective config changed. An override this
+        version cannot use is logged and left out, never applied. ``persist=False``
+        applies it in memory only: call ``persist()`` off the event loop (an fsync)."""
+        with self._lock:
+            if overrides == self._overrides:
+                return False
+            try:
+                updated = self._validated(overrides)
+            except ThresholdUpdateError as exc:
+                log.error("ignoring unusable shared routing overrides: %s", exc)
+                return False
+            before = self._current
+            self._overrides, self._current = copy.deepcopy(overrides), updated
+        if persist:
+            self.persist()
+        return updated != before
+
+    def persist(self) -> None:
+        """Write the current overrides to the file (this replica's copy of the shared ones)."""
+        with self._lock:
+            write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": self._overrides}, indent=2))
+            self._seen = self._stamp()
+
     def reload_if_changed(self) -> bool:
         """Pick up a change another gateway replica wrote to the shared data directory.
 

@@ -248,6 +248,11 @@ class VoiceRegistry:
         """Base URLs of workers whose last voice fan-out failed or never finished."""
         return frozenset(self._out_of_step)
 
+    def replay_all_later(self) -> None:
+        """The store changed under us (another gateway replica): let the next
+        ``reconcile`` bring every current worker in step."""
+        self._out_of_step.update(w.base_url for w in self._workers())
+
     async def reconcile(self) -> list[ReplayReport]:
         """Replay every current worker that missed a fan-out; call it periodically."""
         current = {w.base_url for w in self._workers()}

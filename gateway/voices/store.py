@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.config import VoicesConfig
 from gateway.voices.errors import VoiceError
@@ -148,14 +148,31 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class VoiceMirror(Protocol):
+    """A store shared by every gateway replica, written before this replica's own copy.
+
+    Called from the worker thread a write runs on. Raises to refuse the write (the shared
+    store unreachable); ``put`` returns False when the name is already taken there.
+    """
+
+    def put(self, voice: Voice, audio: bytes) -> bool: ...
+
+    def delete(self, name: str) -> dict[str, Any] | None: ...
+
+
 class VoiceStore:
     """Registered voices on disk. Thread-safe; blocking (call it via ``asyncio.to_thread``
     for writes and audio reads; ``get``/``list`` are cheap enough for the event loop)."""
 
     def __init__(
-        self, root: Path, config: VoicesConfig | None = None, clock: Callable[[], float] = time.time
+        self,
+        root: Path,
+        config: VoicesConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        mirror: VoiceMirror | None = None,
     ) -> None:
         self.root = Path(root)
+        self._mirror = mirror
         self.config = config or VoicesConfig()
         self._clock = clock
         self._lock = threading.Lock()
@@ -166,8 +183,10 @@ class VoiceStore:
         self._upgrade_to_wav()
 
     @classmethod
-    def in_data_dir(cls, data_dir: Path, config: VoicesConfig | None = None) -> VoiceStore:
-        return cls(Path(data_dir) / "voices", config)
+    def in_data_dir(
+        cls, data_dir: Path, config: VoicesConfig | None = None, mirror: VoiceMirror | None = None
+    ) -> VoiceStore:
+        return cls(Path(data_dir) / "voices", config, mirror=mirror)
 
     # ---- reads -------------------------------------------------------------------
 
@@ -239,6 +258,15 @@ class VoiceStore:
         with self._lock:
             self._raise_if_exists(name)
             self._raise_if_full()
+            # The shared store decides first: a name taken there (by another replica, not
+            # yet copied here) is a duplicate too, and an unreachable one refuses the write.
+            if self._mirror is not None and not self._mirror.put(voice, audio):
+                raise VoiceError(
+                    f"A voice named {voice.name!r} already exists; delete it first to replace it.",
+                    status=409,
+                    code="voice_exists",
+                    param="name",
+                )
             self._write(voice, audio)
             self._cache = None
         log.info("voice registered: %s (%s uploaded, %.2f s)", voice.name, info.format.name, voice.duration_s)
@@ -247,19 +275,46 @@ class VoiceStore:
     def delete(self, name: str) -> Voice | None:
         """Remove a voice; returns it, or None if there was none by that name."""
         with self._lock:
-            voice = self.get(name)
-            if voice is None:
-                return None
-            trash = self.root / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
-            try:
-                os.rename(self.root / voice.name, trash)  # one step: the voice is gone or intact
-            except FileNotFoundError:
-                self._cache = None
-                return None
-            _fsync_dir(self.root)
+            shared: Voice | None = None
+            if self._mirror is not None:
+                meta = self._mirror.delete(name)  # the shared store is the truth
+                shared = Voice.from_meta(meta) if meta is not None else None
+            voice = self._remove_locked(name) or shared
+        if voice is not None:
+            log.info("voice deleted: %s", voice.name)
+        return voice
+
+    def install(self, voice: Voice, audio: bytes) -> bool:
+        """Copy a voice another replica registered (already validated there) into this
+        store, replacing a different one by that name; True if anything changed."""
+        with self._lock:
+            existing = self.get(voice.name)
+            if existing == voice:
+                return False
+            if existing is not None:
+                self._remove_locked(existing.name)
+            self._write(voice, audio)
             self._cache = None
+        return True
+
+    def discard(self, name: str) -> bool:
+        """Drop this replica's copy of a voice deleted elsewhere; True if there was one."""
+        with self._lock:
+            return self._remove_locked(name) is not None
+
+    def _remove_locked(self, name: str) -> Voice | None:
+        voice = self.get(name)
+        if voice is None:
+            return None
+        trash = self.root / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
+        try:
+            os.rename(self.root / voice.name, trash)  # one step: the voice is gone or intact
+        except FileNotFoundError:
+            self._cache = None
+            return None
+        _fsync_dir(self.root)
+        self._cache = None
         shutil.rmtree(trash, ignore_errors=True)
-        log.info("voice deleted: %s", voice.name)
         return voice
 
     # ---- internals ---------------------------------------------------------------

@@ -30,7 +30,9 @@ TIME_SCALE = 0.02
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(tmp_path_factory.mktemp("voices"), 1, 1, time_scale=TIME_SCALE) as running:
+    # `throughput` never takes low-latency places here, so each class names its own pool.
+    extra = {"routing": {"thresholds": {"reserve_for_latency": 16}}}
+    with running_stack(tmp_path_factory.mktemp("voices"), 1, 1, time_scale=TIME_SCALE, extra=extra) as running:
         yield running
 
 

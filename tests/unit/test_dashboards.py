@@ -128,7 +128,7 @@ def test_alerts_cover_the_agreed_conditions() -> None:
     groups = yaml.safe_load((DASHBOARDS / "alerts.yml").read_text())["groups"]
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
     assert {"HiggsLatencyTTFPBurnFast", "HiggsLatencyTTFPBurnSlow", "HiggsPoolNoRoutableWorker",
-            "HiggsRejectionRateHigh", "HiggsWorkerFlapping", "HiggsWorkerReportStale"} <= set(alerts)  # fmt: skip
+            "HiggsRejectionRateHigh", "HiggsWorkerFlapping", "HiggsWorkerReportStale", "HiggsStateBackendDown"} <= set(alerts)  # fmt: skip
     for rule in alerts.values():
         assert rule["labels"]["severity"] in {"page", "ticket", "warning"}
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]

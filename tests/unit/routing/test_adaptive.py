@@ -158,3 +158,16 @@ def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve
     if chosen.pool == LL and sla == "throughput" and reserve:
         ceiling = latency_rtf_ceiling(knobs, [w for w in fleet if w.routable])
         assert chosen.load + 1 + reserve <= chosen.curve.capacity(ceiling, min(chosen.slots, 16))
+
+
+def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
+    from gateway.routing.view import routing_view
+
+    loads = LoadView((ll(slots=16), ht()))
+    curves = {"ll-a": LL_CURVE, "ht-a": HT_CURVE}
+    capped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": 3}))
+    assert [w.slots for w in capped.workers] == [3, 64]
+    uncapped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": None}))
+    assert [w.slots for w in uncapped.workers] == [16, 64]
+    assert decide(req("latency"), *routing_view(LoadView((ll(load=3), ht())), curves,
+                  thresholds(max_per_worker={"low_latency": 3})).workers).action == Action.WAIT  # fmt: skip
