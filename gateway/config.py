@@ -59,6 +59,9 @@ class ServerConfig(Strict):
     # Idle keep-alive connections are closed after this; clients that pool connections
     # longer than it race the close and see "server disconnected" (keep theirs shorter).
     keepalive_timeout_s: float = Field(5.0, gt=0)
+    # /ready answers 200 while any pool has a routable worker (the other serves every
+    # class, degraded), or only while every pool has one (the strict meaning).
+    ready_requires: Literal["any_pool", "every_pool"] = "any_pool"
 
 
 class WarmupConfig(Strict):
@@ -106,10 +109,14 @@ class DiscoveryConfig(Strict):
     port: int = Field(8091, ge=1, le=65535)
     scheme: Literal["http", "https"] = "http"
     interval_s: float = Field(10.0, gt=0)
-    # kubernetes: EndpointSlices of a Service, or pods matching a label selector.
+    # kubernetes: EndpointSlices of a Service, or pods matching a label selector. Workers
+    # are identified by pod name, so one that comes back at a new address keeps its series.
     namespace: str = "default"
     service: str | None = None
     label_selector: str | None = None
+    # kubernetes: the port to use by name (an EndpointSlice port / container port name).
+    # Unset: each EndpointSlice's own port (its only one, or `port` among several); pods: `port`.
+    port_name: str | None = None
     # kubernetes: the API server ends each watch after this long; the pool is then re-listed.
     watch_timeout_s: float = Field(300.0, gt=0)
 
@@ -237,6 +244,9 @@ class HealthConfig(Strict):
     timeout_s: float = Field(2.0, gt=0)
     eject_after_failures: int = Field(3, gt=0)  # consecutive transport failures
     half_open_after_s: float = Field(5.0, gt=0)  # an ejected worker gets one probe after this
+    # After each good probe, read the worker's /metrics process_start_time_seconds (or,
+    # without it, its voice list) to notice a process replaced behind the same address.
+    detect_restarts: bool = True
 
 
 class LoadReportConfig(Strict):

@@ -28,7 +28,9 @@ from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot, thres
 from gateway.pools.background import BackgroundLoop
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.availability import PoolAvailability
 from gateway.pools.health import HealthChecker
+from gateway.pools.restarts import RestartDetector
 from gateway.pools.lease import Lease
 from gateway.pools.load_reports import LoadReporter
 from gateway.pools.worker import Worker
@@ -86,6 +88,9 @@ class Gateway:
         )
         self.fleet.on_capacity_change(self.admission.capacity_changed)
         self.fleet.on_ejection(lambda worker, reason: self.metrics.worker_ejections.labels(worker.pool.value, reason).inc())
+        self.fleet.on_worker_restarted(lambda worker, why: self.metrics.worker_restarts.labels(worker.pool.value, why).inc())
+        self.availability = PoolAvailability(self.fleet.routable_count, config.server.ready_requires, clock=clock)
+        self.fleet.on_capacity_change(self.availability.refresh)
 
         # Control-plane HTTP (probes, load reports, voices, warm-up): not the hot path.
         # httpx's API over aiohttp's transport: probes and load polls run every second per
@@ -96,7 +101,6 @@ class Gateway:
         )
         self.transport = create_transport(config.upstream)
         self.relay = Relay(self.transport, self.fleet, config.upstream, _RelayMetrics(self.metrics))
-        self.health = HealthChecker(self.fleet, self.control_client, config.health, clock=clock)
         self.load_reports = LoadReporter(self.fleet, self.control_client, config.load_reports, clock=clock)
         self.metrics.set_snapshot_provider(self.fleet_snapshot)
 
@@ -105,6 +109,12 @@ class Gateway:
         self.admin_auth = AdminAuth(config.auth)
         self.ref_audio = RefAudioPolicy(config.auth)
         self.voices = VoiceRegistry(VoiceStore.in_data_dir(data_dir, config.voices), self.control_client, self._voice_targets)
+        restarts = (
+            RestartDetector(self.control_client, config.health.timeout_s, self.voices.missing_on)
+            if config.health.detect_restarts
+            else None
+        )
+        self.health = HealthChecker(self.fleet, self.control_client, config.health, clock=clock, restarts=restarts)
         self.fleet.set_prepare_hook(self.prepare_worker)
         # Supervised pools: profiles are checked here, so a bad one stops the start-up.
         self.supervisors = build_supervisors(config, self.fleet, is_ready=self.fleet.has_answered)
@@ -378,10 +388,13 @@ class Gateway:
             if w.state is not WorkerState.STOPPED
         ]
         view = self.fleet.snapshot()
+        availability = self.availability.current()
         return FleetSnapshot(
             workers=workers,
             queue_depths={sla.value: depth for sla, depth in self.admission.queue_depths().items()},
             thresholds=threshold_values(self.thresholds.thresholds(), low_latency_capacity=view.capacity(PoolName.LOW_LATENCY)),
+            empty_pool_seconds=availability.empty_for_s,
+            degraded=availability.degraded,
         )
 
 

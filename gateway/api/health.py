@@ -1,4 +1,4 @@
-"""``/health`` (the process is alive), ``/ready`` (every pool can serve), ``/metrics``."""
+"""``/health`` (the process is alive), ``/ready`` (it can serve), ``/metrics``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING
 import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
-
-from gateway.types import PoolName
 
 if TYPE_CHECKING:
     from gateway.runtime import Gateway
@@ -24,13 +22,16 @@ async def health() -> dict[str, str]:
 @router.get("/ready")
 async def ready(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
-    routable = {pool.value: gateway.fleet.routable_count(pool) for pool in PoolName}
-    empty = sorted(pool for pool, count in routable.items() if count == 0)
-    is_ready = not empty and not gateway.shutting_down
+    state = gateway.availability.current()
+    is_ready = state.ready and not gateway.shutting_down
     body = {
-        "status": "ready" if is_ready else "not_ready",
-        "routable_workers": routable,
-        "empty_pools": empty,
+        "status": state.status if not gateway.shutting_down else "not_ready",
+        "degraded": state.degraded,
+        "routable_workers": state.routable,
+        "empty_pools": state.empty_pools,
+        "empty_since": state.empty_since,  # pool -> Unix time it lost its last routable worker
+        "empty_for_s": state.empty_for_s,
+        "ready_requires": gateway.config.server.ready_requires,
         "shutting_down": gateway.shutting_down,
     }
     return Response(orjson.dumps(body), status_code=200 if is_ready else 503, media_type="application/json")

@@ -91,6 +91,9 @@ def balanced_mode(on_high_throughput: bool, fleet_load: int, threshold: int, hys
 def _throughput(
     request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
 ) -> tuple[Decision, PolicyState]:
+    if not view.has_workers(LL):
+        # Same route as ever, but say why: the pool it could have borrowed from is empty.
+        return first_free(view, state, [(HT, reasons.NO_LL_WORKERS)], reasons.QUEUED_ALL_FULL)
     ll_free = view.free(LL)
     # Borrowing one slot must leave the whole reserve free for latency requests to come.
     may_borrow = ll_free - 1 >= latency_reserve(thresholds, view)

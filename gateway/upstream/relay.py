@@ -15,11 +15,11 @@ from typing import Any, Protocol
 
 from gateway.api.errors import ApiError
 from gateway.config import UpstreamConfig
-from gateway.pools.fleet import Fleet
+from gateway.pools.fleet import VOICE_MISSING, Fleet
 from gateway.pools.lease import Lease
 from gateway.routing.model import Decision
 from gateway.upstream.transport import UpstreamError, UpstreamResponse, UpstreamTransport
-from gateway.upstream.worker_errors import translate_worker_error, worker_error_message
+from gateway.upstream.worker_errors import translate_worker_error, worker_error_message, worker_lost_a_voice
 
 SPEECH_PATH = "/v1/audio/speech"
 
@@ -144,11 +144,19 @@ def _status_failure(status: int, body: bytes, worker_id: str) -> _Failure:
         message, _ = worker_error_message(body)
         # 503 says "not now" (starting, overloaded), not "broken": retry, never eject.
         return _Failure("status_5xx", f"{status}: {message}", status != 503, True, status)
-    return _Failure("status_4xx", f"{status}", False, False, status, translate_worker_error(status, body, worker_id))
+    client_error = translate_worker_error(status, body, worker_id)
+    if status == 400 and worker_lost_a_voice(client_error.message):
+        # The gateway only sends voices it registered: this worker lost them (restarted
+        # unseen). Not the client's fault: another worker may serve it while this one is
+        # replayed (the fleet sees the kind and takes it out until then).
+        return _Failure(VOICE_MISSING, f"{status}: {client_error.message}", False, True, status, client_error)
+    return _Failure("status_4xx", f"{status}", False, False, status, client_error)
 
 
 def _retry_reason(kind: str) -> str:
-    return {"connect": "connect", "first_byte_timeout": "first_byte_timeout"}.get(kind, "status_5xx")
+    return {"connect": "connect", "first_byte_timeout": "first_byte_timeout", VOICE_MISSING: VOICE_MISSING}.get(
+        kind, "status_5xx"
+    )
 
 
 def _exhausted(failure: _Failure, worker_id: str) -> ApiError:
