@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 from fastapi import APIRouter, Request
+
+from gateway.api.errors import ApiError
 from starlette.responses import Response
 
 if TYPE_CHECKING:
@@ -23,15 +25,22 @@ async def health() -> dict[str, str]:
 async def ready(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     state = gateway.availability.current()
-    is_ready = state.ready and not gateway.shutting_down
+    # ?require=every_pool: the strict answer for tools that need the whole fleet (a
+    # benchmark before it starts), whatever the gateway's own readiness setting.
+    requires = request.query_params.get("require", gateway.config.server.ready_requires)
+    if requires not in ("any_pool", "every_pool"):
+        raise ApiError(400, "require must be any_pool or every_pool.", param="require", code="invalid_value")
+    serving = len(state.empty_pools) < len(state.routable)
+    ready = serving if requires == "any_pool" else not state.empty_pools
+    is_ready = ready and not gateway.shutting_down
     body = {
-        "status": state.status if not gateway.shutting_down else "not_ready",
+        "status": ("degraded" if state.degraded else "ready") if is_ready else "not_ready",
         "degraded": state.degraded,
         "routable_workers": state.routable,
         "empty_pools": state.empty_pools,
         "empty_since": state.empty_since,  # pool -> Unix time it lost its last routable worker
         "empty_for_s": state.empty_for_s,
-        "ready_requires": gateway.config.server.ready_requires,
+        "ready_requires": requires,
         "shutting_down": gateway.shutting_down,
     }
     return Response(orjson.dumps(body), status_code=200 if is_ready else 503, media_type="application/json")

@@ -545,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         port = free_port()
         config = Path(work) / "gateway.yaml"
         config.write_text(yaml.safe_dump(soak_gateway_document(port, Path(work) / "data", ll, ht, DEFAULT_TOKEN)))
-        gateway = fleet.gateway("gateway", config, port, ready_path="/ready")
+        gateway = fleet.gateway("gateway", config, port, ready_path="/ready?require=every_pool")
         report = asyncio.run(run_soak(gateway.url, gateway.pid, [*ll, *ht], plan, DEFAULT_TOKEN))
         errors = [line for line in gateway.log_tail(10**7).splitlines() if _is_error_line(line)]
         report.checks.append(Check("no ERROR line in the gateway's log", not errors, errors[0][:200] if errors else "none"))
