@@ -329,6 +329,27 @@ class AuthConfig(Strict):
         return entries
 
 
+class SloConfig(Strict):
+    """The targets the alert rules and dashboards are generated from
+    (``python dashboards/generate.py --config FILE``); the gateway itself only echoes them."""
+
+    # Latency class: this share of requests gets its first audio within the target.
+    # The target must be a bucket bound of higgs_gateway_ttfp_seconds (the alert reads le=).
+    latency_ttfp_target_s: float = 0.5
+    latency_ttfp_objective: float = Field(0.99, gt=0, lt=1)
+    # HiggsGatewayDegraded fires after serving this long with a pool empty.
+    degraded_alert_after_s: int = Field(300, gt=0)
+
+    @field_validator("latency_ttfp_target_s")
+    @classmethod
+    def _bucket_bound(cls, value: float) -> float:
+        from gateway.metrics import TTFP_BUCKETS  # the one list of bucket bounds
+
+        if value not in TTFP_BUCKETS:
+            raise ValueError(f"must be a TTFP histogram bucket bound: one of {', '.join(map(str, TTFP_BUCKETS))}")
+        return value
+
+
 class LoggingConfig(Strict):
     level: str = "INFO"
     access_log: bool = True
@@ -350,6 +371,7 @@ class GatewayConfig(BaseSettings):
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     voices: VoicesConfig = Field(default_factory=VoicesConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    slo: SloConfig = Field(default_factory=SloConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     data_dir: Path = Path("./data")
 

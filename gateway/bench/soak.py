@@ -522,10 +522,10 @@ def soak_gateway_document(port: int, data_dir: Path, ll: Sequence[str], ht: Sequ
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.bench.soak", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--requests", type=int, default=8000, help="steady requests (the bursts come on top)")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--burst-size", type=int, default=256)
-    parser.add_argument("--bursts", type=int, default=4)
+    parser.add_argument("--bursts", type=int, default=8)
     parser.add_argument("--abandon-every", type=int, default=40)
     parser.add_argument("--max-chars", type=int, default=None)
     parser.add_argument("--seed", type=int, default=7)

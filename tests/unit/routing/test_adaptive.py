@@ -61,6 +61,8 @@ CASES = [
     Case("throughput/zero reserve", req("throughput"), view(ll("ll-a", 3), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a"), {"reserve_for_latency": 0}),
     Case("throughput/all full", req("throughput"), view(FULL_LL, FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
     Case("throughput/no ht workers", req("throughput"), view(ll("ll-a", 0)), (ROUTE, r.NO_HT_WORKERS, "ll-a")),
+    Case("throughput/no ll workers", req("throughput"), view(ht("ht-a", 5)), (ROUTE, r.NO_LL_WORKERS, "ht-a")),
+    Case("throughput/no ll workers, ht full", req("throughput"), view(FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
     Case("throughput/no ht workers, reserve", req("throughput"), view(ll("ll-a", 2)), (WAIT, r.QUEUED_LL_RESERVED, None)),
     # --- no workers ----------------------------------------------------------------------
     Case("latency/no workers", req("latency"), view(), (REJECT, r.NO_WORKERS, None)),
