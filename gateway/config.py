@@ -46,6 +46,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+# What /ready asks for: a pool that can serve (degraded allowed), or every pool.
+ReadyRequires = Literal["any_pool", "every_pool"]
+
+
 class ServerConfig(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -61,7 +65,7 @@ class ServerConfig(Strict):
     keepalive_timeout_s: float = Field(5.0, gt=0)
     # /ready answers 200 while any pool has a routable worker (the other serves every
     # class, degraded), or only while every pool has one (the strict meaning).
-    ready_requires: Literal["any_pool", "every_pool"] = "any_pool"
+    ready_requires: ReadyRequires = "any_pool"
 
 
 class WarmupConfig(Strict):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast, get_args
 
 import orjson
 from fastapi import APIRouter, Request
 
 from gateway.api.errors import ApiError
+from gateway.pools.availability import ReadyRequires
 from starlette.responses import Response
 
 if TYPE_CHECKING:
@@ -27,12 +28,11 @@ async def ready(request: Request) -> Response:
     state = gateway.availability.current()
     # ?require=every_pool: the strict answer for tools that need the whole fleet (a
     # benchmark before it starts), whatever the gateway's own readiness setting.
-    requires = request.query_params.get("require", gateway.config.server.ready_requires)
-    if requires not in ("any_pool", "every_pool"):
+    asked = request.query_params.get("require", gateway.config.server.ready_requires)
+    if asked not in get_args(ReadyRequires):
         raise ApiError(400, "require must be any_pool or every_pool.", param="require", code="invalid_value")
-    serving = len(state.empty_pools) < len(state.routable)
-    ready = serving if requires == "any_pool" else not state.empty_pools
-    is_ready = ready and not gateway.shutting_down
+    requires = cast(ReadyRequires, asked)
+    is_ready = state.ready_for(requires) and not gateway.shutting_down
     body = {
         "status": ("degraded" if state.degraded else "ready") if is_ready else "not_ready",
         "degraded": state.degraded,

@@ -26,6 +26,7 @@ import asyncio
 import base64
 import json
 import math
+import os
 import random
 import shlex
 import sys
@@ -529,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--abandon-every", type=int, default=40)
     parser.add_argument("--max-chars", type=int, default=None)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--time-scale", type=float, default=0.02, help="the emulated workers' time scale")
+    parser.add_argument("--time-scale", type=float, default=0.05, help="the emulated workers' time scale")
     parser.add_argument("--ll-workers", type=int, default=1)
     parser.add_argument("--ht-workers", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the report here (markdown) and a .json beside it")
@@ -539,6 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         abandon_every=args.abandon_every, max_chars=args.max_chars, seed=args.seed,
     )  # fmt: skip
     command = "python -m gateway.bench.soak " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="soak-") as work, Fleet(Path(work)) as fleet:
         ll = [fleet.emulator(f"ll{i}", LL_PROFILE, args.time_scale).url for i in range(args.ll_workers)]
         ht = [fleet.emulator(f"ht{i}", HT_PROFILE, args.time_scale, extra=["--warm"]).url for i in range(args.ht_workers)]
@@ -552,7 +554,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup = (
         f"Fleet: {args.ll_workers} low-latency and {args.ht_workers} high-throughput emulated worker(s) at time scale "
         f"{args.time_scale} (4 + 64 slots per pair), gateway with admission queues latency 16 / balanced 64 / "
-        "throughput 64 and waits 0.5 / 2 / 5 s; all processes on one machine, loopback only."
+        "throughput 64 and waits 0.5 / 2 / 5 s; all processes on one machine, loopback only. "
+        f"Machine: {os.cpu_count()} CPU(s), 1-minute load average {load_before:.1f} before the run and "
+        f"{os.getloadavg()[0]:.1f} after it (other work shares the machine)."
     )
     text = markdown(report, command, setup)
     print(text)

@@ -15,14 +15,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
-
+from gateway.config import ReadyRequires
 from gateway.types import PoolName
 
 log = logging.getLogger("higgs_gateway.availability")
-
-ReadyRequires = Literal["any_pool", "every_pool"]
-
 
 @dataclass(frozen=True, slots=True)
 class Availability:
@@ -31,12 +27,27 @@ class Availability:
     routable: dict[str, int]  # pool -> routable workers
     empty_since: dict[str, float]  # pool -> Unix time it last had a routable worker (empty pools only)
     empty_for_s: dict[str, float]  # pool -> seconds without a routable worker (empty pools only)
-    ready: bool
-    degraded: bool  # ready, but some pool is empty
+    requires: ReadyRequires
 
     @property
     def empty_pools(self) -> list[str]:
         return sorted(self.empty_for_s)
+
+    @property
+    def serving(self) -> bool:
+        return len(self.empty_for_s) < len(self.routable)
+
+    @property
+    def degraded(self) -> bool:
+        """Serving, but some pool is empty."""
+        return self.serving and bool(self.empty_for_s)
+
+    def ready_for(self, requires: ReadyRequires) -> bool:
+        return self.serving if requires == "any_pool" else not self.empty_for_s
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_for(self.requires)
 
     @property
     def status(self) -> str:
@@ -98,12 +109,9 @@ class PoolAvailability:
         now = self._clock()
         routable = {pool.value: self._routable_count(pool) for pool in PoolName}
         empty = {pool: since for pool, since in self._empty_since.items() if since is not None}
-        serving = len(empty) < len(PoolName)
-        ready = serving if self._requires == "any_pool" else not empty
         return Availability(
             routable=routable,
             empty_since={pool.value: round(self._start_wall + since, 3) for pool, since in empty.items()},
             empty_for_s={pool.value: round(now - since, 3) for pool, since in empty.items()},
-            ready=ready,
-            degraded=serving and bool(empty),
+            requires=self._requires,
         )
