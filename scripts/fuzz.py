@@ -23,27 +23,47 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PROPERTIES = "tests/unit/test_fuzz_api.py"
 
 
-def run(scale: float, seed: int | None) -> tuple[dict[str, Any], int, float, str]:
+def run(scale: float, seed: int | None, log: Path | None) -> tuple[dict[str, Any], int, float, str]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "tally.json"
+        junit = Path(tmp) / "junit.xml"
         env = {**os.environ, "HIGGS_FUZZ_SCALE": str(scale), "HIGGS_FUZZ_REPORT": str(report)}
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", PROPERTIES]
+        # The suite's per-test timeout is sized for its bounded counts; every call keeps its
+        # own deadline (a hang is still a failure).
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--timeout={int(300 * max(scale, 1))}",
+                   f"--junitxml={junit}", PROPERTIES]  # fmt: skip
         if seed is not None:
             command.append(f"--hypothesis-seed={seed}")
         began = time.monotonic()
         result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
         elapsed = time.monotonic() - began
         tally = json.loads(report.read_text()) if report.exists() else {}
+        tally["properties"] = properties(junit)
+    if log is not None:
+        log.write_text(result.stdout + result.stderr)
     summary = (result.stdout.strip().splitlines() or [""])[-1]
-    if result.returncode != 0:
-        sys.stderr.write(result.stdout[-8000:])
     return tally, result.returncode, elapsed, summary
+
+
+def properties(junit: Path) -> dict[str, str]:
+    """Test name -> "passed" or the first line of why it failed."""
+    if not junit.exists():
+        return {}
+    outcomes: dict[str, str] = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        message = "passed" if problem is None else (problem.get("message") or "failed").splitlines()[0][:300]
+        outcomes[case.get("name", "?")] = message
+    return outcomes
 
 
 def markdown(tally: dict[str, Any], returncode: int, elapsed: float, summary: str, command: str, scale: float) -> str:
@@ -67,6 +87,8 @@ def markdown(tally: dict[str, Any], returncode: int, elapsed: float, summary: st
         "|---|---:|",
     ]
     lines += [f"| `{name}` | {count} |" for name, count in sorted(tally.get("endpoints", {}).items())]
+    lines += ["", "| property | outcome |", "|---|---|"]
+    lines += [f"| `{name}` | {outcome.replace('|', '/')} |" for name, outcome in tally.get("properties", {}).items()]
     lines += ["", "| status | answers |", "|---|---:|"]
     lines += [f"| {status} | {count} |" for status, count in sorted(tally.get("statuses", {}).items())]
     lines += [
@@ -89,9 +111,12 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=12.0, help="times each property's suite example count")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random)")
     parser.add_argument("--out", type=Path, default=None, help="markdown report; a .json is written beside it")
+    parser.add_argument("--log", type=Path, default=None, help="write pytest's whole output here")
     args = parser.parse_args()
-    tally, returncode, elapsed, summary = run(args.scale, args.seed)
-    command = "python scripts/fuzz.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    tally, returncode, elapsed, summary = run(args.scale, args.seed, args.log)
+    shown = [f"--scale {args.scale:g}", *([f"--seed {args.seed}"] if args.seed is not None else [])]
+    shown += [f"--out {shlex.quote(str(args.out))}"] if args.out is not None else []
+    command = "python scripts/fuzz.py " + " ".join(shown)  # --log only picks where pytest's output goes
     text = markdown(tally, returncode, elapsed, summary, command.strip(), args.scale)
     print(text)
     if args.out is not None:
