@@ -25,14 +25,14 @@ from gateway.audio.encoder import StreamEncoder
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig, WarmupConfig
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot, threshold_values
+from gateway.pools.availability import PoolAvailability
 from gateway.pools.background import BackgroundLoop
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet, pool_specs
-from gateway.pools.availability import PoolAvailability
 from gateway.pools.health import HealthChecker
-from gateway.pools.restarts import RestartDetector
 from gateway.pools.lease import Lease
 from gateway.pools.load_reports import LoadReporter
+from gateway.pools.restarts import RestartDetector
 from gateway.pools.worker import Worker
 from gateway.routing import reasons
 from gateway.routing.admission import Admission
