@@ -228,14 +228,18 @@ class InProcessGateway:
     client: httpx.AsyncClient
     tally: Tally = field(default_factory=Tally)
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def request(self, method: str, path: str | httpx.URL, **kwargs: Any) -> httpx.Response:
         """One call with a deadline: a hang fails the test instead of stalling it."""
+        if isinstance(path, httpx.URL):
+            tallied = path.raw_path.decode("ascii", "replace")
+        else:
+            tallied = path
         try:
             response = self.loop.run(asyncio.wait_for(self.client.request(method, path, **kwargs), CALL_TIMEOUT_S - 5))
         except TimeoutError:
-            self.tally.record(method, path, None)
+            self.tally.record(method, tallied, None)
             raise
-        self.tally.record(method, path, response.status_code)
+        self.tally.record(method, tallied, response.status_code)
         return response
 
     def call(self, work: Awaitable[T]) -> T:
