@@ -84,9 +84,10 @@ class HealthChecker:
             self._fleet.probe_failed(worker, type(exc).__name__)
             return False
         if response.status_code == 200:
-            if self._restarts is not None and worker.state in (WorkerState.READY, WorkerState.STARTING):
-                # Before probe_succeeded: a restarted worker must not look merely healthy.
-                restarted = await self._restarts.check(worker, record_only=worker.state is not WorkerState.READY)
+            if self._restarts is not None and worker.state is not WorkerState.DRAINING:
+                # Before probe_succeeded: a restarted worker must not look merely healthy, and
+                # one back from ejection is counted as restarted when it is a new process.
+                restarted = await self._restarts.check(worker, record_only=worker.state is WorkerState.STARTING)
                 if restarted is not None:
                     self._fleet.worker_restarted(worker, restarted)
             self._fleet.probe_succeeded(worker)

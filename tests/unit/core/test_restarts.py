@@ -206,3 +206,24 @@ async def test_the_health_checker_notices_a_restart_between_probes(tmp_path: Pat
         assert heard == [START_TIME_CHANGED]
         await settle()
         assert worker.state is WorkerState.READY and worker.restarts == 1
+
+
+async def test_a_worker_back_from_ejection_as_a_new_process_is_counted(tmp_path: Path) -> None:
+    fake = FakeWorker(started=1_700_000_000.25)
+    clock = Clock()
+    fleet = make_fleet(tmp_path, clock)
+    heard: list[str] = []
+    fleet.on_worker_restarted(lambda worker, why: heard.append(why))
+    worker = await ready_worker(fleet)
+    async with client_for(fake) as client:
+        config = load_config(overrides={"data_dir": str(tmp_path)}).health
+        checker = HealthChecker(fleet, client, config, restarts=RestartDetector(client, 1.0))
+        assert await checker.probe_once(worker)  # start time recorded
+        for _ in range(config.eject_after_failures):  # dead long enough to be ejected
+            fleet.probe_failed(worker, "ConnectError")
+        assert worker.state is WorkerState.EJECTED
+        fake.started += 60
+        assert await checker.probe_once(worker)  # the half-open probe finds a new process
+        assert heard == [START_TIME_CHANGED]
+        await settle()
+        assert worker.state is WorkerState.READY and worker.restarts == 1
