@@ -1,7 +1,7 @@
 """The full-size fuzz run: every bad-input property of tests/unit/test_fuzz_api.py at
 ``--scale`` times its suite example count, with a report of what was sent and answered.
 
-    python scripts/fuzz.py --scale 12 --out docs/benchmarks/fuzz.md
+    python scripts/fuzz.py --scale 14 --seed 17 --out docs/benchmarks/fuzz.md
 
 Each property runs against the whole gateway in-process (real lifespan, real emulated
 workers, no sockets): speech bodies, headers, content types, multipart voice uploads,
@@ -108,7 +108,7 @@ def markdown(tally: dict[str, Any], returncode: int, elapsed: float, summary: st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=12.0, help="times each property's suite example count")
+    parser.add_argument("--scale", type=float, default=14.0, help="times each property's suite example count")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random)")
     parser.add_argument("--out", type=Path, default=None, help="markdown report; a .json is written beside it")
     parser.add_argument("--log", type=Path, default=None, help="write pytest's whole output here")
