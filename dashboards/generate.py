@@ -288,6 +288,32 @@ def overview(slo: SloConfig) -> Dashboard:
         [Q(f"max by (name) (higgs_gateway_routing_threshold{i})", "{{name}}")],
     ))  # fmt: skip
 
+    d = d.with_row(Row("Routing predictions"))
+    pr = "higgs_gateway_prediction_ratio_bucket"
+    d = d.with_panel(ts(
+        "Prediction error (observed / predicted)",
+        "Median and 90th percentile of observed / predicted per completed stream, by pool: TTFP and the stream's "
+        "decode RTF. 1.0 (dashed) is a perfect prediction; a line far from it means the curves have not caught up "
+        "(a restarted or throttled worker) or learning is off.",
+        [Q(f"histogram_quantile(0.5, sum by (pool, quantity, le) (rate({pr}{pi}[{RATE}])))", "{{pool}} {{quantity}} p50"),
+         Q(f"histogram_quantile(0.9, sum by (pool, quantity, le) (rate({pr}{pi}[{RATE}])))", "{{pool}} {{quantity}} p90"),
+         Q("vector(1)", "exact", guide=True)],
+        min_val=None,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Learned RTF by worker and load",
+        "Each worker's learned curve: the RTF of every stream on it at a given load (its prior until it has served). "
+        "The policy keeps balanced streams under routing.thresholds.balanced_rtf_ceiling.",
+        [Q(f"max by (worker, load) (higgs_gateway_worker_predicted_rtf{pi})", "{{worker}} at {{load}}"),
+         Q("max(higgs_gateway_routing_threshold" + m(INST, 'name="balanced_rtf_ceiling"') + ")", "balanced ceiling", guide=True)],
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Learned TTFP by worker and load",
+        "Each worker's learned time to first packet for a request that makes its load `load`.",
+        [Q(f"max by (worker, load) (higgs_gateway_worker_predicted_ttfp_seconds{pi})", "{{worker}} at {{load}}")],
+        unit="s", width=24,
+    ))  # fmt: skip
+
     d = d.with_row(Row("Admission"))
     d = d.with_panel(ts(
         "Queue depth by class", "Requests waiting in admission for a slot.",
@@ -352,6 +378,13 @@ def overview(slo: SloConfig) -> Dashboard:
         "Gateway versions", "Gateway processes per version.",
         [Q(f"count by (version) (higgs_gateway_build_info{i})", "{{version}}")], width=2,
     ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Shared state backend up",
+        "1 while each gateway reaches its state backend (always 1 for local; 0: Redis unreachable, serving "
+        "from the last known state, admin writes answer 503).",
+        [Q(f"min by (instance, backend) (higgs_gateway_state_backend_up{i})", "{{instance}} ({{backend}})")],
+        width=6,
+    ))  # fmt: skip
     return d
 
 
@@ -393,14 +426,19 @@ def workers() -> Dashboard:
         width=24,
     ))  # fmt: skip
     d = d.with_row(Row("Outcomes"))
-    ok = f"sum by ({by}) (rate(vllm_omni:requests_success_total{w}[{RATE}]))"
-    failed = f"(sum by ({by}) (rate(vllm_omni:requests_failed_total{w}[{RATE}])) or 0 * {ok})"
+    # vllm_omni:requests_success_total counts every finished request by finished_reason, the
+    # failed ones as "abort" (vllm-omni 0.30.0 metrics/prometheus.py: request_failed).
+    completed = m(POOL, INST, 'finished_reason!="abort"')
+    aborted = m(POOL, INST, 'finished_reason="abort"')
+    ok = f"sum by ({by}) (rate(vllm_omni:requests_success_total{completed}[{RATE}]))"
+    failed = f"(sum by ({by}) (rate(vllm_omni:requests_success_total{aborted}[{RATE}])) or 0 * {ok})"
     d = d.with_panel(ts(
-        "Completed requests", "Successful requests per second per worker.",
+        "Completed requests", "Requests per second per worker that finished with audio (finished_reason stop or length).",
         [Q(ok, "{{pool}} {{instance}}")], unit="reqps", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(
-        "Failed requests", "Failed requests per second per worker.",
+        "Failed requests", "Requests per second per worker that ended without their audio (finished_reason=\"abort\"); "
+        "vllm_omni:requests_failed_total{reason} says why (client_abort, client_disconnect, stage_error, unknown).",
         [Q(failed, "{{pool}} {{instance}}")], unit="reqps", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(

@@ -1,31 +1,278 @@
-"""``create_app(config)``: the FastAPI application, its routes and its life cycle."""
+"""The composition root: one config in, the whole gateway out, started and stopped here.
+
+``create_app`` builds every part once, hands each its dependencies through its
+constructor, and assembles the one ASGI stack that ``serve``, ``demo`` and the tests all
+run::
+
+    CORSMiddleware (when server.cors_origins is set)
+      SpeechEntry: POST /v1/audio/speech -> SpeechPipeline
+        FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
+
+Tests pass a transport (the relay's HTTP client), a control client (probes, load
+reports, voices, warm-up), a clock, a discovery factory or a stream observer; nothing
+else differs from production.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
+import httpx
 from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
+from httpx_aiohttp import AiohttpTransport
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import __version__
-from gateway.api import admin, health, models, speech, voices
+from gateway.access_log import AccessLog
+from gateway.api import admin, health, models, voices
+from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
+from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
-from gateway.config import GatewayConfig
-from gateway.runtime import Gateway
+from gateway.api.speech import SpeechPipeline
+from gateway.api.speech_request import WorkerPayloads
+from gateway.audio.factory import open_encoder
+from gateway.config import GatewayConfig, PoolConfig
+from gateway.metrics import GatewayMetrics
+from gateway.observations import StreamObserver
+from gateway.pools.availability import PoolAvailability
+from gateway.pools.discovery import Discovery, create_discovery
+from gateway.pools.drains import DrainStore
+from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.health import HealthChecker
+from gateway.pools.load_reports import LoadReporter
+from gateway.pools.preparation import WorkerPreparation
+from gateway.pools.replicas import ReplicaSync
+from gateway.pools.restarts import RestartDetector
+from gateway.recorder import Recorder
+from gateway.routing import reasons
+from gateway.routing.admission import Admission
+from gateway.routing.control import RoutingControl
+from gateway.routing.performance import PerformanceModel
+from gateway.routing.policy import create_policy
+from gateway.routing.prior import pool_priors
+from gateway.routing.retry import RETRY_OTHER_WORKER
+from gateway.routing.thresholds import ThresholdStore
+from gateway.routing.view import RoutingSnapshot
+from gateway.security.admin import AdminAuth
+from gateway.security.auth import ApiKeyAuth
+from gateway.security.ref_audio import RefAudioPolicy
+from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
+from gateway.supervisor.pool import PoolSupervisor
+from gateway.supervisor.setup import build_supervisors
+from gateway.types import PoolName, WorkerState
+from gateway.upstream.relay import Relay
+from gateway.upstream.transport import UpstreamTransport, create_transport
+from gateway.voices.registry import VoiceRegistry
+from gateway.voices.store import VoiceStore
+
+DiscoveryFactory = Callable[[PoolName, PoolConfig, Fleet], Discovery]
+CORS_EXPOSED_HEADERS = [
+    "x-request-id", "x-gateway-pool", "x-gateway-route-reason", "x-gateway-predicted-ttfp-ms", "x-gateway-predicted-rtf",
+]  # fmt: skip
 
 
-def create_app(config: GatewayConfig, gateway: Gateway | None = None) -> FastAPI:
-    runtime = gateway or Gateway(config)
+def control_client_for(config: GatewayConfig) -> httpx.AsyncClient:
+    # Control-plane HTTP (probes, load reports, voices, warm-up): not the hot path.
+    # httpx's API over aiohttp's transport: probes and load polls run every second per
+    # worker, and httpx's default transport costs several times more CPU per call.
+    return httpx.AsyncClient(
+        transport=AiohttpTransport(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)),
+        timeout=httpx.Timeout(10.0, connect=config.upstream.connect_timeout_s),
+    )
+
+
+class GatewayApp:
+    """The running gateway: an ASGI app (the full stack) that owns its parts' start and stop.
+
+    The parts are attributes for operators' tools and tests to look at; requests never
+    reach through this object.
+    """
+
+    def __init__(
+        self,
+        stack: ASGIApp,
+        api: FastAPI,
+        *,
+        fleet: Fleet,
+        admission: Admission,
+        recorder: Recorder,
+        voices: VoiceRegistry,
+        discoveries: list[Callable[[], Discovery]],
+        health: HealthChecker,
+        load_reports: LoadReporter,
+        replicas: ReplicaSync,
+        shared_state: SharedState,
+        supervisors: list[PoolSupervisor],
+        transport: UpstreamTransport,
+        control_client: httpx.AsyncClient,
+    ) -> None:
+        self._stack = stack
+        self.api = api  # the framework app inside the stack: routes and the OpenAPI schema
+        self.fleet = fleet
+        self.admission = admission
+        self.recorder = recorder
+        self.voices = voices
+        self._discovery_factories = discoveries
+        self._discoveries: list[Discovery] = []
+        self._health = health
+        self._load_reports = load_reports
+        self._replicas = replicas
+        self._shared_state = shared_state
+        self._supervisors = supervisors
+        self._transport = transport
+        self._control_client = control_client
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._stack(scope, receive, send)
+
+    async def start(self) -> None:
+        # The shared state first: routing, drains and voices as the fleet has them before
+        # any worker is prepared or any request admitted.
+        await self._shared_state.start()
+        for factory in self._discovery_factories:
+            discovery = factory()
+            await discovery.start()
+            self._discoveries.append(discovery)
+        self._health.start()
+        self._load_reports.start()
+        self._replicas.start()
+        for supervisor in self._supervisors:
+            await supervisor.start()
+
+    async def stop(self) -> None:
+        """Stop admitting, let in-flight requests finish (the server drains them within
+        its grace period before calling this), then stop everything started."""
+        self.admission.close()
+        for discovery in self._discoveries:
+            await discovery.stop()
+        await self._replicas.stop()
+        await self._health.stop()
+        await self._load_reports.stop()
+        await self.fleet.close()
+        for supervisor in self._supervisors:
+            await supervisor.stop()
+        await self._transport.close()
+        await self._control_client.aclose()
+        await self._shared_state.stop()
+
+
+def create_app(
+    config: GatewayConfig,
+    *,
+    transport: UpstreamTransport | None = None,
+    control_client: httpx.AsyncClient | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    discovery_factory: DiscoveryFactory = create_discovery,
+    stream_observer: StreamObserver | None = None,
+) -> GatewayApp:
+    """Raises ``ProfileCheckFailed`` when a supervised pool's deploy profile is unusable."""
+    data_dir = config.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    transport = transport or create_transport(config.upstream)
+    control_client = control_client or control_client_for(config)
+
+    # Observing: every metric and access-log line goes through the recorder.
+    metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
+    access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
+    # Routing overrides, drains, voices and key limits shared with other replicas: with a
+    # shared store (state.backend: redis) each store writes there first (its mirror).
+    state_backend = create_backend(config.state)
+    drains = DrainStore.in_data_dir(data_dir, mirror=state_backend)
+    thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
+    # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
+    profile_priors = pool_priors(config)
+    performance = PerformanceModel(thresholds.current().learning, clock, profile_priors)
+    observers = [performance] if stream_observer is None else [performance, stream_observer]
+    recorder = Recorder(metrics, access_log, observers)
+
+    # Workers and routing.
+    specs = pool_specs(config)
+    fleet = Fleet(config, specs, clock=clock, drained=drains.ids)
+    admission = Admission(
+        config.admission,
+        create_policy(thresholds.current().policy),
+        thresholds=thresholds.thresholds,
+        snapshot=RoutingSnapshot(fleet.snapshot, performance, thresholds.thresholds),
+        clock=clock,
+        observer=recorder,
+    )
+    fleet.on_capacity_change(admission.capacity_changed)
+    fleet.on_ejection(recorder.worker_ejected)
+    # A restarted worker is a new process: count it, and forget the curve learned from the old one.
+    fleet.on_worker_restarted(recorder.worker_restarted)
+    fleet.on_worker_restarted(lambda worker, _why: performance.reset_worker(worker.worker_id))
+    # Ready while any pool serves (degraded), or only while every pool does (server.ready_requires).
+    availability = PoolAvailability(fleet.routable_count, config.server.ready_requires, clock=clock)
+    fleet.on_capacity_change(availability.refresh)
+    recorder.watch_fleet(fleet, admission, thresholds, clock, performance, availability)
+    routing = RoutingControl(thresholds, admission, fleet, performance, profile_priors, mirror=state_backend)
+
+    # Voices, worker preparation and the background loops that keep the view true.
+    voice_targets = (WorkerState.READY, WorkerState.EJECTED)  # answer HTTP; starting ones get a replay
+    voice_mirror = VoiceMirrorOnLoop(state_backend) if state_backend is not None else None
+    voice_registry = VoiceRegistry(
+        VoiceStore.in_data_dir(data_dir, config.voices, mirror=voice_mirror),
+        control_client,
+        lambda: [w for w in fleet.workers if w.state in voice_targets],
+    )
+    shared_state = SharedState(
+        config.state,
+        state_backend,
+        routing=routing,
+        thresholds=thresholds,
+        drains=drains,
+        fleet=fleet,
+        voices=voice_registry.store,
+        voice_mirror=voice_mirror,
+        voices_changed=voice_registry.replay_all_later,
+        observer=recorder,
+    )
+    fleet.set_prepare_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
+    # After each good probe: is the same process still behind the address?
+    restarts = (
+        RestartDetector(control_client, config.health.timeout_s, voice_registry.missing_on)
+        if config.health.detect_restarts
+        else None
+    )
+    health_checker = HealthChecker(fleet, control_client, config.health, clock=clock, restarts=restarts)
+    load_reporter = LoadReporter(
+        fleet, control_client, config.load_reports, clock=clock, on_untracked=recorder.load_tracking_fallback
+    )
+    # Replicas on one data directory follow its files; on a shared store its follower does.
+    replicas = ReplicaSync(routing, drains, fleet, voice_registry, clock, follow_data_dir=state_backend is None)
+    # Supervised pools: profiles are checked here, so a bad one stops the start-up.
+    supervisors = build_supervisors(config, fleet, is_ready=fleet.has_answered)
+    # Pools without ``launch`` find their workers by discovery (built at start: some need the loop).
+    discoveries = [partial(discovery_factory, pool, pool_config, fleet) for pool, pool_config in config.pools.items() if pool_config.launch is None]
+
+    # The request path.
+    api_keys = ApiKeyGate(ApiKeyAuth(config.auth, limiter=shared_state.rate_limiter), config.auth.open_listings, recorder)
+    relay = Relay(transport, fleet, admission, config.upstream, recorder, clock=clock)
+    speech = SpeechPipeline(
+        auth=api_keys,
+        admission=admission,
+        payloads=WorkerPayloads(config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth)),
+        relay=relay,
+        encoders=open_encoder,
+        recorder=recorder,
+        max_body_bytes=config.server.max_body_bytes,
+    )
+
+    gateway: GatewayApp | None = None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await runtime.start()
+        assert gateway is not None
+        await gateway.start()
         try:
             yield
         finally:
-            await runtime.stop()
+            await gateway.stop()
 
     app = FastAPI(
         title="Higgs-Audio gateway",
@@ -33,17 +280,40 @@ def create_app(config: GatewayConfig, gateway: Gateway | None = None) -> FastAPI
         summary="OpenAI-compatible speech API over low-latency and high-throughput vllm-omni pools.",
         lifespan=lifespan,
     )
-    app.state.gateway = runtime
     install_error_handlers(app)
-    for module in (speech, voices, models, health, admin):
-        app.include_router(module.router)
+    app.include_router(speech_route(speech))
+    app.include_router(voices.create_router(config.voices, config.server.max_body_bytes, api_keys, voice_registry))
+    app.include_router(models.create_router(config.models, api_keys))
+    app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
+    admin_router = admin.create_router(
+        config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance
+    )
+    app.include_router(admin_router)
+    app.add_middleware(RequestIdMiddleware)
+
+    stack: ASGIApp = SpeechEntry(speech, app)
     if config.server.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
+        stack = CORSMiddleware(
+            stack,
             allow_origins=config.server.cors_origins,
             allow_methods=["GET", "POST", "DELETE", "PATCH"],
             allow_headers=["*"],
-            expose_headers=["x-request-id", "x-gateway-pool", "x-gateway-route-reason"],
+            expose_headers=CORS_EXPOSED_HEADERS,
         )
-    app.add_middleware(RequestIdMiddleware)
-    return app
+    gateway = GatewayApp(
+        stack,
+        app,
+        fleet=fleet,
+        admission=admission,
+        recorder=recorder,
+        voices=voice_registry,
+        discoveries=discoveries,
+        health=health_checker,
+        load_reports=load_reporter,
+        replicas=replicas,
+        shared_state=shared_state,
+        supervisors=supervisors,
+        transport=transport,
+        control_client=control_client,
+    )
+    return gateway

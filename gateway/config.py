@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -169,19 +169,35 @@ class PoolsConfig(Strict):
         return [(name, self.get(name)) for name in PoolName]
 
 
-PolicyName = Literal["adaptive", "low_latency_only", "high_throughput_only", "round_robin", "least_loaded"]
+PolicyName = Literal["adaptive", "rules", "low_latency_only", "high_throughput_only", "round_robin", "least_loaded"]
 
 
 class RoutingThresholds(Strict):
-    """Every knob of the routing policy; changeable at run time through the admin API."""
+    """Every knob of the routing policies; changeable at run time through the admin API."""
+
+    # --- adaptive (predictions; docs/routing.md) ---------------------------------------
+    # RTF a `latency` stream may run at. None = 1.4 x the fleet's best idle RTF (its
+    # low-latency workers at load 1), which follows the learned curves on any GPU.
+    latency_rtf_ceiling: float | None = Field(None, gt=0)
+    # `balanced` requests go where every stream stays at or under this RTF (real time with
+    # a margin); past it they queue.
+    balanced_rtf_ceiling: float = Field(0.9, gt=0)
+    # `throughput` requests may push a worker to this RTF; None = up to max_num_seqs.
+    throughput_rtf_ceiling: float | None = Field(None, gt=0)
+    # Hard caps per worker by pool, overriding pools.<pool>.slots_per_worker at run time.
+    # null removes a cap set earlier (a patch deep-merges into the overrides).
+    max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)] | None] = Field(default_factory=dict)
 
     # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
     # None = the low-latency pool's capacity (its routable workers x slots_per_worker).
     balanced_threshold: int | None = Field(None, ge=0)
     # Once over the threshold, `balanced` returns to low-latency only below threshold - hysteresis.
     balanced_hysteresis: int = Field(2, ge=0)
-    # Low-latency slots per worker that `throughput` requests must leave free when borrowing.
+    # Requests per low-latency worker that `balanced` and `throughput` (rules: `throughput`)
+    # must leave room for, so a `latency` request arriving in a burst is placed at once.
     reserve_for_latency: int = Field(2, ge=0)
+
+    # --- rules (the first build's threshold policy, kept as a baseline) ---------------
     # How long a `latency` request may wait for a low-latency slot before spilling, when it
     # sends no x-sla-ttfp-ms budget.
     latency_queue_budget_ms: float = Field(150.0, ge=0)
@@ -189,9 +205,40 @@ class RoutingThresholds(Strict):
     ttfp_budget_queue_fraction: float = Field(0.5, ge=0, le=1)
 
 
+class LearningSettings(Strict):
+    """How the adaptive policy's per-worker curves learn and forget (docs/routing.md)."""
+
+    enabled: bool = True
+    # Weights halve after this long without new samples at a load: the curve drifts back
+    # to the prior when the past stops being representative.
+    half_life_s: float = Field(600.0, gt=0)
+    # Samples a load needs before it trusts itself over its neighbours and the worker's
+    # overall correction (and the overall correction over the prior).
+    prior_strength: float = Field(3.0, gt=0)
+    # A sample more than this factor off the prior is not a measurement of the worker.
+    max_ratio: float = Field(8.0, gt=1)
+    # Once a load has prior_strength samples, one sample moves it at most this far (log).
+    clamp: float = Field(0.5, gt=0)
+    # Neighbouring loads share evidence with weight 0.5 ** distance, up to this distance.
+    neighbourhood: int = Field(3, ge=0, le=16)
+
+
+class MeasuredCurve(Strict):
+    """One pool's curve as ``higgs-gateway tune`` measured it, by per-worker concurrency."""
+
+    # Decode real-time factor of a stream (end-to-end RTF less the TTFP's share).
+    rtf: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(min_length=1)
+    # Median time to first packet, seconds.
+    ttfp_s: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0)]] = Field(min_length=1)
+
+
 class RoutingConfig(Strict):
     policy: PolicyName = "adaptive"
     thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
+    # Curves `tune` measured per pool: the adaptive policy's prior for those pools instead
+    # of the deploy profile's estimate (its shape still fills loads that were not measured).
+    measured: dict[PoolName, MeasuredCurve] = Field(default_factory=dict)
 
 
 DEFAULT_QUEUE_SIZE: dict[str, int] = {"latency": 64, "balanced": 256, "throughput": 512}
@@ -280,10 +327,13 @@ class VoicesConfig(Strict):
     aliases: dict[str, str | None] = Field(default_factory=dict)
     openai_voices: list[str] = Field(default_factory=lambda: list(OPENAI_VOICES))
     max_upload_bytes: int = Field(10 * 1024 * 1024, gt=0)
-    # Higgs clones from 1-30 s of reference audio; checked at upload so a bad sample fails
-    # once, clearly, instead of on every speech request that names the voice.
-    min_duration_s: float = Field(1.0, ge=0)
-    max_duration_s: float = Field(30.0, gt=0)
+    # Higgs clones from 1-30 s of reference audio, and a vllm-omni worker refuses samples
+    # outside it; checked at upload so a bad sample fails once, clearly, before it is stored.
+    min_duration_s: float = Field(1.0, ge=1.0)
+    max_duration_s: float = Field(30.0, gt=0, le=30.0)
+    # Voices registered at most: every voice goes to every worker, and a worker holds at
+    # most SPEAKER_MAX_UPLOADED of them (1000 unless its operator raised it).
+    max_voices: int = Field(1000, gt=0)
     # On replay, delete voices a worker holds that the registry does not (deleted while
     # the worker was down). Turn off only if something besides this gateway uploads voices.
     replay_prune: bool = True
@@ -333,6 +383,42 @@ class AuthConfig(Strict):
         return entries
 
 
+class StateConfig(Strict):
+    """Where state every gateway replica must agree on lives (docs/deploy.md, "State backends").
+
+    ``local``: the data directory (one gateway, or replicas sharing one volume). ``redis``:
+    routing overrides, drains, voices and per-key rate limits in one Redis; the data
+    directory then holds only this replica's cache of them.
+    """
+
+    backend: Literal["local", "redis"] = "local"
+    # redis://[:password@]host:6379/0, or rediss:// for TLS. A secret: shown masked.
+    redis_url: SecretStr | None = None
+    # Prepended to every key and channel, so several gateways can share one Redis.
+    key_prefix: str = Field("higgs-gateway:", max_length=100)
+    # Redis unreachable or slow: "open" lets keyed requests through, "closed" answers 503.
+    rate_limit_failure_mode: Literal["open", "closed"] = "open"
+    # Longest wait for one Redis call; a slower answer counts as Redis being unavailable.
+    timeout_s: float = Field(0.5, gt=0, le=30)
+    # Full re-read of the shared state (the safety net under pub/sub change messages).
+    resync_interval_s: float = Field(5.0, gt=0)
+    # Reconnect back-off: doubles from 0.1 s up to this.
+    reconnect_max_backoff_s: float = Field(5.0, gt=0)
+    # Verify the server's TLS certificate (rediss://); a private CA goes in tls_ca_file.
+    tls_verify: bool = True
+    tls_ca_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> StateConfig:
+        if self.backend == "redis":
+            if self.redis_url is None:
+                raise ValueError("state.redis_url is required when state.backend is redis")
+            scheme = self.redis_url.get_secret_value().split("://", 1)[0].lower()
+            if scheme not in ("redis", "rediss", "unix"):
+                raise ValueError("state.redis_url must start with redis://, rediss:// or unix://")
+        return self
+
+
 class SloConfig(Strict):
     """The targets the alert rules and dashboards are generated from
     (``python dashboards/generate.py --config FILE``); the gateway itself only echoes them."""
@@ -377,6 +463,7 @@ class GatewayConfig(BaseSettings):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     data_dir: Path = Path("./data")
 
     @model_validator(mode="after")

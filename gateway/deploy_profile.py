@@ -125,6 +125,9 @@ class DeployProfile:
     codec_chunk_frames: int
     initial_codec_chunk_frames: int
     stages: tuple[StageSpec, ...]
+    # Trailing de-delayed frames Stage 0 holds back from each non-final chunk (code2wav
+    # needs them as right context); the final flush releases them. vllm-omni default 4.
+    codec_right_holdback_frames: int = 4
 
     @property
     def talker(self) -> StageSpec:
@@ -181,6 +184,9 @@ def parse_deploy_profile(
             source, "connectors.*.extra.initial_codec_chunk_frames", extra.get("initial_codec_chunk_frames", 1)
         ),
         stages=stages,
+        codec_right_holdback_frames=_non_negative(
+            source, "connectors.*.extra.codec_right_holdback_frames", extra.get("codec_right_holdback_frames", 4)
+        ),
     )
 
 
@@ -235,6 +241,13 @@ def _typed(source: str, key: str, value: Any, kind: type) -> Any:
     # bool is a subclass of int: an int field must not accept True/False silently.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ProfileError(source, key, f"must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _non_negative(source: str, key: str, value: Any) -> int:
+    value = _typed(source, key, value, int)
+    if value < 0:
+        raise ProfileError(source, key, f"must be >= 0, got {value}")
     return value
 
 

@@ -28,8 +28,8 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gateway import __version__
-from gateway.config import RoutingThresholds
 from gateway.types import PoolName, SlaClass
+from gateway.upstream.errors import RetryReason, UpstreamErrorKind
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,8 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 2
 # Real-time factor: ~0.28 at c1 on low-latency, ~0.5 at c16; above 1 audio plays faster
 # than it is made.
 RTF_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 5.0)
+# Observed / predicted: 1.0 is a perfect prediction; both sides matter.
+PREDICTION_RATIO_BUCKETS = (0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)
 # Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
@@ -63,27 +65,6 @@ class RejectReason(StrEnum):
     NO_WORKERS = "no_workers"  # no routable worker in any pool the policy may use (503)
     SHUTTING_DOWN = "shutting_down"  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
-
-
-class UpstreamErrorKind(StrEnum):
-    """``higgs_gateway_upstream_errors_total{kind}``: how a worker call failed."""
-
-    CONNECT = "connect"  # refused / reset before the request was sent
-    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
-    READ_TIMEOUT = "read_timeout"  # silence between chunks once audio flowed
-    STATUS_5XX = "status_5xx"
-    STATUS_4XX = "status_4xx"  # the worker refused a request the gateway let through
-    STREAM_ERROR = "stream_error"  # broken mid-stream (reset, SSE error event, truncation)
-    VOICE_MISSING = "voice_missing"  # 400: the worker lost a registered voice (restarted unseen)
-
-
-class RetryReason(StrEnum):
-    """``higgs_gateway_retries_total{reason}``: why a request went to another worker."""
-
-    CONNECT = "connect"
-    FIRST_BYTE_TIMEOUT = "first_byte_timeout"
-    STATUS_5XX = "status_5xx"
-    VOICE_MISSING = "voice_missing"  # the worker lost a registered voice; replayed meanwhile
 
 
 class DisconnectPhase(StrEnum):
@@ -122,6 +103,8 @@ class WorkerSnapshot:
     up: bool  # routable right now (READY)
     report_age_s: float | None  # seconds since its last load report; None = never reported
     slots: int  # requests it should carry at once
+    # The routing's learned curve at a few loads: load -> (predicted RTF, predicted TTFP s).
+    curve: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,22 +119,6 @@ class FleetSnapshot:
 
 
 SnapshotProvider = Callable[[], FleetSnapshot]
-
-
-def threshold_values(thresholds: RoutingThresholds, *, low_latency_capacity: int) -> dict[str, float]:
-    """The routing thresholds as ``higgs_gateway_routing_threshold{name}`` shows them.
-
-    Names are the config keys; ``balanced_threshold`` is the *effective* value (None in
-    the config means the low-latency pool's capacity), because a dashboard line must sit
-    where routing actually switches.
-    """
-    values: dict[str, float] = {}
-    for name, value in thresholds.model_dump().items():
-        if value is None and name == "balanced_threshold":
-            value = low_latency_capacity
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            values[name] = float(value)
-    return values
 
 
 class FleetCollector(Collector):
@@ -201,6 +168,16 @@ class FleetCollector(Collector):
         threshold = _gauge(
             "routing_threshold", "Effective value of each routing threshold (config key as name).", ["name"]
         )
+        w_rtf = _gauge(
+            "worker_predicted_rtf",
+            "The routing's learned RTF of every stream on the worker when it carries `load` requests.",
+            ["pool", "worker", "load"],
+        )
+        w_ttfp = _gauge(
+            "worker_predicted_ttfp_seconds",
+            "The routing's learned TTFP of a request that makes the worker's load `load`.",
+            ["pool", "worker", "load"],
+        )
         empty_for = _gauge(
             "pool_empty_seconds", "Seconds the pool has had no routable worker; 0 while it has one.", ["pool"]
         )
@@ -208,7 +185,8 @@ class FleetCollector(Collector):
             "degraded", "1 while the gateway serves with a pool that has no routable worker, else 0.", []
         )
         families = (
-            pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold, empty_for, degraded,
+            pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold, w_rtf, w_ttfp,
+            empty_for, degraded,
         )  # fmt: skip
         if snap is None:
             yield from families
@@ -227,6 +205,9 @@ class FleetCollector(Collector):
                 w_reported.add_metric(labels, w.reported_load)
             if w.report_age_s is not None and math.isfinite(w.report_age_s):
                 w_age.add_metric(labels, w.report_age_s)
+            for load, (rtf, ttfp) in w.curve.items():
+                w_rtf.add_metric([*labels, str(load)], rtf)
+                w_ttfp.add_metric([*labels, str(load)], ttfp)
         for pool, value in inflight_by_pool.items():
             pool_inflight.add_metric([pool], value)
         for pool, value in capacity_by_pool.items():
@@ -313,6 +294,37 @@ class GatewayMetrics:
             PREFIX + "worker_restarts", "Worker restarts noticed; each is replayed its voices before routing.",
             ["pool", "reason"], registry=r,
         )  # fmt: skip
+        self.prediction_ratio = Histogram(
+            PREFIX + "prediction_ratio",
+            "Observed / predicted, per completed stream: how far the routing's curves are off "
+            "(quantity: ttfp or rtf; 1.0 = exact).",
+            ["pool", "quantity"], buckets=PREDICTION_RATIO_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.load_tracking_fallbacks = Counter(
+            PREFIX + "load_tracking_fallbacks",
+            "Workers whose /load never counted (no --enable-server-load-tracking); their load is read from /metrics.",
+            ["pool"],
+            registry=r,
+        )
+        # The shared state (gateway.state): routing overrides, drains, voices, key limits.
+        self.state_backend_up = Gauge(
+            PREFIX + "state_backend_up",
+            "1 while the state backend answers (always 1 for local); 0: serving from the last known state.",
+            ["backend"],
+            registry=r,
+        )
+        self.state_rate_limit_unavailable = Counter(
+            PREFIX + "state_rate_limit_unavailable",
+            "Keyed requests whose fleet-wide rate limit could not be checked, by the failure mode applied.",
+            ["mode"],
+            registry=r,
+        )
+        self.state_changes_applied = Counter(
+            PREFIX + "state_changes_applied",
+            "Shared-state changes made through other replicas and applied here, by kind.",
+            ["kind"],
+            registry=r,
+        )
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 
@@ -323,6 +335,8 @@ class GatewayMetrics:
             ProcessCollector(registry=r)
 
         # Known label sets start at 0 so rates and ratios exist before the first event.
+        for pool in pools:
+            self.load_tracking_fallbacks.labels(pool)
         for sla_class in classes:
             self.admission_wait.labels(sla_class)
             for pool in pools:
@@ -335,6 +349,8 @@ class GatewayMetrics:
                 self.rejections.labels(sla_class, reject)
         for pool in pools:
             self.rtf.labels(pool)
+            for quantity in ("ttfp", "rtf"):
+                self.prediction_ratio.labels(pool, quantity)
             self.audio_seconds.labels(pool)
             for kind in UpstreamErrorKind:
                 self.upstream_errors.labels(pool, kind)

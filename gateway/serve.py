@@ -9,7 +9,6 @@ import sys
 import uvicorn
 
 from gateway.access_log import configure_logging
-from gateway.api.fast_path import SpeechEntry
 from gateway.api.relay_response import quiet_stream_cuts
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
@@ -33,7 +32,7 @@ def run(config: GatewayConfig) -> int:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(
-        SpeechEntry(app),
+        app,
         host=config.server.host,
         port=config.server.port,
         log_config=None,

@@ -24,8 +24,7 @@ class WorkerState(StrEnum):
     """A worker's place in its life cycle; only ``READY`` workers are routable."""
 
     STARTING = "starting"  # launched or discovered; not yet answering /health or not warm
-    READY = "ready"  # routable
-    DRAINING = "draining"  # finishes what it has, takes nothing new (operator or shutdown)
+    READY = "ready"  # routable unless an operator drained it (``Worker.drained``)
     EJECTED = "ejected"  # consecutive transport failures; half-open probes bring it back
     FAILED = "failed"  # crash loop or start timeout; the supervisor gave up on it
     STOPPED = "stopped"  # removed from the fleet
@@ -35,8 +34,12 @@ SLA_CLASS_HEADER = "x-sla-class"
 SLA_TTFP_HEADER = "x-sla-ttfp-ms"
 POOL_HEADER = "x-gateway-pool"
 ROUTE_REASON_HEADER = "x-gateway-route-reason"
+# What the routing predicted for this placement (adaptive policy only).
+PREDICTED_TTFP_HEADER = "x-gateway-predicted-ttfp-ms"
+PREDICTED_RTF_HEADER = "x-gateway-predicted-rtf"
 DROPPED_REASON_HEADER = "x-gateway-dropped-reason"
 REQUEST_ID_HEADER = "x-request-id"
+SPEECH_PATH = "/v1/audio/speech"  # the OpenAI speech route, on the gateway and on workers
 
 # Workers' audio: 24 kHz mono signed 16-bit little-endian PCM.
 SAMPLE_RATE = 24_000

@@ -6,67 +6,97 @@ do not exist (404), so a gateway is never left with an open control plane by acc
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
 
-from gateway.api.errors import ApiError, bad_request
-
-if TYPE_CHECKING:
-    from gateway.runtime import Gateway
-
-log = logging.getLogger("higgs_gateway.admin")
-router = APIRouter(prefix="/admin")
-
-
-def _gateway(request: Request) -> Gateway:
-    gateway: Gateway = request.app.state.gateway
-    gateway.check_admin(request)
-    return gateway
+from gateway import __version__
+from gateway.config import GatewayConfig
+from gateway.errors import GatewayError, bad_request
+from gateway.pools.drains import DrainStore
+from gateway.pools.fleet import Fleet
+from gateway.routing.admission import Admission
+from gateway.routing.control import RoutingControl
+from gateway.routing.performance import PerformanceModel
+from gateway.routing.thresholds import ThresholdStore
+from gateway.security.admin import AdminAuth
 
 
-@router.get("/routing")
-async def get_routing(request: Request) -> dict[str, Any]:
-    return _gateway(request).routing_status()
+def create_router(
+    config: GatewayConfig,
+    admin_auth: AdminAuth,
+    routing: RoutingControl,
+    thresholds: ThresholdStore,
+    fleet: Fleet,
+    drains: DrainStore,
+    admission: Admission,
+    performance: PerformanceModel | None = None,
+) -> APIRouter:
+    router = APIRouter(prefix="/admin")
 
+    def check(request: Request) -> None:
+        admin_auth.check(request.headers.get("authorization"))
 
-@router.patch("/routing")
-async def patch_routing(request: Request) -> dict[str, Any]:
-    gateway = _gateway(request)
-    try:
-        patch = orjson.loads(await request.body())
-    except orjson.JSONDecodeError as exc:
-        raise bad_request(f"Body is not valid JSON: {exc}", code="invalid_json") from exc
-    if not isinstance(patch, dict):
-        raise bad_request("Body must be a JSON object like {\"thresholds\": {...}}.", code="invalid_json")
-    gateway.update_routing(patch)
-    return gateway.routing_status()
+    @router.get("/routing")
+    async def get_routing(request: Request) -> dict[str, Any]:
+        check(request)
+        return routing.status()
 
+    @router.patch("/routing")
+    async def patch_routing(request: Request) -> dict[str, Any]:
+        check(request)
+        try:
+            patch = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(f"Body is not valid JSON: {exc}", code="invalid_json") from exc
+        if not isinstance(patch, dict):
+            raise bad_request("Body must be a JSON object like {\"thresholds\": {...}}.", code="invalid_json")
+        await routing.update(patch)
+        return routing.status()
 
-@router.get("/pools")
-async def get_pools(request: Request) -> dict[str, Any]:
-    return _gateway(request).pools_status()
+    @router.get("/pools")
+    async def get_pools(request: Request) -> dict[str, Any]:
+        check(request)
+        status = fleet.describe()
+        if performance is not None:
+            # Each worker's learned curve next to its prior (docs/routing.md: reading the curves).
+            for pool in status["pools"].values():  # type: ignore[union-attr]
+                for worker in pool["workers"]:  # type: ignore[index]
+                    worker["curve"] = performance.describe(worker["id"])
+        status["queue_depths"] = {sla.value: depth for sla, depth in admission.queue_depths().items()}
+        return status
 
+    async def set_drained(worker_id: str, drained: bool) -> dict[str, Any]:
+        if fleet.get(worker_id) is None:
+            raise GatewayError(
+                404, f"No worker with id {worker_id!r}; see GET /admin/pools.", param="worker_id", code="worker_not_found"
+            )
+        # Persisted first (the shared store, if any, before this replica's copy): survives a
+        # restart, other replicas follow; a shared store out of reach refuses it (503).
+        await drains.change(worker_id, drained)
+        worker = fleet.set_drained(worker_id, drained)
+        return {"id": worker.worker_id, "drained": worker.drained, "inflight": worker.inflight, "state": worker.state.value}
 
-@router.post("/workers/{worker_id}/drain")
-async def drain(worker_id: str, request: Request) -> dict[str, Any]:
-    return _set_drained(_gateway(request), worker_id, True)
+    @router.post("/workers/{worker_id}/drain")
+    async def drain(worker_id: str, request: Request) -> dict[str, Any]:
+        check(request)
+        return await set_drained(worker_id, True)
 
+    @router.post("/workers/{worker_id}/undrain")
+    async def undrain(worker_id: str, request: Request) -> dict[str, Any]:
+        check(request)
+        return await set_drained(worker_id, False)
 
-@router.post("/workers/{worker_id}/undrain")
-async def undrain(worker_id: str, request: Request) -> dict[str, Any]:
-    return _set_drained(_gateway(request), worker_id, False)
+    @router.get("/config")
+    async def get_config(request: Request) -> dict[str, Any]:
+        check(request)
+        document = config.model_dump(mode="json")
+        auth = document.get("auth", {})
+        if auth.get("admin_token"):
+            auth["admin_token"] = "**********"
+        document["routing"] = thresholds.current().model_dump(mode="json")
+        document["version"] = __version__
+        return document
 
-
-def _set_drained(gateway: Gateway, worker_id: str, drained: bool) -> dict[str, Any]:
-    if gateway.fleet.get(worker_id) is None:
-        raise ApiError(404, f"No worker with id {worker_id!r}; see GET /admin/pools.", param="worker_id", code="worker_not_found")
-    worker = gateway.fleet.set_drained(worker_id, drained)
-    return {"id": worker.worker_id, "drained": worker.drained, "inflight": worker.inflight, "state": worker.state.value}
-
-
-@router.get("/config")
-async def get_config(request: Request) -> dict[str, Any]:
-    return _gateway(request).config_document()
+    return router

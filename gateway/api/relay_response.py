@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -89,7 +89,11 @@ class _Guard:
 
 
 class RelayResponse(Response):
-    """Sends ``body`` chunk by chunk; a Response subclass so the framework sends it as it is."""
+    """Sends ``body`` chunk by chunk; a Response subclass so the framework sends it as it is.
+
+    ``on_disconnect`` runs the moment the client is seen gone; ``on_close`` runs once the
+    response is over, whatever way it ended (the request's one cleanup).
+    """
 
     def __init__(
         self,
@@ -97,11 +101,13 @@ class RelayResponse(Response):
         headers: list[tuple[bytes, bytes]],
         watch: DisconnectWatch,
         on_disconnect: Callable[[], None],
+        on_close: Callable[[], Awaitable[None]],
         status: int = 200,
     ) -> None:
         self._body = body
         self._watch = watch
         self._on_disconnect = on_disconnect
+        self._on_close = on_close
         self.status_code = status
         self.raw_headers = headers
         self.background = None
@@ -117,9 +123,11 @@ class RelayResponse(Response):
             pass
         finally:
             self._watch.close()
-            # A body suspended at ``yield`` when the send was cancelled only runs its
-            # ``finally`` (lease release, upstream close) when closed explicitly.
-            await self._body.aclose()
+            try:
+                # A body suspended at ``yield`` when the send was cancelled is closed here.
+                await self._body.aclose()
+            finally:
+                await self._on_close()
 
 
 async def wait_for_disconnect(receive: Receive) -> None:

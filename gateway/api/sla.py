@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 
-from gateway.api.errors import bad_request
+from gateway.errors import bad_request
 from gateway.types import SLA_CLASS_HEADER, SLA_TTFP_HEADER, SlaClass
 
 MAX_TTFP_BUDGET_MS = 600_000.0
@@ -17,6 +17,12 @@ _CLASSES = {c.value: c for c in SlaClass}
 class SlaRequest:
     sla_class: SlaClass
     ttfp_budget_ms: float | None
+
+
+def sla_class_or_default(headers: Headers) -> SlaClass:
+    """The request's class for a metric label, never raising: balanced when absent or invalid."""
+    raw = headers.get(SLA_CLASS_HEADER)
+    return SlaClass.BALANCED if raw is None else _CLASSES.get(raw.strip().lower(), SlaClass.BALANCED)
 
 
 def parse_sla_headers(headers: Headers) -> SlaRequest:

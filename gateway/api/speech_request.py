@@ -12,8 +12,12 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gateway.api.errors import ApiError, bad_request
+from gateway.errors import GatewayError, bad_request
 from gateway.audio.formats import AudioFormat
+from gateway.config import ModelsConfig, VoicesConfig
+from gateway.security.ref_audio import RefAudioPolicy
+from gateway.voices.resolve import resolve_voice
+from gateway.voices.store import VoiceStore
 
 MAX_INPUT_CHARS = 4096
 # Stage 0 max_tokens is 2048 codec frames (~82 s of audio).
@@ -73,7 +77,7 @@ def parse_speech_request(body: bytes) -> SpeechRequest:
         raise _first_error(exc) from exc
 
 
-def _first_error(exc: ValidationError) -> ApiError:
+def _first_error(exc: ValidationError) -> GatewayError:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
     # "voice.str" / "voice.VoiceObject.id" are union branches; the client sent "voice".
@@ -93,6 +97,31 @@ def _first_error(exc: ValidationError) -> ApiError:
     if param == "voice":
         return bad_request("voice must be a string or an object {\"id\": \"...\"}.", param)
     return bad_request(f"{param}: {error['msg']}" if param else str(error["msg"]), param)
+
+
+class WorkerPayloads:
+    """Checks what only the gateway can judge (model name, ``ref_audio``, voice) and
+    builds what the worker gets."""
+
+    def __init__(self, models: ModelsConfig, voices: VoicesConfig, store: VoiceStore, ref_audio: RefAudioPolicy) -> None:
+        self._served_model = models.served_model_name
+        self._aliases = {models.served_model_name, *models.aliases}
+        self._voices = voices
+        self._store = store
+        self._ref_audio = ref_audio
+
+    def build(self, speech: SpeechRequest) -> dict[str, Any]:
+        if speech.model not in self._aliases:
+            raise GatewayError(
+                404,
+                f"The model '{speech.model}' does not exist; use {self._served_model} or one of its aliases.",
+                param="model",
+                code="model_not_found",
+            )
+        if speech.ref_audio is not None:
+            self._ref_audio.check(speech.ref_audio)  # never let a client make a worker fetch any URL
+        voice = resolve_voice(speech.voice_name, self._voices, self._store)
+        return worker_payload(speech, self._served_model, voice)
 
 
 def worker_payload(request: SpeechRequest, served_model: str, voice: str | None) -> dict[str, Any]:

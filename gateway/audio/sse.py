@@ -34,7 +34,13 @@ def sse_done(usage: Mapping[str, int]) -> bytes:
     return _event({"type": "speech.audio.done", "usage": counts})
 
 
-def sse_error(message: str, code: str | None = None) -> bytes:
-    """An ``error`` event for a failure after the stream started (the status is already 200)."""
-    error = {"message": message, "type": "server_error", "param": None, "code": code}
+def sse_error(message: str, code: str | None = None, partial_audio: bool = False) -> bytes:
+    """An ``error`` event for a failure after the stream started (the status is already 200).
+
+    Once audio went out, it says so the way vllm-omni's own ``speech.audio.error`` does
+    (``partial_audio: true, action: "discard"``): what was played is not the whole clip.
+    """
+    error: dict[str, object] = {"message": message, "type": "server_error", "param": None, "code": code}
+    if partial_audio:
+        error.update(partial_audio=True, action="discard")
     return _event({"type": "error", "error": error})

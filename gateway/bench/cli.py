@@ -89,17 +89,24 @@ def build_trace(args: argparse.Namespace) -> tuple[list[traces.Arrival], dict[st
         sla = SlaClass(args.sla_class) if args.sla_class else None
         arrivals = traces.poisson(args.rate, args.duration, args.seed, sla)
         params = {"kind": "poisson", "rate": args.rate, "duration_s": args.duration, "sla_class": args.sla_class}
-    else:
+    elif args.kind == "ramp":
+        arrivals = traces.ramp(args.duration, args.seed, args.ramp_start, args.ramp_peak)
+        params = {"kind": "ramp", "duration_s": args.duration, "start_rate": args.ramp_start,
+                  "peak_rate": args.ramp_peak, "mix": {c.value: w for c, w in traces.RAMP_MIX}}  # fmt: skip
+    elif args.kind == "bursty":
         arrivals = traces.bursty(args.duration, args.seed, args.latency_rate, args.burst_rate, args.on, args.off)
         params = {
             "kind": "bursty", "duration_s": args.duration, "latency_rate": args.latency_rate,
             "burst_rate": args.burst_rate, "on_s": args.on, "off_s": args.off,
         }  # fmt: skip
+    else:
+        arrivals, params = [], {"kind": "none"}
     return arrivals, params
 
 
-def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kind", choices=("poisson", "bursty"), default="bursty")
+def add_trace_arguments(parser: argparse.ArgumentParser, allow_none: bool = False) -> None:
+    kinds = ("poisson", "bursty", "ramp", "none") if allow_none else ("poisson", "bursty", "ramp")
+    parser.add_argument("--kind", choices=kinds, default="bursty", help="trace shape")
     parser.add_argument("--duration", type=float, default=120.0, help="trace length, modelled seconds")
     parser.add_argument("--rate", type=float, default=2.0, help="poisson: requests per modelled second")
     parser.add_argument("--sla-class", choices=[c.value for c in SlaClass], default=None, help="poisson: header to send")
@@ -107,6 +114,8 @@ def add_trace_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--burst-rate", type=float, default=8.0, help="bursty: throughput-class requests/s while on")
     parser.add_argument("--on", type=float, default=15.0, help="bursty: on-period, modelled seconds")
     parser.add_argument("--off", type=float, default=25.0, help="bursty: off-period, modelled seconds")
+    parser.add_argument("--ramp-start", type=float, default=0.1, help="ramp: requests/s at the start and the end")
+    parser.add_argument("--ramp-peak", type=float, default=7.0, help="ramp: requests/s at the peak (mid-trace)")
 
 
 def cmd_trace(args: argparse.Namespace) -> int:

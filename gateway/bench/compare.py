@@ -3,11 +3,11 @@
 Every configuration gets two fresh emulated workers and its own gateway, then the same
 closed-loop sweep and the same bursty mixed-class trace:
 
-- ``adaptive``: one low-latency + one high-throughput worker, adaptive policy (ours);
+- ``adaptive``: one low-latency + one high-throughput worker, the default policy (ours);
 - ``ht+ht``: two high-throughput workers (everything on the throughput profile);
 - ``ll+ll``: two low-latency workers, slots opened up to the profile's max_num_seqs;
-- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly;
-- ``adaptive-tuned``: as ``adaptive`` with the low-latency slots ``tune`` recommends.
+- ``rules``: one low-latency + one high-throughput worker, the first build's threshold rules;
+- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly.
 
 The report (tables, plots, the command and the emulator parameters) goes to ``--out``.
 """
@@ -28,8 +28,9 @@ from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.quiet import wait_for_quiet
+from gateway.bench.targets import targets_table
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
-from gateway.bench.traces import Arrival, bursty
+from gateway.bench.traces import RAMP_MIX, Arrival, bursty, ramp
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,10 @@ SETUPS = (
     Setup("ht+ht", "high_throughput_only", (HT_PROFILE, HT_PROFILE), summary="2 high-throughput"),
     Setup("ll+ll", "low_latency_only", (LL_PROFILE, LL_PROFILE), ll_slots=16,
           summary="2 low-latency, 16 slots per worker (the profile's max_num_seqs)"),
+    # The first build's threshold policy (4 low-latency slots), kept to compare old and new.
+    Setup("rules", "rules", (LL_PROFILE, HT_PROFILE), ll_slots=4,
+          summary="1 low-latency + 1 high-throughput, the first build's threshold rules, 4 low-latency slots"),
     Setup("round_robin", "round_robin", (LL_PROFILE, HT_PROFILE), summary="1 low-latency + 1 high-throughput, round robin"),
-    # The slots `higgs-gateway tune` recommends for these emulated pools and this text mix
-    # (docs/benchmarks/tune/): what an operator gets after one tuning run.
-    Setup("adaptive-tuned", "adaptive", (LL_PROFILE, HT_PROFILE), ll_slots=15,
-          summary="1 low-latency + 1 high-throughput, adaptive, 15 low-latency slots as `tune` recommends"),
 )  # fmt: skip
 
 
@@ -68,6 +68,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--burst-rate", type=float, default=8.0)
     parser.add_argument("--on", type=float, default=15.0)
     parser.add_argument("--off", type=float, default=25.0)
+    add_ramp_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--quiet-load", type=float, default=1.5,
@@ -93,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     )
     trace_params = {"kind": "bursty", "duration_s": args.trace_duration, "latency_rate": args.latency_rate,
                     "burst_rate": args.burst_rate, "on_s": args.on, "off_s": args.off}  # fmt: skip
+    traces = [(arrivals, trace_params), ramp_trace(args)]
+    traces = [(a, p) for a, p in traces if a]
     documents: list[dict[str, Any]] = []
     failures: dict[str, str] = {}
     if args.report_only:
@@ -103,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="higgs-bench-") as scratch:
         for setup in setups:
             try:
-                documents += _measure(setup, Path(scratch), args, levels, arrivals, trace_params)
+                documents += _measure(setup, Path(scratch), args, levels, traces)
             except (RuntimeError, TimeoutError) as exc:  # one broken setup must not lose the others
                 failures[setup.name] = str(exc).strip().splitlines()[0][:300]
                 print(f"{setup.name}: failed: {failures[setup.name]}", file=sys.stderr)
@@ -118,8 +121,8 @@ def _command() -> str:
 
 
 def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list[int],
-             arrivals: list[Arrival], trace_params: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
-    """Start the setup's fleet, run the sweep and the trace, write both results."""
+             traces: list[tuple[list[Arrival], dict[str, Any]]]) -> list[dict[str, Any]]:  # fmt: skip
+    """Start the setup's fleet, run the sweep and the traces, write every result."""
     documents = []
     wait_for_quiet(args.quiet_load, args.quiet_wait)
     with Fleet(scratch / setup.name.replace("+", "_")) as fleet:
@@ -135,11 +138,31 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
         document = run_async(sweep(options, levels, args.requests, rounds=4, minimum=32))
         report.write(document, args.out, f"{setup.name}-sweep")
         documents.append(document)
-        if arrivals:
-            document = run_async(trace(options, arrivals, "bursty", trace_params))
-            report.write(document, args.out, f"{setup.name}-trace")
+        for arrivals, params in traces:
+            document = run_async(trace(options, arrivals, params["kind"], params))
+            report.write(document, args.out, trace_file(setup.name, params["kind"]))
             documents.append(document)
     return documents
+
+
+def trace_file(setup: str, kind: str) -> str:
+    """``NAME-trace`` for the bursty trace (the name earlier reports used), ``NAME-KIND`` otherwise."""
+    return f"{setup}-trace" if kind == "bursty" else f"{setup}-{kind}"
+
+
+def add_ramp_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ramp-duration", type=float, default=240.0, help="ramp trace, modelled seconds (0 = skip)")
+    parser.add_argument("--ramp-low", type=float, default=0.1, help="ramp: requests/s at the start and the end")
+    parser.add_argument("--ramp-high", type=float, default=7.0, help="ramp: requests/s at the peak (past capacity)")
+
+
+def ramp_trace(args: argparse.Namespace) -> tuple[list[Arrival], dict[str, Any]]:
+    if args.ramp_duration <= 0:
+        return [], {}
+    arrivals = ramp(args.ramp_duration, args.seed, args.ramp_low, args.ramp_high)
+    params = {"kind": "ramp", "duration_s": args.ramp_duration, "start_rate": args.ramp_low,
+              "peak_rate": args.ramp_high, "mix": {c.value: w for c, w in RAMP_MIX}}  # fmt: skip
+    return arrivals, params
 
 
 def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
@@ -191,7 +214,8 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
     ]
     for label in dict.fromkeys(d["label"] for d in documents):
         sweep_doc = next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
-        trace_doc = next((d for d in documents if d["label"] == label and d["mode"] == "trace"), None)
+        trace_doc = next((d for d in documents if d["label"] == label and d["mode"] == "trace"
+                          and d["params"].get("kind") == "bursty"), None)  # fmt: skip
         by_level = {p["concurrency"]: p for p in sweep_doc["phases"]} if sweep_doc else {}
         first, last = by_level.get(low), by_level.get(high)
         trace_phase = trace_doc["phases"][0] if trace_doc else None
@@ -213,12 +237,13 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
 
 def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setups: list[Setup], levels: list[int],
                  failures: dict[str, str] | None = None) -> Path:  # fmt: skip
-    from gateway.bench.plots import plot_sweeps, plot_traces
+    from gateway.bench.plots import plot_sweeps, plot_timeline, plot_traces
 
     out: Path = args.out
-    plots = plot_sweeps(documents, out) + plot_traces(documents, out)
+    plots = plot_sweeps(documents, out) + plot_traces(documents, out, kind="bursty") + plot_timeline(documents, out)
     sweeps = [d for d in documents if d["mode"] == "sweep"]
-    traces = [d for d in documents if d["mode"] == "trace"]
+    traces = [d for d in documents if d["mode"] == "trace" and d["params"].get("kind") == "bursty"]
+    ramps = [d for d in documents if d["mode"] == "trace" and d["params"].get("kind") == "ramp"]
     recorded = [d["notes"]["command"] for d in documents if d.get("notes", {}).get("command")]
     command = recorded[0] if recorded else _command()
     lines = [
@@ -239,6 +264,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         "",
         *headline(documents, levels),
         "",
+        *targets_table(documents),
         "## Closed-loop sweep",
         "",
         f"Concurrency {', '.join(map(str, levels))}; requests per level "
@@ -258,6 +284,21 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
             "",
             report.to_markdown(traces, by_class=True),
             *[f"![{p.stem}]({p.name})" for p in plots if p.stem == "trace_ttfp"],
+            "",
+        ]
+    if ramps:
+        params = ramps[0]["params"]
+        lines += [
+            "## Load ramp (open loop)",
+            "",
+            f"{params['duration_s']:g} modelled seconds: arrivals rise linearly from {params['start_rate']:g}/s to "
+            f"{params['peak_rate']:g}/s (past what two workers serve) and back down; classes mixed "
+            + ", ".join(f"`{name}` {share:.0%}" for name, share in params["mix"].items()) + ". "
+            "The plot shows, window by window, the audio delivered, TTFP p99 per class and the share "
+            "of requests sent to the low-latency pool.",
+            "",
+            report.to_markdown(ramps, by_class=True),
+            *[f"![{p.stem}]({p.name})" for p in plots if p.stem == "ramp_timeline"],
             "",
         ]
     example = emulator_command(0, LL_PROFILE, args.time_scale)

@@ -34,7 +34,8 @@ def _series(document: dict[str, Any], metric: str, stat: str, scale: float = 1.0
 
 def _units(documents: Sequence[dict[str, Any]]) -> str:
     scales = {document.get("time_scale", 1.0) for document in documents}
-    return "modelled (H200-equivalent)" if scales != {1.0} else "wall clock"
+    simulated = all(document.get("notes", {}).get("simulated") for document in documents)
+    return "modelled (H200-equivalent)" if scales != {1.0} or simulated else "wall clock"
 
 
 def plot_sweeps(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str = "") -> list[Path]:
@@ -78,9 +79,9 @@ def plot_sweeps(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str 
     return paths
 
 
-def plot_traces(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str = "") -> list[Path]:
-    """TTFP p50 and p99 per SLA class, one group of bars per configuration."""
-    traces = [d for d in documents if d["mode"] == "trace"]
+def plot_traces(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str = "", kind: str | None = None) -> list[Path]:
+    """TTFP p50 and p99 per SLA class, one group of bars per configuration (one trace kind)."""
+    traces = [d for d in documents if d["mode"] == "trace" and (kind is None or d["params"].get("kind") == kind)]
     if not traces:
         return []
     plt = _pyplot()
@@ -106,6 +107,47 @@ def plot_traces(documents: Sequence[dict[str, Any]], out_dir: Path, prefix: str 
         panel.legend(fontsize=8)
     figure.tight_layout()
     path = out_dir / f"{prefix}trace_ttfp.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [path]
+
+
+def plot_timeline(documents: Sequence[dict[str, Any]], out_dir: Path, kind: str = "ramp", prefix: str = "") -> list[Path]:
+    """Throughput, TTFP p99 per class and the low-latency share over a trace, per configuration."""
+    traces = [d for d in documents if d["mode"] == "trace" and d["params"].get("kind") == kind
+              and d["phases"][0].get("timeline")]  # fmt: skip
+    if not traces:
+        return []
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    classes = sorted({c for d in traces for row in d["phases"][0]["timeline"] for c in row["ttfp_p99_s"]})
+    figure, axes = plt.subplots(2 + len(classes), 1, figsize=(8, 2.4 * (2 + len(classes))), sharex=True)
+    for index, document in enumerate(traces):
+        rows = document["phases"][0]["timeline"]
+        xs = [row["start_s"] for row in rows]
+        color = f"C{index}"
+        axes[0].plot(xs, [row["audio_s_per_s"] for row in rows], color=color, label=document["label"])
+        for panel, name in zip(axes[1:-1], classes, strict=True):
+            ys = [row["ttfp_p99_s"].get(name) for row in rows]
+            panel.plot(xs, [float("nan") if y is None else y * 1000 for y in ys], color=color)
+            panel.set_ylabel(f"{name}\nTTFP p99 (ms)")
+            panel.set_yscale("log")
+        axes[-1].plot(xs, [row["pool_share"].get("low_latency", 0.0) for row in rows], color=color)
+    first = traces[0]["phases"][0]["timeline"]
+    window = first[1]["start_s"] - first[0]["start_s"] if len(first) > 1 else 10.0
+    offered = [row["sent"] / window for row in first]
+    twin = axes[0].twinx()
+    twin.fill_between([row["start_s"] for row in first], offered, color="grey", alpha=0.15)
+    twin.set_ylabel("offered requests/s (grey)")
+    axes[0].set_ylabel("audio-s/s delivered")
+    axes[0].set_title(f"{kind} trace over time, {_units(traces)}", fontsize=10)
+    axes[0].legend(fontsize=8, loc="upper left")
+    axes[-1].set_ylabel("share sent to\nlow-latency")
+    axes[-1].set_xlabel("trace time (modelled s)")
+    for panel in axes:
+        panel.grid(True, alpha=0.3)
+    figure.tight_layout()
+    path = out_dir / f"{prefix}{kind}_timeline.png"
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return [path]

@@ -35,6 +35,8 @@ class PhaseResult:
 
 
 ProgressFactory = Callable[[str, int], Progress]
+# Wall time by default; the fleet simulator passes its virtual clock.
+Clock = Callable[[], float]
 
 
 def _cpu_seconds() -> float:
@@ -56,13 +58,14 @@ async def run_closed(
     name: str,
     progress: Progress | None = None,
     keep_chunks: bool = False,
+    clock: Clock = time.perf_counter,
 ) -> PhaseResult:
     """Send ``specs`` with at most ``concurrency`` in flight, each caller back-to-back."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     results: list[RequestResult | None] = [None] * len(specs)
     next_index = 0
-    start = time.perf_counter()
+    start = clock()
     cpu_start = _cpu_seconds()
 
     async def caller() -> None:
@@ -76,7 +79,7 @@ async def run_closed(
                 progress.update(result.ok)
 
     await asyncio.gather(*(caller() for _ in range(min(concurrency, len(specs)))))
-    wall = time.perf_counter() - start
+    wall = clock() - start
     done = [result for result in results if result is not None]
     return PhaseResult(name, "closed", concurrency, wall, _cpu_seconds() - cpu_start, _trim(done, keep_chunks),
                        loadavg_1m=os.getloadavg()[0])  # fmt: skip
@@ -89,15 +92,16 @@ async def run_open(
     name: str,
     progress: Progress | None = None,
     keep_chunks: bool = False,
+    clock: Clock = time.perf_counter,
 ) -> PhaseResult:
     """Send ``specs[i]`` at ``arrivals[i].at_s`` after the start, never waiting on replies."""
     if len(specs) != len(arrivals):
         raise ValueError("one spec per arrival")
-    start = time.perf_counter()
+    start = clock()
     cpu_start = _cpu_seconds()
 
     async def one(spec: RequestSpec, arrival: Arrival) -> RequestResult:
-        delay = start + arrival.at_s - time.perf_counter()
+        delay = start + arrival.at_s - clock()
         if delay > 0:
             await asyncio.sleep(delay)
         result = await client.speak(spec, start)
@@ -106,7 +110,7 @@ async def run_open(
         return result
 
     results = await asyncio.gather(*(one(spec, arrival) for spec, arrival in zip(specs, arrivals, strict=True)))
-    wall = time.perf_counter() - start
+    wall = clock() - start
     span = arrivals[-1].at_s if arrivals else 0.0
     rate = len(arrivals) / span if span > 0 else None
     return PhaseResult(name, "open", None, wall, _cpu_seconds() - cpu_start, _trim(list(results), keep_chunks), rate,

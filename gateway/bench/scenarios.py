@@ -11,7 +11,8 @@ import asyncio
 import datetime as dt
 import os
 import platform
-from collections.abc import Coroutine, Sequence
+import time
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -21,10 +22,12 @@ from gateway.bench.report import SCHEMA
 from gateway.bench.runner import run_closed, run_open
 from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import TEXTS, text_order
+from gateway.bench.timeline import timeline
 from gateway.bench.traces import Arrival
 from gateway.types import SlaClass
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64)
+TIMELINE_WINDOW_S = 10.0  # modelled seconds per row of a trace's timeline
 T = TypeVar("T")
 
 
@@ -38,6 +41,14 @@ class RunOptions:
     progress: bool = True
     texts: Sequence[str] = TEXTS
     notes: dict[str, Any] = field(default_factory=dict)  # extra context recorded in the document
+    # The fleet simulator's client and virtual clock; None = HTTP to ``client.url``, wall time.
+    make_client: Callable[[], SpeechClient] | None = None
+    clock: Callable[[], float] = time.perf_counter
+
+    def open_client(self) -> SpeechClient:
+        if self.make_client is not None:
+            return self.make_client()
+        return make_client(self.client_kind, self.client)
 
 
 def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -86,7 +97,7 @@ async def _warm(client: SpeechClient, options: RunOptions, concurrency: int, cou
         return
     shortest = sorted(options.texts, key=len)[: max(1, len(options.texts) // 4)]
     specs = [RequestSpec(shortest[i % len(shortest)]) for i in range(count)]
-    await run_closed(client, specs, concurrency, "warmup")
+    await run_closed(client, specs, concurrency, "warmup", clock=options.clock)
 
 
 async def warm_up(options: RunOptions, concurrency: int) -> None:
@@ -96,10 +107,10 @@ async def warm_up(options: RunOptions, concurrency: int) -> None:
     through most sizes from ``concurrency`` down to 1: a high-throughput worker captures
     its lazy per-size graphs here instead of during the measurement.
     """
-    client = make_client(options.client_kind, options.client)
+    client = options.open_client()
     try:
         specs = [RequestSpec(text) for text in text_order(concurrency, options.seed + 1, options.texts)]
-        await run_closed(client, specs, concurrency, "warmup")
+        await run_closed(client, specs, concurrency, "warmup", clock=options.clock)
     finally:
         await client.close()
 
@@ -114,7 +125,7 @@ async def sweep(
     minimum: int = 16,
 ) -> dict[str, Any]:
     """Closed-loop levels; every level gets the same seeded text sequence."""
-    client = make_client(options.client_kind, options.client)
+    client = options.open_client()
     phases = []
     try:
         for concurrency in levels:
@@ -122,7 +133,7 @@ async def sweep(
             await _warm(client, options, concurrency, warmup)
             specs = [RequestSpec(text, sla_class) for text in text_order(count, options.seed, options.texts)]
             progress = _progress(options, f"c{concurrency}", count)
-            phase = await run_closed(client, specs, concurrency, f"c{concurrency}", progress)
+            phase = await run_closed(client, specs, concurrency, f"c{concurrency}", progress, clock=options.clock)
             progress.close()
             phases.append(summarize_phase(phase, options.time_scale))
     finally:
@@ -140,15 +151,17 @@ async def trace(
     warmup: int = 0,
 ) -> dict[str, Any]:
     """One open-loop trace; ``arrivals`` are in modelled seconds."""
-    client = make_client(options.client_kind, options.client)
+    client = options.open_client()
     try:
         await _warm(client, options, max(1, warmup), warmup)
         texts = text_order(len(arrivals), options.seed, options.texts)
         specs = [RequestSpec(text, arrival.sla_class) for text, arrival in zip(texts, arrivals, strict=True)]
         scaled = [Arrival(arrival.at_s * options.time_scale, arrival.sla_class) for arrival in arrivals]
         progress = _progress(options, name, len(specs))
-        phase = await run_open(client, specs, scaled, name, progress)
+        phase = await run_open(client, specs, scaled, name, progress, clock=options.clock)
         progress.close()
     finally:
         await client.close()
-    return _document(options, "trace", {**params, "warmup": warmup}, [summarize_phase(phase, options.time_scale)])
+    summary = summarize_phase(phase, options.time_scale)
+    summary["timeline"] = timeline(phase.results, TIMELINE_WINDOW_S, options.time_scale)
+    return _document(options, "trace", {**params, "warmup": warmup}, [summary])

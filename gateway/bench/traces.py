@@ -67,3 +67,50 @@ def bursty(
             period_start += on_s + off_s
     arrivals.sort(key=lambda arrival: arrival.at_s)
     return arrivals
+
+
+# Default class mix of the ramp: some interactive, mostly ordinary, some batch work.
+RAMP_MIX: tuple[tuple[SlaClass, float], ...] = (
+    (SlaClass.LATENCY, 0.2), (SlaClass.BALANCED, 0.5), (SlaClass.THROUGHPUT, 0.3),
+)  # fmt: skip
+
+
+def ramp(
+    duration_s: float,
+    seed: int,
+    start_rate: float,
+    peak_rate: float,
+    mix: tuple[tuple[SlaClass, float], ...] = RAMP_MIX,
+) -> list[Arrival]:
+    """Load that rises linearly from ``start_rate`` to ``peak_rate`` and back, mixed classes.
+
+    The first half climbs from about one request at a time to past what the fleet can
+    serve, the second half comes back down: a policy must follow the load both ways
+    without oscillating. Poisson arrivals with a time-varying rate (thinning).
+    """
+    if duration_s <= 0 or start_rate < 0 or peak_rate <= 0 or peak_rate < start_rate:
+        raise ValueError("duration and peak rate must be positive, start rate <= peak rate")
+    total = sum(weight for _, weight in mix)
+    if total <= 0:
+        raise ValueError("the class mix needs a positive weight")
+    rng = random.Random(seed)
+    half = duration_s / 2
+
+    def rate_at(t: float) -> float:
+        climb = t / half if t <= half else (duration_s - t) / half
+        return start_rate + (peak_rate - start_rate) * climb
+
+    arrivals: list[Arrival] = []
+    at = 0.0
+    while True:
+        at += rng.expovariate(peak_rate)
+        if at >= duration_s:
+            break
+        if rng.random() * peak_rate <= rate_at(at):
+            pick = rng.random() * total
+            for sla_class, weight in mix:
+                pick -= weight
+                if pick <= 0:
+                    break
+            arrivals.append(Arrival(at, sla_class))
+    return arrivals

@@ -7,9 +7,14 @@ low-latency while it has free slots and ``throughput`` stays on high-throughput.
 a gateway the low-latency pool cannot be measured beyond its configured slots (latency
 requests spill once their queue budget is spent); the report shows the pool split.
 
-The crossing of the two curves gives ``pools.low_latency.slots_per_worker`` (a config
-change: printed) and ``routing.thresholds.balanced_threshold`` (sent to the admin API
-with ``--apply``).
+What it recommends, and ``--apply`` sends to the admin API (validated, persisted, followed
+by other replicas, no restart):
+
+- ``routing.measured``: both measured curves (decode RTF and TTFP by per-worker load). The
+  default ``adaptive`` policy takes them as its priors, so its predictions start from this
+  hardware and text mix instead of the deploy profile's estimate, and learn from there.
+- ``routing.thresholds.balanced_threshold``: where the curves cross, for the ``rules``
+  policy. Its ``pools.low_latency.slots_per_worker`` is printed (a config change).
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--metric", choices=sorted(METRICS), default="rtf",
                         help="what 'beats' means: mean RTF (default) or median TTFP")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench-out/tune"))
-    parser.add_argument("--apply", action="store_true", help="PATCH the balanced threshold through the admin API")
+    parser.add_argument("--apply", action="store_true", help="PATCH the measured curves and thresholds through the admin API")
     parser.add_argument("--admin-url", help="gateway base URL for --apply (default: --url)")
     parser.add_argument("--admin-token", help="bearer token for --apply (or HIGGS_GATEWAY_ADMIN_TOKEN)")
     add_client_arguments(parser)
@@ -123,6 +128,24 @@ def recommend(documents: dict[PoolName, dict[str, Any]], metric: str, ll_workers
     }
 
 
+def measured_curves(documents: dict[PoolName, dict[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:
+    """``routing.measured`` from the sweeps: decode RTF (end-to-end RTF less TTFP's share) and median TTFP."""
+    curves: dict[str, dict[str, dict[int, float]]] = {}
+    for pool, document in documents.items():
+        rtf: dict[int, float] = {}
+        ttfp: dict[int, float] = {}
+        for phase in document["phases"]:
+            mean_rtf, mean_ttfp, median_ttfp = phase["rtf"]["mean"], phase["ttfp_s"]["mean"], phase["ttfp_s"]["median"]
+            if not phase["ok"] or mean_rtf is None or mean_ttfp is None or median_ttfp is None:
+                continue
+            clip_s = phase["audio_s"] / phase["ok"]
+            rtf[phase["concurrency"]] = round(max(mean_rtf - mean_ttfp / clip_s, mean_rtf * 0.5), 5)
+            ttfp[phase["concurrency"]] = round(median_ttfp, 5)
+        if rtf and ttfp:
+            curves[pool.value] = {"rtf": rtf, "ttfp_s": ttfp}
+    return curves
+
+
 def explain(rec: dict[str, Any]) -> str:
     if rec["last_win"] is None:
         return (f"low-latency never beat high-throughput on {rec['metric']} (already not at {rec['first_loss']} "
@@ -161,12 +184,12 @@ def comparison_table(documents: dict[PoolName, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def apply(admin_url: str, token: str, threshold: int, client: httpx.Client | None = None) -> tuple[int, str]:
-    """PATCH the balanced threshold; the gateway validates and persists it."""
+def apply(admin_url: str, token: str, rec: dict[str, Any], client: httpx.Client | None = None) -> tuple[int, str]:
+    """PATCH everything recommended at run time; the gateway validates and persists it."""
     with client or httpx.Client() as http:
         response = http.patch(
             admin_url.rstrip("/") + "/admin/routing",
-            json={"thresholds": {"balanced_threshold": threshold}},
+            json={"measured": rec["measured"], "thresholds": {"balanced_threshold": rec["balanced_threshold"]}},
             headers={"authorization": f"Bearer {token}"},
             timeout=10.0,
         )
@@ -180,11 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     documents = measure(args)  # resolves --ll-workers/--ht-workers when measuring a gateway
     ll_workers = documents[PoolName.LOW_LATENCY]["params"]["workers"]
     rec = recommend(documents, args.metric, ll_workers)
+    rec["measured"] = measured_curves(documents)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"recommendation": rec, "measurements": {pool.value: doc for pool, doc in documents.items()}}
     (args.out / "tune.json").write_text(json.dumps(result, indent=2) + "\n")
-    snippet = f"pools:\n  low_latency:\n    slots_per_worker: {rec['slots_per_worker']}\n" \
-              f"routing:\n  thresholds:\n    balanced_threshold: {rec['balanced_threshold']}\n"  # fmt: skip
+    snippet = (f"routing:\n  measured: {json.dumps(rec['measured'])}\n"
+               f"  thresholds:\n    balanced_threshold: {rec['balanced_threshold']}  # rules policy\n"
+               f"pools:\n  low_latency:\n    slots_per_worker: {rec['slots_per_worker']}  # rules policy only\n")  # fmt: skip
     from gateway.bench.plots import plot_sweeps
 
     plots = plot_sweeps(list(documents.values()), args.out)
@@ -204,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         if not admin_url or not token:
             print("--apply needs --admin-url (or --url) and --admin-token", file=sys.stderr)
             return 2
-        status, body = apply(admin_url, token, rec["balanced_threshold"])
+        status, body = apply(admin_url, token, rec)
         print(f"PATCH /admin/routing -> {status} {body[:500]}", file=sys.stderr)
-        print("slots_per_worker is a config change: set it in the config file and restart.", file=sys.stderr)
+        print("For the rules policy, slots_per_worker is a config change: set it and restart.", file=sys.stderr)
         return 0 if 200 <= status < 300 else 1
     return 0

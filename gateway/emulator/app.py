@@ -26,7 +26,13 @@ from gateway.emulator.metrics import EmulatorMetrics
 from gateway.emulator.ref_audio import probe_audio_seconds
 from gateway.emulator.speech import LoadCounter, SpeechService
 from gateway.emulator.timing import StepModel, TimingParams
-from gateway.emulator.voices import MAX_SAMPLE_BYTES, VoiceStore
+from gateway.emulator.voices import (
+    DEFAULT_MAX_UPLOADED,
+    MAX_SAMPLE_BYTES,
+    VoiceStore,
+    upload_mime_type,
+    validate_voice_name,
+)
 
 log = logging.getLogger("gateway.emulator")
 
@@ -44,6 +50,7 @@ class EmulatorSettings:
     time_scale: float = 1.0
     seed: int | None = None  # None: the profile's Stage 0 seed (42 as shipped)
     load_tracking: bool = True
+    max_uploaded_voices: int = DEFAULT_MAX_UPLOADED  # SPEAKER_MAX_UPLOADED
     warm: bool = False  # start with every lazy graph captured, as after a full warm-up
     faults: Faults = field(default_factory=Faults)
     params: TimingParams = field(default_factory=TimingParams)
@@ -57,12 +64,16 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     model = StepModel(settings.profile, settings.params)
     clock = ScaledClock(settings.time_scale)
     driver_ref: list[EngineDriver] = []
-    metrics = EmulatorMetrics(settings.names[0], lambda: driver_ref[0].counts())
+    # model_name is the positional model, whatever --served-model-name says (OmniBase).
+    metrics = EmulatorMetrics(settings.model, lambda: driver_ref[0].counts())
     precaptured = range(1, model.max_num_seqs + 1) if settings.warm and model.lazy_mlp_graph else ()
     engine = Engine(model, clock, observer=metrics, precaptured=precaptured)
     driver = EngineDriver(engine, clock)
     driver_ref.append(driver)
-    voices = VoiceStore(settings.voices_dir)
+    voices = VoiceStore(settings.voices_dir, settings.max_uploaded_voices)
+    if voices.restored:
+        log.warning("restored %d uploaded voice(s) from %s", voices.restored, settings.voices_dir)
+    upload_lock = asyncio.Lock()
     faults = settings.faults
     load = LoadCounter(settings.load_tracking)
     speech = SpeechService(
@@ -129,32 +140,43 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
 
     @app.get("/v1/audio/voices")
     async def list_voices() -> JSONResponse:
-        return JSONResponse({"voices": [], "uploaded_voices": voices.list()})
+        # api_server.list_voices: every accepted name (uploads + "default"), then the uploads.
+        return JSONResponse({"voices": voices.voice_list(), "uploaded_voices": voices.list()})
 
     @app.post("/v1/audio/voices")
     async def upload_voice(
-        audio_sample: UploadFile = File(...),
+        audio_sample: UploadFile | None = File(None),
+        speaker_embedding: str | None = Form(None),
         name: str = Form(...),
         consent: str = Form(...),
         ref_text: str | None = Form(None),
         speaker_description: str | None = Form(None),
     ) -> JSONResponse:
-        if not consent.strip():
-            raise bad_request("consent is required to upload a voice", "consent")
+        if speaker_embedding is not None:
+            # Embedding uploads are a Qwen3-TTS feature; Higgs has no speaker encoder input.
+            raise bad_request("speaker_embedding uploads are not supported by this model")
+        if audio_sample is None:
+            raise bad_request("Either 'audio_sample' or 'speaker_embedding' must be provided")
+        voice_name = validate_voice_name(name)
+        ref_text = (ref_text or "").strip() or None
+        speaker_description = (speaker_description or "").strip() or None
         sample = await audio_sample.read(MAX_SAMPLE_BYTES + 1)
         if len(sample) > MAX_SAMPLE_BYTES:
-            raise bad_request(f"audio_sample exceeds {MAX_SAMPLE_BYTES // (1024 * 1024)} MB", "audio_sample")
-        seconds = await asyncio.to_thread(probe_audio_seconds, sample)
-        if seconds is None:
-            raise bad_request("audio_sample could not be decoded as audio", "audio_sample")
-        mime_type = audio_sample.content_type or "application/octet-stream"
-        voice = voices.add(name, sample, mime_type, seconds, ref_text, speaker_description)
-        return JSONResponse({"success": True, "voice": voice})
+            raise bad_request(f"File size exceeds maximum limit of 10MB. Got {len(sample)} bytes.")
+        mime_type = upload_mime_type(audio_sample.content_type, audio_sample.filename)
+        async with upload_lock:
+            seconds = await asyncio.to_thread(probe_audio_seconds, sample)
+            voice = voices.add(voice_name, sample, mime_type, consent, lambda _: seconds, ref_text, speaker_description)
+        body = {key: voice[key] for key in ("name", "consent", "created_at", "mime_type", "file_size")}
+        for optional in ("ref_text", "speaker_description"):
+            if voice.get(optional):
+                body[optional] = voice[optional]
+        return JSONResponse({"success": True, "voice": body})
 
     @app.delete("/v1/audio/voices/{name}")
     async def delete_voice(name: str) -> JSONResponse:
         voices.delete(name)
-        return JSONResponse({"success": True, "message": f"Voice '{name}' deleted"})
+        return JSONResponse({"success": True, "message": f"Voice '{name}' deleted successfully"})
 
     @app.get("/emulator/faults")
     async def get_faults() -> JSONResponse:

@@ -4,28 +4,31 @@
         --deploy-config higgs_multimodal_qwen3_low_latency.yaml --host 127.0.0.1 --port 8091 \\
         --log-stats --enable-server-load-tracking [--time-scale 0.1]
 
-The worker's own flags come first (same names, same strictness: unknown flags and the
-removed ``--stage-configs-path`` are errors); the emulator's own flags follow.
+The worker's own flags come first (same names, same parsing: unknown flags and the removed
+``--stage-configs-path`` are errors, unambiguous prefixes are accepted); the emulator's own flags follow.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from gateway.deploy_profile import ProfileError, load_deploy_profile
 from gateway.emulator.faults import Faults, StreamCut
+from gateway.emulator.voices import DEFAULT_MAX_UPLOADED
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="higgs-gateway emulate",
         description="Run one emulated vllm-omni Higgs-Audio V3 worker (same API and flags, modelled GPU timing).",
-        allow_abbrev=False,  # a real worker's argparse would not guess either
+        allow_abbrev=True,  # vLLM's FlexibleArgumentParser keeps argparse's prefix matching
     )
     worker = parser.add_argument_group("vllm-omni serve flags")
     worker.add_argument("model", help="model id, e.g. bosonai/higgs-audio-v3-tts-4b")
@@ -45,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     emulator = parser.add_argument_group("emulator-only flags")
     emulator.add_argument("--time-scale", type=float, default=1.0, help="multiply all modelled GPU time (0.1 = 10x faster than an H200)")
     emulator.add_argument("--startup-delay", type=float, default=0.0, help="seconds before the HTTP listener opens (weights loading)")
-    emulator.add_argument("--voices-dir", type=Path, default=None, help="where uploaded voices live (default: a temporary directory)")
+    emulator.add_argument("--voices-dir", type=Path, default=None, help="where uploaded voices live (default: $SPEAKER_SAMPLES_DIR as on a real worker, else a temporary directory)")
     emulator.add_argument("--warm", action="store_true", help="start with every lazy graph captured (as after a full warm-up)")
     emulator.add_argument("--seed", type=int, default=None, help="default sampling seed (default: the profile's, 42)")
     emulator.add_argument("--fail-next", type=int, default=0, metavar="N", help="fault: the next N speech requests answer 500")
@@ -85,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = EmulatorSettings(
             model=args.model,
             profile=profile,
-            voices_dir=args.voices_dir or Path(scratch),
+            voices_dir=args.voices_dir or speaker_dir_from_env(os.environ) or Path(scratch),
+            max_uploaded_voices=max_uploaded_from_env(os.environ),
             served_model_names=tuple(args.served_model_name or ()),
             time_scale=args.time_scale,
             seed=args.seed,
@@ -116,6 +120,20 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         server.run()
     return 0
+
+
+def speaker_dir_from_env(env: Mapping[str, str]) -> Path | None:
+    """``$SPEAKER_SAMPLES_DIR``, where a real worker keeps (and restores) uploaded voices."""
+    value = env.get("SPEAKER_SAMPLES_DIR")
+    return Path(value).expanduser() if value else None
+
+
+def max_uploaded_from_env(env: Mapping[str, str]) -> int:
+    """``$SPEAKER_MAX_UPLOADED`` as the real worker reads it: default 1000, also when invalid."""
+    try:
+        return int(env.get("SPEAKER_MAX_UPLOADED") or DEFAULT_MAX_UPLOADED)
+    except ValueError:
+        return DEFAULT_MAX_UPLOADED
 
 
 class _DropInjectedCuts(logging.Filter):

@@ -19,7 +19,7 @@ CONTENT_TYPES = {
     "pcm": "audio/pcm",
     "flac": "audio/flac",
     "mp3": "audio/mpeg",
-    "opus": "audio/opus",
+    "opus": "audio/ogg",  # audio_utils_mixin.py: create_audio writes Opus in an Ogg file
 }
 STREAMABLE_FORMATS = frozenset({"pcm", "wav"})
 

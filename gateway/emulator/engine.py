@@ -114,7 +114,6 @@ class Engine:
         self.clock = clock
         self.observer: EngineObserver = observer or NullObserver()
         self.captured: set[int] = set(precaptured)
-        self._delay = model.params.codebook_delay_steps
         self._seq = itertools.count()
         self._pending: list[tuple[float, int, EngineRequest]] = []
         self._waiting: deque[EngineRequest] = deque()
@@ -300,12 +299,15 @@ class Engine:
         if not self.model.streams_early:
             return request.total_frames
         step = self.model.initial_chunk_frames if request.frames_emitted == 0 else self.model.chunk_frames
-        return min(request.total_frames, request.frames_emitted + step)
+        target = request.frames_emitted + step
+        # A chunk whose hold-back would reach past the last step is left to the final flush.
+        if self.model.rows_before_chunk(target, request.total_frames) >= self.model.decode_steps_for(request.total_frames):
+            return request.total_frames
+        return target
 
     def _push_due(self, request: EngineRequest) -> None:
-        # After step j, a request prefilled in step start_step + 1 has j - start_step tokens,
-        # of which the first ``delay`` only fill the codebook delay pattern.
-        due = request.start_step + self._delay + self._next_target(request)
+        # After step j, a request prefilled in step start_step + 1 has j - start_step tokens.
+        due = request.start_step + self.model.rows_before_chunk(self._next_target(request), request.total_frames)
         heapq.heappush(self._due, (due, request.seq, request))
 
     def _leave_batch(self, request: EngineRequest) -> None:

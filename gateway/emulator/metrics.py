@@ -1,7 +1,12 @@
 """``GET /metrics`` of an emulated worker: the real worker's series, plus emulator-only ones.
 
-Names follow vllm-omni 0.30 (``vllm_omni:*`` with ``model_name``; vLLM's ``vllm:*`` with
-``stage`` and ``replica``). Series only the emulator has start with ``higgs_emulator_``.
+Names and labels follow vllm-omni 0.30.0 (``vllm_omni/metrics/definitions.py``,
+``prometheus.py``, ``modality.py``): pipeline series carry ``model_name`` (the positional
+model, not ``--served-model-name``), audio series and vLLM's ``vllm:*`` carry
+``{model_name, stage, replica}``; ``requests_success_total`` has ``finished_reason`` and
+also counts failures (as ``abort``); ``audio_frames`` counts PCM samples; ``audio_rtf`` is
+the final stage's generation time over the audio duration. Series only the emulator has
+start with ``higgs_emulator_``.
 Latencies are measured on the wall clock, i.e. they shrink with ``--time-scale``.
 Each worker owns its registry: several emulators can share a process (tests, demo).
 
@@ -34,6 +39,18 @@ class EngineCounts:
     decoding: int  # requests Stage 1 holds codec state for
 
 
+# The stage that emits audio (code2wav) and its replica: the audio families' labels.
+AUDIO_STAGE = "1"
+REPLICA = "0"
+# vllm_omni:requests_failed_total{reason}: omni_base.normalize_failure_reason's vocabulary.
+FAILED_CLIENT_DISCONNECT = "client_disconnect"
+FAILED_STAGE_ERROR = "stage_error"
+# vllm_omni:speech_stream_aborted_total{reason}: serving_speech._generate_audio_chunks.
+ABORT_CANCELLED = "cancelled"  # the client went away (CancelledError)
+ABORT_CLOSED = "closed"  # the response iterator was closed (GeneratorExit)
+ABORT_ERROR = "error"  # generation failed mid-stream
+
+
 class EmulatorMetrics:
     def __init__(self, model_name: str, read_engine: Callable[[], EngineCounts], started_at: float | None = None) -> None:
         self.model_name = model_name
@@ -41,15 +58,16 @@ class EmulatorMetrics:
         r = self.registry
         r.register(_StartTime(time.time() if started_at is None else started_at))
         m = ["model_name"]
+        a = ["model_name", "stage", "replica"]
         self.e2e_latency = Histogram("vllm_omni:e2e_request_latency_s", "End-to-end request latency", m, buckets=_LATENCY_BUCKETS, registry=r)
         self.queue_wait = Histogram("vllm_omni:request_queue_wait_s", "Time waiting for a Stage 0 slot", m, buckets=_LATENCY_BUCKETS, registry=r)
-        self.ttfp = Histogram("vllm_omni:audio_ttfp_s", "Time to first audio packet (streaming)", m, buckets=_TTFP_BUCKETS, registry=r)
-        self.rtf = Histogram("vllm_omni:audio_rtf", "Final-stage generation time / audio duration", m, buckets=_RTF_BUCKETS, registry=r)
-        self.audio_duration = Histogram("vllm_omni:audio_duration_s", "Audio duration per request", m, buckets=_DURATION_BUCKETS, registry=r)
-        self.underrun = Histogram("vllm_omni:audio_underrun_s", "Worst gap a real-time player would hit", m, buckets=_TTFP_BUCKETS, registry=r)
-        self.success = Counter("vllm_omni:requests_success", "Requests completed", m, registry=r)
-        self.failed = Counter("vllm_omni:requests_failed", "Requests failed", [*m, "reason"], registry=r)
-        self.frames = Counter("vllm_omni:audio_frames", "Codec frames delivered", m, registry=r)
+        self._ttfp = Histogram("vllm_omni:audio_ttfp_s", "Time to first audio packet (streaming)", a, buckets=_TTFP_BUCKETS, registry=r)
+        self.rtf = Histogram("vllm_omni:audio_rtf", "Audio real-time factor (stage_gen_time_s / audio_duration_s)", a, buckets=_RTF_BUCKETS, registry=r)
+        self.audio_duration = Histogram("vllm_omni:audio_duration_s", "Generated audio content duration in seconds (audio_frames / sample_rate)", a, buckets=_DURATION_BUCKETS, registry=r)
+        self._underrun = Histogram("vllm_omni:audio_underrun_s", "Worst gap a real-time player would hit", a, buckets=_TTFP_BUCKETS, registry=r)
+        self.success = Counter("vllm_omni:requests_success", "Total requests by completion reason (abort = failed)", [*m, "finished_reason"], registry=r)
+        self.failed = Counter("vllm_omni:requests_failed", "Total requests by failure reason", [*m, "reason"], registry=r)
+        self.frames = Counter("vllm_omni:audio_frames", "Audio frames (PCM samples) generated", a, registry=r)
         self.stream_completed = Counter("vllm_omni:speech_stream_completed", "Streams completed", m, registry=r)
         self.stream_aborted = Counter("vllm_omni:speech_stream_aborted", "Streams aborted", [*m, "reason"], registry=r)
         self.graph_captures = Counter("higgs_emulator_graph_captures", "Lazy local-MLP graph captures done", ["batch_size"], registry=r)
@@ -64,20 +82,33 @@ class EmulatorMetrics:
         self.graph_captures.labels(str(batch_size)).inc()
 
     # --- request outcomes ---------------------------------------------------------------
-    def completed(self, e2e: float, queue_wait: float, audio_seconds: float, frames: int, streamed: bool) -> None:
+    def first_audio(self, ttfp: float) -> None:
+        self._ttfp.labels(self.model_name, AUDIO_STAGE, REPLICA).observe(ttfp)
+
+    def underrun(self, seconds: float) -> None:
+        self._underrun.labels(self.model_name, AUDIO_STAGE, REPLICA).observe(seconds)
+
+    def completed(
+        self, e2e: float, queue_wait: float, audio_seconds: float, samples: int, streamed: bool, finished_reason: str = "stop"
+    ) -> None:
         name = self.model_name
-        self.success.labels(name).inc()
+        self.success.labels(name, finished_reason).inc()
         self.e2e_latency.labels(name).observe(e2e)
         self.queue_wait.labels(name).observe(queue_wait)
-        self.audio_duration.labels(name).observe(audio_seconds)
+        audio = (name, AUDIO_STAGE, REPLICA)
+        self.audio_duration.labels(*audio).observe(audio_seconds)
         if audio_seconds > 0:
-            self.rtf.labels(name).observe(e2e / audio_seconds)
-        self.frames.labels(name).inc(frames)
+            # The final stage generates from the moment the request is scheduled to its last chunk.
+            self.rtf.labels(*audio).observe(max(e2e - queue_wait, 0.0) / audio_seconds)
+        self.frames.labels(*audio).inc(samples)
         if streamed:
             self.stream_completed.labels(name).inc()
 
     def failed_request(self, reason: str) -> None:
+        """A request that ended without its audio: ``requests_failed{reason}`` and, as the
+        real ``request_failed`` does, ``requests_success{finished_reason="abort"}``."""
         self.failed.labels(self.model_name, reason).inc()
+        self.success.labels(self.model_name, "abort").inc()
 
     def aborted_stream(self, reason: str) -> None:
         self.stream_aborted.labels(self.model_name, reason).inc()
@@ -119,7 +150,7 @@ class _EngineGauges(Collector):
             yield family
         per_stage = {"running": (counts.running, counts.decoding), "waiting": (counts.waiting, 0)}
         for name, (stage0, stage1) in per_stage.items():
-            family = GaugeMetricFamily(f"vllm:num_requests_{name}", f"Requests {name}, per stage", labels=["stage", "replica"])
-            family.add_metric(["0", "0"], stage0)
-            family.add_metric(["1", "0"], stage1)
+            family = GaugeMetricFamily(f"vllm:num_requests_{name}", f"Requests {name}, per stage", labels=["model_name", "stage", "replica"])
+            family.add_metric([self._model_name, "0", REPLICA], stage0)
+            family.add_metric([self._model_name, "1", REPLICA], stage1)
             yield family

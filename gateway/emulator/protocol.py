@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.emulator.encode import STREAMABLE_FORMATS
 from gateway.emulator.errors import WorkerError, bad_request
 from gateway.emulator.ref_audio import ref_audio_seconds
 
+INT64_MAX = 2**63 - 1
 ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus"]
 StreamMode = Literal["audio", "sse", "file"]
 
@@ -29,17 +30,44 @@ class SpeechRequest(BaseModel):
     response_format: ResponseFormat = "wav"
     stream_format: Literal["audio", "sse"] | None = None
     stream: bool | None = None
-    speed: float = Field(1.0, ge=0.25, le=4.0)
+    speed: float | None = Field(1.0, ge=0.25, le=4.0)
     sample_rate: int | None = None
     ref_audio: str | None = None
     ref_text: str | None = None
     seed: int | None = None
-    max_new_tokens: int | None = Field(None, ge=1, le=4096)
+    max_new_tokens: int | None = Field(None, ge=1, le=INT64_MAX)  # no tighter bound: max_tokens caps it
     extra_params: dict[str, Any] | None = None
     # Accepted and ignored by Higgs.
     instructions: str | None = None
     language: str | None = None
-    task_type: str | None = None
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _references_alias(cls, data: Any) -> Any:
+        """The Higgs cookbook's ``references: [{audio_path, text}]`` maps onto ref_audio/ref_text
+        (protocol/audio.py: OpenAICreateSpeechRequest.normalize_references_alias)."""
+        if not isinstance(data, dict) or data.get("references") is None:
+            return data
+        refs = data["references"]
+        if not isinstance(refs, list) or not refs:
+            raise ValueError("'references' must be a non-empty array of {audio_path, text} objects")
+        if len(refs) > 1:
+            raise ValueError("'references' only supports a single reference; multi-shot voice clone is not supported")
+        first = refs[0]
+        if not isinstance(first, dict):
+            raise ValueError("'references[0]' must be an object with 'audio_path' and optional 'text'")
+        audio_path = first.get("audio_path")
+        if not isinstance(audio_path, str) or not audio_path:
+            raise ValueError("'references[0].audio_path' is required and must be a string (URL, data: URI, or file path)")
+        if data.get("ref_audio") and data["ref_audio"] != audio_path:
+            raise ValueError("'references' and 'ref_audio' are mutually exclusive")
+        text = first.get("text")
+        if isinstance(text, str) and text.strip():
+            if data.get("ref_text") and data["ref_text"] != text:
+                raise ValueError("'references[0].text' and 'ref_text' conflict; supply only one")
+            data = {**data, "ref_text": text}
+        return {**data, "ref_audio": audio_path}
 
 
 @dataclass(frozen=True)
@@ -83,7 +111,7 @@ def validate_speech(request: SpeechRequest, served_names: tuple[str, ...], known
             raise bad_request(
                 f"Streaming supports response_format 'pcm' or 'wav', not '{request.response_format}'", "response_format"
             )
-        if request.speed != 1.0:
+        if request.speed not in (None, 1.0):
             raise bad_request("speed is not supported with streaming; use speed=1.0", "speed")
     voice = _resolve_voice(request, known_voices)
     ref_seconds = ref_audio_seconds(request.ref_audio) if request.ref_audio else 0.0
@@ -92,7 +120,7 @@ def validate_speech(request: SpeechRequest, served_names: tuple[str, ...], known
         text=request.input,
         mode=mode,
         response_format=request.response_format,
-        speed=request.speed,
+        speed=request.speed if request.speed is not None else 1.0,
         voice=voice,
         ref_audio_seconds=ref_seconds,
         ref_text=request.ref_text or "",

@@ -26,7 +26,13 @@ from gateway.emulator.encode import CONTENT_TYPES, encode_whole, streaming_wav_h
 from gateway.emulator.engine import ChunkEvent, EngineRequest
 from gateway.emulator.errors import WorkerError, error_body, error_response
 from gateway.emulator.faults import Faults, GenerationFailed, StreamCut
-from gateway.emulator.metrics import EmulatorMetrics
+from gateway.emulator.metrics import (
+    ABORT_CANCELLED,
+    ABORT_ERROR,
+    FAILED_CLIENT_DISCONNECT,
+    FAILED_STAGE_ERROR,
+    EmulatorMetrics,
+)
 from gateway.emulator.protocol import SpeechJob, parse_speech_request, validate_speech
 from gateway.emulator.timing import StepModel
 from gateway.types import BYTES_PER_SECOND, SAMPLE_RATE
@@ -63,7 +69,7 @@ class _Outcome:
     """How one response ended; read once, when it closes."""
 
     completed: bool = False
-    abort_reason: str = "client_disconnect"
+    abort_reason: str = ABORT_CANCELLED  # the client left, unless something else is recorded
     first_audio_at: float | None = None
     chunk_times: list[tuple[float, float]] = field(default_factory=list)  # (wall time, audio seconds)
 
@@ -101,7 +107,8 @@ class Generation:
             total_frames=frames,
             overhead_seconds=model.overhead_seconds(job.ref_audio_seconds),
         )
-        self.output_tokens = frames + model.params.codebook_delay_steps
+        self.output_tokens = model.decode_steps_for(frames)
+        self.ref_audio_tokens = model.ref_audio_tokens_for(job.ref_audio_seconds)
         seed = job.seed if job.seed is not None else default_seed
         self.synth = SpeechSynth(job.text, frames * SAMPLES_PER_FRAME, seed, voice_pitch_hz(job.clone_key))
         self.seed = seed
@@ -110,6 +117,14 @@ class Generation:
     def usage(self) -> dict[str, int]:
         inputs = self.request.prompt_tokens
         return {"input_tokens": inputs, "output_tokens": self.output_tokens, "total_tokens": inputs + self.output_tokens}
+
+    @property
+    def usage_with_details(self) -> dict[str, object]:
+        """The SSE ``done`` usage (protocol/audio.py: SpeechTokenUsage with its input split)."""
+        usage: dict[str, object] = dict(self.usage)
+        audio_tokens = self.ref_audio_tokens
+        usage["input_token_details"] = {"text_tokens": self.request.prompt_tokens - audio_tokens, "audio_tokens": audio_tokens}
+        return usage
 
     @property
     def audio_seconds(self) -> float:
@@ -159,19 +174,19 @@ class SpeechService:
                 return error_response(exc)
             await self._hang_if_asked()
             if self.faults.take_failure():
-                self.metrics.failed_request("fault_injected")
+                self.metrics.failed_request(FAILED_STAGE_ERROR)
                 return JSONResponse(error_body(500, "Speech generation failed: injected fault"), status_code=500)
             generation = Generation(job, self.model, self.driver, self.default_seed, arrived_at)
             if job.mode == "file" and self.faults.cut_after_chunks is None:
                 try:
                     response = await _unless_disconnected(request, self._whole_file(generation))
                 except GenerationFailed as exc:
-                    self.metrics.failed_request("fault_injected")
+                    self.metrics.failed_request(FAILED_STAGE_ERROR)
                     return JSONResponse(error_body(500, f"Speech generation failed: {exc}"), status_code=500)
                 finally:
                     generation.close()
                 if response is None:
-                    self.metrics.failed_request("client_disconnect")
+                    self.metrics.failed_request(FAILED_CLIENT_DISCONNECT)
                     return Response(status_code=499)  # nobody is listening any more
                 return response
             response = self._stream(generation, release_load)
@@ -228,11 +243,14 @@ class SpeechService:
             release_load()
             if not outcome.completed:
                 self.metrics.aborted_stream(outcome.abort_reason)
+                if outcome.abort_reason == ABORT_CANCELLED:
+                    self.metrics.failed_request(FAILED_CLIENT_DISCONNECT)
 
         return ClosingStreamingResponse(body, on_close, media_type=media_type, headers=STREAM_HEADERS)
 
     async def _cut_body(self, outcome: _Outcome) -> AsyncIterator[bytes]:
-        outcome.abort_reason = "fault_injected"
+        outcome.abort_reason = ABORT_ERROR
+        self.metrics.failed_request(FAILED_STAGE_ERROR)
         raise StreamCut("injected fault: connection cut")
         yield b""  # pragma: no cover  (makes this an async generator)
 
@@ -241,26 +259,28 @@ class SpeechService:
         cut = self.faults.cut_after_chunks
         failing_after = self.faults.error_after_chunks
         if cut == 0:
-            outcome.abort_reason = "fault_injected"
+            outcome.abort_reason = ABORT_ERROR
+            self.metrics.failed_request(FAILED_STAGE_ERROR)
             raise StreamCut("injected fault: connection cut")
         sent = 0
         async for event, pcm in generation.chunks():
             if failing_after is not None and sent >= failing_after:
-                outcome.abort_reason = "fault_injected"
-                self.metrics.failed_request("fault_injected")
+                outcome.abort_reason = ABORT_ERROR
+                self.metrics.failed_request(FAILED_STAGE_ERROR)
                 raise GenerationFailed("injected fault")
             now = time.monotonic()
             if outcome.first_audio_at is None:
                 outcome.first_audio_at = now
-                self.metrics.ttfp.labels(self.metrics.model_name).observe(now - generation.arrived_at)
+                self.metrics.first_audio(now - generation.arrived_at)
             outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / SAMPLE_RATE))
             yield pcm, event.final
             sent += 1
             if cut is not None and sent >= cut and not event.final:
-                outcome.abort_reason = "fault_injected"
+                outcome.abort_reason = ABORT_ERROR
+                self.metrics.failed_request(FAILED_STAGE_ERROR)
                 raise StreamCut("injected fault: connection cut")
         outcome.completed = True
-        self.metrics.underrun.labels(self.metrics.model_name).observe(_worst_underrun(outcome.chunk_times))
+        self.metrics.underrun(_worst_underrun(outcome.chunk_times))
         self._completed(generation, streamed=True)
 
     async def _raw_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
@@ -274,23 +294,33 @@ class SpeechService:
             raise StreamCut("generation failed mid-stream") from None
 
     async def _sse_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
+        # serving_speech.py: _generate_audio_sse_events. The WAV header is its own chunk in
+        # _generate_audio_chunks, so it travels as its own delta before the first audio.
         response_format = generation.job.response_format
-        prefix = streaming_wav_header() if response_format == "wav" else b""
+        emitted_audio = False
+
+        def delta(data: bytes) -> bytes:
+            return _sse("speech.audio.delta", {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode(), "response_format": response_format})
+
         try:
             async for pcm, _ in self._audio(generation, outcome):
-                audio = base64.b64encode(prefix + pcm).decode()
-                prefix = b""
-                yield _sse("speech.audio.delta", {"type": "speech.audio.delta", "audio": audio, "response_format": response_format})
+                if response_format == "wav" and not emitted_audio:
+                    yield delta(streaming_wav_header())
+                emitted_audio = True
+                yield delta(pcm)
         except GenerationFailed as exc:
-            error = {"message": f"Speech generation failed: {exc}", "type": "server_error", "param": None, "code": 500}
+            error: dict[str, object] = {"message": f"Speech generation failed: {exc}", "type": "server_error", "param": None, "code": 500}
+            if emitted_audio:
+                error.update(partial_audio=True, action="discard")  # what was played must be thrown away
             yield _sse("speech.audio.error", {"type": "speech.audio.error", "error": error})
             return
-        yield _sse("speech.audio.done", {"type": "speech.audio.done", "usage": generation.usage})
+        yield _sse("speech.audio.done", {"type": "speech.audio.done", "usage": generation.usage_with_details})
 
     def _completed(self, generation: Generation, streamed: bool) -> None:
         e2e = time.monotonic() - generation.arrived_at
         wait = self.driver.model_to_wall(generation.request.queue_wait or 0.0)
-        self.metrics.completed(e2e, wait, generation.audio_seconds, generation.request.total_frames, streamed)
+        samples = generation.request.total_frames * SAMPLES_PER_FRAME  # audio_frames counts PCM samples
+        self.metrics.completed(e2e, wait, generation.audio_seconds, samples, streamed)
 
 
 def _sse(event: str, data: dict[str, object]) -> bytes:

@@ -43,6 +43,10 @@ class TimingParams:
     # Higgs decodes 8 codebooks with a delay pattern: codebook k lags k steps, so the first
     # complete frame leaves 7 decode steps after the prefill and every clip costs 7 extra.
     codebook_delay_steps: int = 7
+    # The last de-delayed frame still carries end-of-codes substitutes; both the final
+    # async chunk and the whole-clip path trim it (higgs_audio_v3.py: talker2code2wav,
+    # talker2code2wav_async_chunk), so every clip costs one decode step more than it plays.
+    final_trim_frames: int = 1
     # Prompt size: chat template + system prompt around the text (tokens), and the text
     # itself at ~4 characters per token (Qwen3 tokenizer on English).
     prompt_template_tokens: int = 48
@@ -128,6 +132,7 @@ class StepModel:
         self.streams_early = profile.streams_early
         self.initial_chunk_frames = profile.initial_codec_chunk_frames
         self.chunk_frames = profile.codec_chunk_frames
+        self.holdback_frames = profile.codec_right_holdback_frames
 
     # --- Stage 0 ----------------------------------------------------------------------
     def padded_batch(self, batch: int) -> int | None:
@@ -169,15 +174,35 @@ class StepModel:
         """Codec frames a text yields: its spoken length, capped by the token limits."""
         p = self.params
         frames = max(1, math.ceil(len(text.strip()) / p.chars_per_second * p.frames_per_second))
-        cap = self.max_tokens - p.codebook_delay_steps
+        overhead = p.codebook_delay_steps + p.final_trim_frames
+        cap = self.max_tokens - overhead
         if max_new_tokens is not None:
-            cap = min(cap, max_new_tokens - p.codebook_delay_steps)
+            cap = min(cap, max_new_tokens - overhead)
         return max(1, min(frames, cap))
+
+    def decode_steps_for(self, frames: int) -> int:
+        """Stage 0 steps (= output tokens) behind ``frames`` of delivered audio."""
+        return frames + self.params.codebook_delay_steps + self.params.final_trim_frames
+
+    def rows_before_chunk(self, target_frames: int, total_frames: int) -> int:
+        """Decode steps Stage 0 must have run before audio up to ``target_frames`` leaves.
+
+        higgs_audio_v3.py, talker2code2wav_async_chunk: N steps give N - 7 de-delayed
+        frames; a non-final chunk also waits for ``holdback`` frames of right context, so
+        the first 1-frame chunk needs 7 + 4 + 1 = 12 steps. The final flush waits for the
+        last step, releases the hold-back and trims the residual frame.
+        """
+        if target_frames >= total_frames:
+            return self.decode_steps_for(total_frames)
+        return self.params.codebook_delay_steps + target_frames + self.holdback_frames
+
+    def ref_audio_tokens_for(self, ref_audio_seconds: float) -> int:
+        return math.ceil(ref_audio_seconds * self.params.ref_audio_tokens_per_second)
 
     def prompt_tokens_for(self, text: str, ref_audio_seconds: float = 0.0, ref_text: str = "") -> int:
         p = self.params
         text_tokens = math.ceil(len(text) / p.chars_per_text_token)
-        ref_tokens = math.ceil(ref_audio_seconds * p.ref_audio_tokens_per_second)
+        ref_tokens = self.ref_audio_tokens_for(ref_audio_seconds)
         ref_tokens += math.ceil(len(ref_text) / p.chars_per_text_token)
         return p.prompt_template_tokens + text_tokens + ref_tokens
 

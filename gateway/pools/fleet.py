@@ -9,13 +9,10 @@ capacity may have changed.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
@@ -24,11 +21,9 @@ from gateway.pools.worker import Worker
 from gateway.routing.model import LoadView
 from gateway.routing.capacity import default_slots
 from gateway.types import PoolName, WorkerState
+from gateway.upstream.errors import UpstreamErrorKind
 
 log = logging.getLogger("higgs_gateway.fleet")
-
-# A relay failure kind: the worker did not know a voice the gateway registered.
-VOICE_MISSING = "voice_missing"
 
 # Before a worker becomes routable: voices replayed, warm-up done. Raises to stay unready.
 PrepareHook = Callable[[Worker], Awaitable[None]]
@@ -65,6 +60,7 @@ class Fleet:
         config: GatewayConfig,
         specs: dict[PoolName, PoolSpec],
         clock: Callable[[], float] = time.monotonic,
+        drained: Iterable[str] = (),
     ) -> None:
         self._config = config
         self.specs = specs
@@ -73,8 +69,7 @@ class Fleet:
         self._capacity_listeners: list[Callable[[], None]] = []
         self._prepare: PrepareHook | None = None
         self._preparing: dict[str, asyncio.Task[None]] = {}
-        self._drain_file = Path(config.data_dir) / "drained.json"
-        self._drained_ids: set[str] = self._load_drained()
+        self._drained_ids: set[str] = set(drained)
         self._ejection_listeners: list[Callable[[Worker, str], None]] = []
         self._restart_listeners: list[RestartListener] = []
 
@@ -262,7 +257,7 @@ class Fleet:
         502, 504, cut streams) count toward ejection: never a 4xx, 429 or 503, which say
         the request or the moment was wrong, not the worker."""
         worker.last_error = f"{kind}: {detail}"
-        if kind == VOICE_MISSING:
+        if kind == UpstreamErrorKind.VOICE_MISSING:
             # The gateway only names voices it registered, so the worker lost them: it
             # restarted faster than the probes noticed (or missed a fan-out).
             self.worker_restarted(worker, "voices_missing")
@@ -321,28 +316,21 @@ class Fleet:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    # ---- operator drain (persisted: survives a gateway restart) -------------------------
+    # ---- operator drain (persisted by DrainStore, applied here) -----------------------
     def set_drained(self, worker_id: str, drained: bool) -> Worker:
         worker = self._workers[worker_id]
-        worker.drained = drained
         if drained:
             self._drained_ids.add(worker_id)
         else:
             self._drained_ids.discard(worker_id)
-        self._save_drained()
+        worker.drained = drained
         log.info("worker %s %s by operator", worker_id, "drained" if drained else "undrained", extra={"worker": worker_id})
         self._capacity_changed()
         return worker
 
-    def reload_drained_if_changed(self) -> bool:
-        """Follow drains another gateway replica wrote to the shared data directory."""
-        try:
-            stamp = self._drain_file.stat().st_mtime_ns
-        except OSError:
-            stamp = None
-        if stamp == self._drain_stamp:
-            return False
-        self._drained_ids = self._load_drained()
+    def apply_drained(self, drained_ids: Iterable[str]) -> None:
+        """Follow the drained set another replica wrote (workers not known yet included)."""
+        self._drained_ids = set(drained_ids)
         changed = False
         for worker in self._workers.values():
             drained = worker.worker_id in self._drained_ids
@@ -351,27 +339,3 @@ class Fleet:
                 changed = True
         if changed:
             self._capacity_changed()
-        return changed
-
-    def _load_drained(self) -> set[str]:
-        try:
-            self._drain_stamp: int | None = self._drain_file.stat().st_mtime_ns
-        except OSError:
-            self._drain_stamp = None
-        try:
-            return set(json.loads(self._drain_file.read_text()))
-        except FileNotFoundError:
-            return set()
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable drain state %s: %s", self._drain_file, exc)
-            return set()
-
-    def _save_drained(self) -> None:
-        self._drain_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._drain_file.with_suffix(".tmp")
-        with tmp.open("w") as handle:
-            json.dump(sorted(self._drained_ids), handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._drain_file)
-        self._drain_stamp = self._drain_file.stat().st_mtime_ns

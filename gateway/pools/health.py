@@ -47,6 +47,7 @@ class HealthChecker:
         self._restarts = restarts
         self._next_probe: dict[str, float] = {}
         self._in_flight: set[str] = set()
+        self._probes: set[asyncio.Task[None]] = set()  # tracked: cancelled and awaited on stop
         self._loop = BackgroundLoop("health-checker")
 
     def start(self) -> None:
@@ -54,6 +55,10 @@ class HealthChecker:
 
     async def stop(self) -> None:
         await self._loop.stop()
+        probes, self._probes = list(self._probes), set()
+        for probe in probes:
+            probe.cancel()
+        await asyncio.gather(*probes, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
@@ -62,7 +67,9 @@ class HealthChecker:
                 if worker.worker_id in self._in_flight or not self._wants_probe(worker, now):
                     continue
                 self._in_flight.add(worker.worker_id)
-                asyncio.get_running_loop().create_task(self._probe(worker))
+                probe = asyncio.get_running_loop().create_task(self._probe(worker), name=f"probe-{worker.worker_id}")
+                self._probes.add(probe)
+                probe.add_done_callback(self._probes.discard)
             await asyncio.sleep(TICK_S)
 
     def _wants_probe(self, worker: Worker, now: float) -> bool:
@@ -84,9 +91,10 @@ class HealthChecker:
             self._fleet.probe_failed(worker, type(exc).__name__)
             return False
         if response.status_code == 200:
-            if self._restarts is not None and worker.state is not WorkerState.DRAINING:
+            if self._restarts is not None:
                 # Before probe_succeeded: a restarted worker must not look merely healthy, and
-                # one back from ejection is counted as restarted when it is a new process.
+                # one back from ejection is counted as restarted when it is a new process. A
+                # drained one too (its drain survives): it gets its voices before it is undrained.
                 restarted = await self._restarts.check(worker, record_only=worker.state is WorkerState.STARTING)
                 if restarted is not None:
                     self._fleet.worker_restarted(worker, restarted)

@@ -9,11 +9,19 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from gateway.routing.model import WorkerLoad
 from gateway.types import PoolName, WorkerState
 
 log = logging.getLogger("higgs_gateway.workers")
+
+
+class LoadSource(StrEnum):
+    """Where the worker's own load report comes from."""
+
+    LOAD = "load"  # GET /load (--enable-server-load-tracking)
+    METRICS = "metrics"  # GET /metrics: /load turned out not to count
 
 
 @dataclass(eq=False)
@@ -29,6 +37,7 @@ class Worker:
     reported_load: int | None = None  # the worker's own running+waiting
     reported_at: float | None = None  # monotonic time of the last good report
     inflight_at_report: int = 0  # our own in-flight when the last report arrived
+    load_source: LoadSource = LoadSource.LOAD
     # When our latest leases ended (clock times), for reports that still count them.
     recent_releases: deque[float] = field(default_factory=lambda: deque(maxlen=256))
     consecutive_failures: int = 0
@@ -114,6 +123,7 @@ class Worker:
             "reported_load": self.reported_load,
             "report_age_s": None if self.reported_at is None else round(now - self.reported_at, 3),
             "report_fresh": self.fresh_report(now, stale_after_s) is not None,
+            "load_source": self.load_source.value,
             "slots": self.slots,
             "consecutive_failures": self.consecutive_failures,
             "last_error": self.last_error,

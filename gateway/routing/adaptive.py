@@ -1,109 +1,205 @@
-"""The default policy: each SLA class to the profile that serves it best at the live load.
+"""The default policy: place each request where its predicted outcome is best for its class.
 
-low-latency (CUDA graphs) wins on RTF at 1-4 requests per worker and loses from ~8 on;
-high-throughput runs up to 64. So `latency` holds out for low-latency slots, `balanced`
-uses low-latency until the fleet gets busy, and `throughput` lives on high-throughput,
-borrowing low-latency only beyond a reserve kept for `latency`.
+For every routable worker the snapshot carries a ``Curve`` (its learned performance by
+load). The policy asks, for each candidate: what if this request went there? With ``L``
+requests already on the worker, the request would see TTFP ``ttfp(L+1)`` and every stream
+there would run at ``rtf(L+1)``. Per class:
+
+- ``latency``: the low-latency worker with the lowest predicted TTFP (the profile built for
+  it); when every one is at its cap, wait within the queue budget, then spill to the
+  fastest TTFP anywhere (``spill_ll_full``).
+- ``balanced``: the lowest predicted cost: the request's own end-to-end time
+  (``ttfp + frames x step``) plus the delay its extra step time adds to the streams
+  already there, among workers that stay under ``balanced_rtf_ceiling``. Counting the
+  delay imposed on others is what spreads a busy fleet the way that maximises its
+  throughput instead of piling on the worker that looks fastest alone.
+- ``throughput``: the worker whose delivered audio-seconds per second grows the most
+  (its own rate minus the slowdown it causes), up to ``max_num_seqs`` or
+  ``throughput_rtf_ceiling``.
+
+Room is dynamic: a worker takes a request while the predicted RTF stays under the class's
+ceiling, never past its ``max_num_seqs``, and never past ``max_per_worker`` (or the pool's
+``slots_per_worker``) when an operator set one. On low-latency workers, `balanced` leaves
+``reserve_for_latency`` places free below the cap, and `throughput` leaves them free below
+the latency-grade capacity (the load at which streams stay under ``latency_rtf_ceiling``),
+so a `latency` request arriving in a burst is placed at once and keeps a low RTF.
+
+Pure: no I/O, no clock. Curves, loads and caps come in through the ``LoadView``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.config import RoutingThresholds
 from gateway.routing import reasons
-from gateway.routing.capacity import balanced_threshold, latency_reserve
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
-from gateway.routing.outcomes import Option, first_free, reject
+from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
+from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo, WorkerLoad
+from gateway.routing.outcomes import reject, wait
 from gateway.types import PoolName, SlaClass
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT
 
-ClassRule = Callable[[RequestInfo, LoadView, RoutingThresholds, PolicyState], tuple[Decision, PolicyState]]
+# Without an explicit ceiling, latency-grade means at most this much slower than the best
+# idle low-latency worker: what `throughput` requests must leave to `latency` ones.
+LATENCY_RTF_MARGIN = 1.4
 
 
 class AdaptivePolicy:
     name = "adaptive"
 
-    def __init__(self) -> None:
-        self._rules: dict[SlaClass, ClassRule] = {
-            SlaClass.LATENCY: _latency,
-            SlaClass.BALANCED: _balanced,
-            SlaClass.THROUGHPUT: _throughput,
-        }
-
     def decide(
         self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
     ) -> tuple[Decision, PolicyState]:
-        if not (view.has_workers(LL) or view.has_workers(HT)):
+        workers = [w for w in view.workers if w.routable and w.curve is not None]
+        if not workers:
             return reject(reasons.NO_WORKERS), state
-        return self._rules[request.sla_class](request, view, thresholds, state)
+        sla = request.sla_class
+        if sla == SlaClass.LATENCY:
+            decision = _latency(request, workers, thresholds)
+        elif sla == SlaClass.BALANCED:
+            frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
+            decision = _balanced(workers, thresholds, frames)
+        else:
+            decision = _throughput(workers, thresholds, latency_rtf_ceiling(thresholds, workers))
+        if decision.action is Action.ROUTE:
+            decision = _degraded_reason(decision, workers)
+        return decision, state
 
 
-def _latency(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    if not view.has_workers(LL):
-        # Waiting for a pool with no workers is pointless: take high-throughput at once.
-        return first_free(view, state, [(HT, reasons.NO_LL_WORKERS)], reasons.QUEUED_ALL_FULL)
-    if not request.waited_out:
-        return first_free(view, state, [(LL, reasons.LL_SLOT_FREE)], reasons.QUEUED_LL_FULL)
-    # Budget spent: any slot now. If none, keep waiting until admission's deadline rather
-    # than reject; a slot freeing a moment later still beats an error.
-    options = [(LL, reasons.LL_SLOT_FREE), (HT, reasons.SPILL_LL_FULL)]
-    return first_free(view, state, options, reasons.QUEUED_ALL_FULL)
+def latency_rtf_ceiling(thresholds: RoutingThresholds, workers: Sequence[WorkerLoad]) -> float:
+    """The RTF a `latency` stream may run at (the operator's, or 1.4 x the best idle LL RTF)."""
+    if thresholds.latency_rtf_ceiling is not None:
+        return thresholds.latency_rtf_ceiling
+    idle = [w.curve.rtf_s[0] for w in workers if w.curve is not None and w.pool is LL]
+    return min(idle or [w.curve.rtf_s[0] for w in workers if w.curve is not None]) * LATENCY_RTF_MARGIN
 
 
-def _balanced(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    on_high_throughput = balanced_mode(
-        state.balanced_on_high_throughput,
-        view.fleet_load(),
-        balanced_threshold(thresholds, view),
-        thresholds.balanced_hysteresis,
-    )
-    state = replace(state, balanced_on_high_throughput=on_high_throughput)
-    options: list[Option]
-    if not view.has_workers(LL):
-        options = [(HT, reasons.NO_LL_WORKERS)]
-    elif not on_high_throughput:
-        options = [(LL, reasons.BALANCED_UNDER_THRESHOLD), (HT, reasons.SPILL_LL_FULL)]
-    elif view.has_workers(HT):
-        options = [(HT, reasons.BALANCED_OVER_THRESHOLD), (LL, reasons.SPILL_HT_FULL)]
-    else:
-        options = [(LL, reasons.NO_HT_WORKERS)]
-    return first_free(view, state, options, reasons.QUEUED_ALL_FULL)
+def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
+    """Never more than the operator's cap (slots) or what the engine can run at once."""
+    return min(worker.slots, curve.max_load) if worker.slots > 0 else curve.max_load
 
 
-def balanced_mode(on_high_throughput: bool, fleet_load: int, threshold: int, hysteresis: int) -> bool:
-    """Hysteresis: go to high-throughput at load >= threshold, come back below threshold - hysteresis.
+# The loops below index the curves' tables directly: with L requests on a worker, index L
+# is the prediction for L + 1 (the load this request would make). They run for every
+# request over every worker, so they stay free of calls and allocations.
 
-    Without the band, a steady stream right at the threshold would flip pools on every request.
+
+def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: RoutingThresholds) -> Decision:
+    best: WorkerLoad | None = None
+    best_ttfp = best_rtf = 0.0
+    serves_latency = False
+    for worker in workers:
+        if worker.pool is not LL:
+            continue
+        serves_latency = True
+        curve = worker.curve
+        load, slots, size = worker.load, worker.slots, len(curve.step_s)  # type: ignore[union-attr]
+        if load >= (slots if 0 < slots < size else size):
+            continue
+        ttfp, rtf = curve.ttfp_s[load], curve.rtf_s[load]  # type: ignore[union-attr]
+        if best is None or ttfp < best_ttfp or (ttfp == best_ttfp and rtf < best_rtf):
+            best, best_ttfp, best_rtf = worker, ttfp, rtf
+    if best is not None:
+        return _route(best, reasons.FASTEST_TTFP, best_ttfp, best_rtf)
+    if serves_latency and not request.waited_out:
+        return wait(reasons.QUEUED_LL_FULL)
+    reason = reasons.SPILL_LL_FULL if serves_latency else reasons.NO_LL_WORKERS
+    return _fastest_anywhere(workers, thresholds.balanced_rtf_ceiling, reason)
+
+
+def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str) -> Decision:
+    best: WorkerLoad | None = None
+    best_ttfp = 0.0
+    for worker in workers:
+        curve = worker.curve
+        assert curve is not None
+        load = worker.load
+        if load >= hard_cap(worker, curve) or (load > 0 and curve.rtf_s[load] > ceiling):
+            continue
+        ttfp = curve.ttfp_s[load]
+        if best is None or ttfp < best_ttfp:
+            best, best_ttfp = worker, ttfp
+    if best is None:
+        return wait(reasons.QUEUED_ALL_FULL)
+    return _route(best, reason, best_ttfp, best.curve.rtf_s[best.load])  # type: ignore[union-attr]
+
+
+def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: float) -> Decision:
+    """Lowest own end-to-end time plus the delay the slower step adds to the streams there.
+
+    `balanced` may fill a low-latency worker up to its cap minus ``reserve_for_latency``.
     """
-    if on_high_throughput:
-        return fleet_load >= threshold - hysteresis
-    return fleet_load >= threshold
+    ceiling = thresholds.balanced_rtf_ceiling
+    reserve = thresholds.reserve_for_latency
+    best: WorkerLoad | None = None
+    best_cost = 0.0
+    reserved_only = False
+    for worker in workers:
+        curve = worker.curve
+        assert curve is not None
+        load = worker.load
+        size, slots = len(curve.step_s), worker.slots
+        cap = slots if 0 < slots < size else size
+        if load >= cap or (load > 0 and curve.rtf_s[load] > ceiling):
+            continue
+        if worker.pool is LL and load + 1 + reserve > cap:
+            reserved_only = True
+            continue
+        step = curve.step_s[load]
+        cost = curve.ttfp_s[load] + frames * step
+        if load:
+            cost += load * frames * (step - curve.step_s[load - 1])
+        if best is None or cost < best_cost:
+            best, best_cost = worker, cost
+    if best is None:
+        return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+    curve, load = best.curve, best.load
+    return _route(best, reasons.FASTEST_FINISH, curve.ttfp_s[load], curve.rtf_s[load])  # type: ignore[union-attr]
 
 
-def _throughput(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    if not view.has_workers(LL):
-        # Same route as ever, but say why: the pool it could have borrowed from is empty.
-        return first_free(view, state, [(HT, reasons.NO_LL_WORKERS)], reasons.QUEUED_ALL_FULL)
-    ll_free = view.free(LL)
-    # Borrowing one slot must leave the whole reserve free for latency requests to come.
-    may_borrow = ll_free - 1 >= latency_reserve(thresholds, view)
-    options: list[Option] = []
-    if view.has_workers(HT):
-        options.append((HT, reasons.THROUGHPUT_DEFAULT))
-        borrow: Option = (LL, reasons.BORROW_LL)
-    else:
-        borrow = (LL, reasons.NO_HT_WORKERS)
-    if may_borrow:
-        options.append(borrow)
-    wait_reason = reasons.QUEUED_LL_RESERVED if ll_free > 0 and not may_borrow else reasons.QUEUED_ALL_FULL
-    return first_free(view, state, options, wait_reason)
+def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float) -> Decision:
+    """Most audio-seconds per second added: the worker's new rate minus what it delivered.
+
+    On a low-latency worker `throughput` stays ``reserve_for_latency`` below its
+    latency-grade capacity, so a burst of batch work never costs `latency` streams their RTF.
+    """
+    ceiling = thresholds.throughput_rtf_ceiling
+    reserve = thresholds.reserve_for_latency
+    best: WorkerLoad | None = None
+    best_gain = 0.0
+    reserved_only = False
+    for worker in workers:
+        curve = worker.curve
+        assert curve is not None
+        load = worker.load
+        size, slots = len(curve.step_s), worker.slots
+        cap = slots if 0 < slots < size else size
+        if load >= cap or (ceiling is not None and load > 0 and curve.rtf_s[load] > ceiling):
+            continue
+        if worker.pool is LL and reserve and load + 1 + reserve > curve.capacity(latency_ceiling, cap):
+            reserved_only = True
+            continue
+        gain = curve.rate_s[load] - (curve.rate_s[load - 1] if load else 0.0)
+        if best is None or gain > best_gain:
+            best, best_gain = worker, gain
+    if best is None:
+        return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
+    curve, load = best.curve, best.load
+    return _route(best, reasons.MOST_THROUGHPUT, curve.ttfp_s[load], curve.rtf_s[load])  # type: ignore[union-attr]
+
+
+def _degraded_reason(decision: Decision, workers: list[WorkerLoad]) -> Decision:
+    """With a whole pool gone, say so: the reason operators alert on, whatever the class."""
+    pools = {w.pool for w in workers}
+    if LL not in pools:
+        return replace(decision, reason=reasons.NO_LL_WORKERS)
+    if HT not in pools and decision.reason in (reasons.FASTEST_FINISH, reasons.MOST_THROUGHPUT):
+        return replace(decision, reason=reasons.NO_HT_WORKERS)
+    return decision
+
+
+def _route(worker: WorkerLoad, reason: str, ttfp_s: float, rtf: float) -> Decision:
+    return Decision(Action.ROUTE, reason, worker.pool, worker.worker_id, ttfp_s, rtf)

@@ -16,16 +16,18 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from gateway.config import AdmissionConfig, RoutingThresholds
+from gateway.errors import GatewayError
 from gateway.routing import reasons
 from gateway.routing.budget import latency_queue_budget_s
 from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo
 from gateway.routing.policy import RoutingPolicy
-from gateway.types import SlaClass
+from gateway.routing.retry import RETRY_OTHER_WORKER, pick_retry_worker
+from gateway.types import DROPPED_REASON_HEADER, PoolName, SlaClass
 
 Clock = Callable[[], float]
 
@@ -33,21 +35,23 @@ Clock = Callable[[], float]
 PRIORITY = (SlaClass.LATENCY, SlaClass.BALANCED, SlaClass.THROUGHPUT)
 
 
-class AdmissionRejected(Exception):
-    """The request will not be routed; the API turns this into an OpenAI-style error."""
+class AdmissionRejected(GatewayError):
+    """The request will not be routed: 429 (queue full) or 503, with ``Retry-After``."""
 
     def __init__(self, reason: str, status: int, retry_after_s: int, message: str) -> None:
-        super().__init__(message)
+        super().__init__(
+            status,
+            message,
+            code=reason,
+            type_="rate_limit_error" if status == 429 else "server_error",
+            headers={"Retry-After": str(retry_after_s), DROPPED_REASON_HEADER: reason},
+        )
         self.reason = reason
-        self.status = status
         self.retry_after_s = retry_after_s
-        self.message = message
 
 
 class AdmissionObserver(Protocol):
     """What admission reports for metrics; every label is the request's own SLA class."""
-
-    def on_queue_depth(self, sla_class: SlaClass, depth: int) -> None: ...
 
     # Seconds between arrival and leaving admission (routed or rejected after queueing);
     # 0.0 for the fast path.
@@ -59,9 +63,6 @@ class AdmissionObserver(Protocol):
 
 
 class NullObserver:
-    def on_queue_depth(self, sla_class: SlaClass, depth: int) -> None:
-        pass
-
     def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
         pass
 
@@ -122,14 +123,13 @@ class Admission:
         # Slots given to waiters whose lease is not taken yet: worker_id -> count.
         self._handed_out: dict[str, int] = {}
         self._closed = False
-        for sla in PRIORITY:
-            self._observer.on_queue_depth(sla, 0)
 
     # --- public -----------------------------------------------------------------------
 
     @property
-    def policy_state(self) -> PolicyState:
-        return self._state
+    def closed(self) -> bool:
+        """True once the gateway started shutting down: every request is refused."""
+        return self._closed
 
     def set_policy(self, policy: RoutingPolicy) -> None:
         """Swap the policy at run time (the admin API changed ``routing.policy``)."""
@@ -169,6 +169,20 @@ class Admission:
             # Others were queued: the newcomer takes its turn in a full service pass.
             self._serve()
         return await self._wait(waiter)
+
+    def retry(self, request: RequestInfo, tried: Set[str], prefer: PoolName | None) -> Decision | None:
+        """Another worker for an admitted request whose worker failed before the first byte,
+        or None when no untried worker has a free slot. Same contract as ``admit``: the
+        caller leases before its next await. Slots handed to waiters count as taken, so a
+        retry never gets a slot a queued request was just given."""
+        if self._closed:
+            return None
+        worker = pick_retry_worker(self._view(), tried, prefer)
+        if worker is None:
+            return None
+        decision = Decision(Action.ROUTE, RETRY_OTHER_WORKER, worker.pool, worker.worker_id)
+        self._observer.on_decision(request.sla_class, decision)
+        return decision
 
     def precheck(self, sla: SlaClass) -> None:
         """Cheap checks made before the request body is read, so a flood is turned away
@@ -216,14 +230,12 @@ class Admission:
         self._next_seq += 1
         self._queues[sla][waiter.seq] = waiter
         self._queued += 1
-        self._observer.on_queue_depth(sla, len(self._queues[sla]))
         return waiter
 
     def _dequeue(self, waiter: _Waiter) -> None:
         sla = waiter.request.sla_class
         del self._queues[sla][waiter.seq]
         self._queued -= 1
-        self._observer.on_queue_depth(sla, len(self._queues[sla]))
 
     async def _wait(self, waiter: _Waiter) -> Decision:
         future = waiter.future

@@ -6,24 +6,20 @@ from gateway.config import RoutingThresholds
 from gateway.routing.model import LoadView
 from gateway.types import PoolName
 
-# Low-latency workers win on RTF only at small batches (about 1-4 per worker); beyond
-# that the high-throughput profile is faster, so by default they take 4 at a time.
-LOW_LATENCY_DEFAULT_SLOTS = 4
-
-
 def default_slots(pool: PoolName, configured: int | None, max_num_seqs: int) -> int:
     """Slots per worker from ``pools.<pool>.slots_per_worker`` and the profile's max_num_seqs.
 
-    low_latency: configured or 4, never above max_num_seqs (the graph-captured engine
-    cannot run more). high_throughput: configured or max_num_seqs; a configured value
-    above max_num_seqs is kept on purpose (the worker queues the surplus itself).
+    Unset, a worker may carry up to max_num_seqs: the `adaptive` policy decides from
+    predictions how much of that to use, so slots are only a hard cap. low_latency: never
+    above max_num_seqs (the graph-captured engine cannot run more). high_throughput: a
+    configured value above max_num_seqs is kept on purpose (the worker queues the surplus).
     """
     if max_num_seqs < 1:
         raise ValueError(f"max_num_seqs must be at least 1, got {max_num_seqs}")
     if configured is not None and configured < 1:
         raise ValueError(f"slots_per_worker must be at least 1, got {configured}")
     if pool == PoolName.LOW_LATENCY:
-        return min(configured or LOW_LATENCY_DEFAULT_SLOTS, max_num_seqs)
+        return min(configured or max_num_seqs, max_num_seqs)
     return configured or max_num_seqs
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from gateway.routing.curves import Curve
 from gateway.types import PoolName, SlaClass
 
 
@@ -35,13 +36,15 @@ class WorkerLoad:
     routable: bool  # ready, not draining, ejected or starting
     inflight: int  # this gateway's own leases: exact
     reported: int | None  # the worker's own running+waiting; None when missing or stale
-    slots: int  # how many requests this worker should carry at once
+    slots: int  # how many requests this worker should carry at once (a hard cap for `adaptive`)
+    curve: Curve | None = None  # its learned performance by load (None: the policy cannot predict it)
 
     @property
     def load(self) -> int:
         # The larger of the two: the worker's report also counts other gateway replicas'
         # requests, our own count is exact and never lags behind our newest lease.
-        return max(self.inflight, self.reported or 0)
+        reported, inflight = self.reported, self.inflight
+        return inflight if reported is None or reported < inflight else reported  # max(), without a call
 
     @property
     def free(self) -> int:
@@ -125,3 +128,7 @@ class Decision:
     reason: str
     pool: PoolName | None = None
     worker_id: str | None = None
+    # What the policy expected of this placement (predicting policies only): shown to the
+    # client and compared with what happened (prediction-error metrics).
+    predicted_ttfp_s: float | None = None
+    predicted_rtf: float | None = None

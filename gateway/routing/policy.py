@@ -9,6 +9,7 @@ from gateway.config import PolicyName, RoutingThresholds
 from gateway.routing import reasons
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.baselines import LeastLoadedPolicy, RoundRobinPolicy, SinglePoolPolicy
+from gateway.routing.rules import RulesPolicy
 from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
 from gateway.types import PoolName
 
@@ -30,6 +31,7 @@ class RoutingPolicy(Protocol):
 
 _FACTORIES: dict[str, Callable[[], RoutingPolicy]] = {
     "adaptive": AdaptivePolicy,
+    "rules": RulesPolicy,
     "low_latency_only": lambda: SinglePoolPolicy(PoolName.LOW_LATENCY, reasons.LOW_LATENCY_ONLY),
     "high_throughput_only": lambda: SinglePoolPolicy(PoolName.HIGH_THROUGHPUT, reasons.HIGH_THROUGHPUT_ONLY),
     "round_robin": RoundRobinPolicy,

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Final
 
-# --- ROUTE: adaptive policy -----------------------------------------------------------
+# --- ROUTE: adaptive policy (predictions) ------------------------------------------------
+FASTEST_TTFP: Final = "fastest_ttfp"  # latency: lowest predicted TTFP with a latency-grade RTF
+FASTEST_FINISH: Final = "fastest_finish"  # balanced: lowest predicted end-to-end time incl. the delay it adds to others
+MOST_THROUGHPUT: Final = "most_throughput"  # throughput: where it adds the most fleet audio-seconds per second
+
+# --- ROUTE: rules policy (and shared by adaptive) -------------------------------------------
 LL_SLOT_FREE: Final = "ll_slot_free"  # latency: a low-latency slot was free
 SPILL_LL_FULL: Final = "spill_ll_full"  # low-latency full (latency: after its queue budget): sent to high-throughput
 BALANCED_UNDER_THRESHOLD: Final = "balanced_under_threshold"  # balanced: fleet load under the threshold, low-latency
@@ -37,7 +42,7 @@ WAIT_TIMEOUT: Final = "wait_timeout"  # no slot within the class's max wait (503
 SHUTTING_DOWN: Final = "shutting_down"  # the gateway is stopping (503)
 
 ROUTE_REASONS: Final = (
-    LL_SLOT_FREE, SPILL_LL_FULL, BALANCED_UNDER_THRESHOLD, BALANCED_OVER_THRESHOLD, SPILL_HT_FULL,
+    FASTEST_TTFP, FASTEST_FINISH, MOST_THROUGHPUT, LL_SLOT_FREE, SPILL_LL_FULL, BALANCED_UNDER_THRESHOLD, BALANCED_OVER_THRESHOLD, SPILL_HT_FULL,
     THROUGHPUT_DEFAULT, BORROW_LL, NO_LL_WORKERS, NO_HT_WORKERS,
     LOW_LATENCY_ONLY, HIGH_THROUGHPUT_ONLY, ROUND_ROBIN, LEAST_LOADED,
 )  # fmt: skip

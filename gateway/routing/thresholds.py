@@ -8,12 +8,9 @@ the overrides on top, so a later edit of a key nobody overrode in the file still
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gateway.atomic import write_atomically
 from gateway.config import ConfigError, RoutingConfig, RoutingThresholds, format_validation_error
 from gateway.deploy_profile import deep_merge
 from gateway.routing.capacity import balanced_threshold
@@ -85,10 +83,39 @@ class ThresholdStore:
         with self._lock:
             overrides = deep_merge(self._overrides, dict(patch))
             updated = self._validated(overrides)
-            _write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": overrides}, indent=2))
+            write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": overrides}, indent=2))
             self._overrides, self._current = overrides, updated
             self._seen = self._stamp()
             return updated
+
+    def validated(self, overrides: dict[str, Any]) -> RoutingConfig:
+        """The config ``overrides`` would give; raises ThresholdUpdateError if invalid."""
+        return self._validated(overrides)
+
+    def replace_overrides(self, overrides: dict[str, Any], persist: bool = True) -> bool:
+        """Take the whole overrides document from the shared store (written and validated
+        by another replica); True if the effective config changed. An override this
+        version cannot use is logged and left out, never applied. ``persist=False``
+        applies it in memory only: call ``persist()`` off the event loop (an fsync)."""
+        with self._lock:
+            if overrides == self._overrides:
+                return False
+            try:
+                updated = self._validated(overrides)
+            except ThresholdUpdateError as exc:
+                log.error("ignoring unusable shared routing overrides: %s", exc)
+                return False
+            before = self._current
+            self._overrides, self._current = copy.deepcopy(overrides), updated
+        if persist:
+            self.persist()
+        return updated != before
+
+    def persist(self) -> None:
+        """Write the current overrides to the file (this replica's copy of the shared ones)."""
+        with self._lock:
+            write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": self._overrides}, indent=2))
+            self._seen = self._stamp()
 
     def reload_if_changed(self) -> bool:
         """Pick up a change another gateway replica wrote to the shared data directory.
@@ -114,7 +141,7 @@ class ThresholdStore:
     def reset(self) -> RoutingConfig:
         """Back to the config file's values; the persisted overrides are cleared too."""
         with self._lock:
-            _write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": {}}, indent=2))
+            write_atomically(self._path, json.dumps({"version": _FORMAT_VERSION, "overrides": {}}, indent=2))
             self._overrides, self._current = {}, self._initial
             self._seen = self._stamp()
             return self._initial
@@ -160,30 +187,3 @@ def effective_thresholds(thresholds: RoutingThresholds, view: LoadView) -> dict[
         if isinstance(value, int | float):
             values[name] = float(value)
     return values
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never a torn one, even after a power cut."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
-            tmp.write(text)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    # The rename is durable only once the directory entry is; not every platform allows it.
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from gateway.config import AuthConfig
 from gateway.security.errors import AuthError
+from gateway.state.rate_limit import RateLimiter, TokenBucket
 
 KEY_ID_CHARS = 12
 
@@ -47,35 +48,20 @@ def bearer_token(authorization: str | None) -> str | None:
     return parts[1].strip() or None
 
 
-class TokenBucket:
-    """``burst`` requests at once, refilled at ``rate`` per second."""
-
-    def __init__(self, rate: float, burst: int, now: float) -> None:
-        self.rate = rate
-        self.burst = burst
-        self.tokens = float(burst)
-        self.stamp = now
-
-    def take(self, now: float) -> float:
-        """Spend one token; return 0.0 on success, else the seconds until one is available."""
-        self.tokens = min(float(self.burst), self.tokens + max(0.0, now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return 0.0
-        return (1.0 - self.tokens) / self.rate
-
-
 class ApiKeyAuth:
     """``check(authorization_header)`` for every ``/v1`` request.
 
     Reads the config on every call, so keys and limits changed at run time apply at once.
-    Buckets exist only for configured keys: unknown keys cannot grow memory.
+    Buckets exist only for configured keys: unknown keys cannot grow memory. With a
+    ``limiter`` (the fleet-wide one of the shared state), ``admit`` spends there instead.
     """
 
-    def __init__(self, config: AuthConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, config: AuthConfig, clock: Callable[[], float] = time.monotonic, limiter: RateLimiter | None = None
+    ) -> None:
         self._config = config
         self._clock = clock
+        self._limiter = limiter
         self._buckets: dict[str, TokenBucket] = {}
 
     @property
@@ -87,6 +73,19 @@ class ApiKeyAuth:
         identity, digest = self._authenticate(authorization)
         if digest is not None:
             self._spend(digest)
+        return identity
+
+    async def admit(self, authorization: str | None) -> KeyIdentity:
+        """``check`` with the configured limiter (which may ask the shared store)."""
+        identity, digest = self._authenticate(authorization)
+        if digest is None:
+            return identity
+        if self._limiter is None:
+            self._spend(digest)
+            return identity
+        rate, burst = self._config.rate_limit_rps, self._config.rate_limit_burst
+        if rate > 0:
+            self._refuse_if_waiting(await self._limiter.take(digest, rate, burst), rate, burst)
         return identity
 
     def _authenticate(self, authorization: str | None) -> tuple[KeyIdentity, str | None]:
@@ -124,7 +123,10 @@ class ApiKeyAuth:
         if bucket is None:
             bucket = self._buckets[digest] = TokenBucket(rate, burst, now)
         bucket.rate, bucket.burst = rate, burst
-        wait = bucket.take(now)
+        self._refuse_if_waiting(bucket.take(now), rate, burst)
+
+    @staticmethod
+    def _refuse_if_waiting(wait: float, rate: float, burst: int) -> None:
         if wait > 0:
             raise AuthError(
                 429,

@@ -1,16 +1,19 @@
-"""Refusals, already shaped as OpenAI errors (status, envelope, headers).
+"""Security refusals (API keys, admin token, ``ref_audio``): ``GatewayError``s like every other.
 
-The API layer renders ``envelope()`` with ``status`` and ``headers``; the headers matter
-to clients: ``WWW-Authenticate`` on 401, ``Retry-After`` on 429 (the OpenAI SDK honours it
-when it retries).
+The headers matter to clients: ``WWW-Authenticate`` on 401, ``Retry-After`` on 429 (the
+OpenAI SDK honours it when it retries).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from gateway.errors import GatewayError
+
+# Unknown routes and disabled admin routes answer alike, so the admin surface stays hidden.
+NOT_FOUND_MESSAGE = "Not found: no such route on this gateway."
+NOT_FOUND_TYPE = "not_found_error"
 
 
-class SecurityError(Exception):
+class SecurityError(GatewayError):
     def __init__(
         self,
         status: int,
@@ -21,21 +24,7 @@ class SecurityError(Exception):
         param: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-        self.type = type
-        self.param = param
-        self.headers = dict(headers or {})
-
-    def envelope(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
-
-
-# Unknown routes and disabled admin routes answer alike, so the admin surface stays hidden.
-NOT_FOUND_MESSAGE = "Not found: no such route on this gateway."
-NOT_FOUND_TYPE = "not_found_error"
+        super().__init__(status, message, param=param, code=code, type_=type, headers=headers)
 
 
 class AuthError(SecurityError):

@@ -9,8 +9,6 @@ value could collide with another request's id.
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Callable
 
 REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._~:/+=@-]{1,128}")
 
@@ -25,10 +23,3 @@ def check_header_value(value: str, name: str = "header") -> str:
     if has_control_chars(value):
         raise ValueError(f"{name} value contains control characters")
     return value
-
-
-def clean_request_id(incoming: str | None, new_id: Callable[[], str] = lambda: uuid.uuid4().hex) -> str:
-    """The client's ``x-request-id`` if it is a plain token (<= 128 chars), else a fresh one."""
-    if incoming is not None and REQUEST_ID_PATTERN.fullmatch(incoming):
-        return incoming
-    return new_id()

@@ -18,6 +18,8 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 # Set for every worker, as the reference launch does: DeepGEMM is an FP8 kernel path this
 # BF16 model has no use for, and vLLM would otherwise try to select (and JIT) it.
+SPEAKER_DIR_ENV = "SPEAKER_SAMPLES_DIR"  # where a vllm-omni worker keeps uploaded voices
+LOAD_TRACKING_FLAG = "--enable-server-load-tracking"
 WORKER_ENV_DEFAULTS: dict[str, str] = {
     "VLLM_USE_DEEP_GEMM": "0",
     "VLLM_MOE_USE_DEEP_GEMM": "0",
@@ -70,14 +72,34 @@ def render_command(
     return argv
 
 
-def worker_env(launch: LaunchConfig, gpu: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Inherited env, the worker defaults, launch.env; the GPU pin always wins."""
+def worker_env(
+    launch: LaunchConfig, gpu: str, base: Mapping[str, str] | None = None, speaker_dir: Path | None = None
+) -> dict[str, str]:
+    """Inherited env, the worker defaults, launch.env; the GPU pin and speaker dir always win."""
     env = dict(os.environ if base is None else base)
     env.update(WORKER_ENV_DEFAULTS)
     env.update(launch.env)
     # Both stages say devices: "0", an index into CUDA_VISIBLE_DEVICES: this is the GPU choice.
     env["CUDA_VISIBLE_DEVICES"] = gpu
+    if speaker_dir is not None:
+        env[SPEAKER_DIR_ENV] = str(speaker_dir)
     return env
+
+
+def worker_speaker_dir(speakers_root: Path, worker_id: str) -> Path:
+    """One directory per worker: vllm-omni's default (~/.cache/vllm-omni/speakers) is shared
+    by every worker on a host, where one worker's delete removes another's files, and a
+    worker restores whatever it finds there at start."""
+    return speakers_root / worker_id
+
+
+def with_load_tracking(argv: list[str]) -> list[str]:
+    """The worker's /load only counts requests with --enable-server-load-tracking (else it
+    answers 0 forever): add the flag to a vllm-omni command line (``--omni``) that forgot
+    it. Any other command (a wrapper script, a test stub) is left as written."""
+    if LOAD_TRACKING_FLAG in argv or "--omni" not in argv:
+        return argv
+    return [*argv, LOAD_TRACKING_FLAG]
 
 
 def free_port(host: str) -> int:
@@ -95,6 +117,7 @@ def build_specs(
     served_model_name: str,
     log_dir: Path,
     base_env: Mapping[str, str] | None = None,
+    speakers_root: Path | None = None,
 ) -> list[WorkerSpec]:
     """One spec per GPU entry: worker i on port_start + i (or a free port when 0)."""
     check_template(launch.command)
@@ -121,8 +144,10 @@ def build_specs(
                 gpu=gpu,
                 host=launch.host,
                 port=port,
-                argv=tuple(render_command(launch.command, values, launch.stage_overrides)),
-                env=worker_env(launch, gpu, base_env),
+                argv=tuple(with_load_tracking(render_command(launch.command, values, launch.stage_overrides))),
+                env=worker_env(
+                    launch, gpu, base_env, worker_speaker_dir(speakers_root, wid) if speakers_root is not None else None
+                ),
                 log_path=log_dir / f"{wid}.log",
             )
         )

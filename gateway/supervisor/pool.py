@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gateway.config import LaunchConfig
 from gateway.pools.sink import WorkerSink
-from gateway.supervisor.command import build_specs, check_template
+from gateway.supervisor.command import SPEAKER_DIR_ENV, build_specs, check_template
 from gateway.supervisor.logfile import RotatingLog
 from gateway.supervisor.process import Launcher, SubprocessLauncher
 from gateway.supervisor.readiness import HealthProbe, IsReady, ask
@@ -49,6 +49,8 @@ class PoolSupervisor:
         self.launch = launch
         self.profile_path = profile_path
         self.log_dir = launch.log_dir or Path(data_dir) / "logs"
+        # Each worker's own SPEAKER_SAMPLES_DIR under here (launch.env may name another root).
+        self.speakers_root = Path(launch.env.get(SPEAKER_DIR_ENV) or Path(data_dir) / "speakers")
         self._sink = sink
         self._served_model_name = served_model_name
         self._is_ready = is_ready
@@ -71,7 +73,13 @@ class PoolSupervisor:
         if self._runners:
             return
         specs = build_specs(
-            self.pool, self.launch, self.profile_path, self._served_model_name, self.log_dir, self._base_env
+            self.pool,
+            self.launch,
+            self.profile_path,
+            self._served_model_name,
+            self.log_dir,
+            self._base_env,
+            self.speakers_root,
         )
         if self._is_ready is None:
             self._probe = HealthProbe()

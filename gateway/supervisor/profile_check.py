@@ -25,6 +25,17 @@ COMMITTED_PROFILES: tuple[str, ...] = (
     "higgs_multimodal_qwen3_high_throughput.yaml",
 )
 LOW_LATENCY_GRAPH_MODE = "FULL_DECODE_ONLY"
+# The shape of each profile vllm-omni 0.30.0 ships: (decode graphs, Stage 0 max_num_seqs,
+# Stage 1 max_num_seqs, initial chunk frames, chunk frames, right hold-back frames). Any
+# other shape that passes every rule is valid but unmeasured here, e.g. upstream's newer
+# high-throughput layout (decode graphs, 64 sequences on both stages, 75-frame chunks).
+SHIPPED_SHAPES = frozenset({
+    (True, 16, 16, 1, 25, 4),  # low latency
+    (False, 64, 16, 1, 25, 4),  # high throughput
+    (False, 16, 16, 1, 25, 4),  # the default profile
+})  # fmt: skip
+# The shipped low-latency profile's batch: a graph profile running more is throughput-sized.
+LOW_LATENCY_MAX_SEQS = 16
 
 
 class Severity(StrEnum):
@@ -66,7 +77,39 @@ def check_profile(profile: DeployProfile, role: PoolName | None = None) -> list[
     rules.streaming()
     if role is not None:
         rules.role(role)
+    if not has_errors(rules.findings):
+        rules.unknown_shape()
     return rules.findings
+
+
+def shape(profile: DeployProfile) -> tuple[bool, int, int, int, int, int]:
+    return (
+        profile.talker.decode_graphs,
+        profile.talker.max_num_seqs,
+        profile.code2wav.max_num_seqs,
+        profile.initial_codec_chunk_frames,
+        profile.codec_chunk_frames,
+        profile.codec_right_holdback_frames,
+    )
+
+
+def describe(profile: DeployProfile) -> str:
+    """One line on what a profile does, in the terms the rules and the emulator use."""
+    talker = profile.talker
+    if talker.decode_graphs:
+        sizes = talker.cudagraph_capture_sizes
+        path = f"{talker.cudagraph_mode} decode graphs (captured up to {max(sizes) if sizes else 'vLLM default'})"
+    else:
+        path = "eager Stage 0 with Higgs' lazily captured local MLP graph"
+    streaming = (
+        f"audio in a {profile.initial_codec_chunk_frames}-frame first chunk, then {profile.codec_chunk_frames}-frame "
+        f"chunks, {profile.codec_right_holdback_frames} frames held back"
+        if profile.streams_early
+        else "audio in one piece at the end"
+    )
+    return (
+        f"{path}; Stage 0 runs up to {talker.max_num_seqs} requests, Stage 1 {profile.code2wav.max_num_seqs}; {streaming}"
+    )
 
 
 def check_file(path: str | Path, role: PoolName | None = None) -> list[Finding]:
@@ -165,11 +208,33 @@ class _Rules:
                 "FULL_DECODE_ONLY decode graphs); this one is eager",
             )
         elif role is PoolName.HIGH_THROUGHPUT and low_latency:
+            if self.talker.max_num_seqs > LOW_LATENCY_MAX_SEQS:
+                # Upstream's newer high-throughput layout decodes through graphs at a large
+                # batch: a valid choice for this pool, just not the one measured here.
+                self._add(
+                    f"{self.t}.enforce_eager",
+                    f"a decode-graph profile running up to {self.talker.max_num_seqs} requests: accepted for the "
+                    "high_throughput pool (newer upstream layout); the routing thresholds were measured on the "
+                    "eager high-throughput profile, so re-tune them (higgs-gateway bench tune)",
+                    Severity.WARNING,
+                )
+                return
             self._add(
                 f"{self.t}.enforce_eager",
                 "the high_throughput pool needs a high-throughput profile (enforce_eager: true); "
                 "this one decodes through vLLM's CUDA graphs",
             )
+
+    def unknown_shape(self) -> None:
+        if shape(self.profile) in SHIPPED_SHAPES:
+            return
+        self._add(
+            "<profile>",
+            "valid, but not one of the vllm-omni 0.30.0 profiles (a newer upstream or a custom one): "
+            f"{describe(self.profile)}. It starts and the emulator models it from these keys; latency "
+            "figures and routing thresholds measured on the shipped profiles may not hold",
+            Severity.WARNING,
+        )
 
 
 def _stage_path(raw: dict[str, Any], stage_id: int) -> str:

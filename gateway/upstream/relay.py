@@ -1,136 +1,123 @@
 """Open a worker's PCM stream, retrying on another worker until the first byte arrives.
 
 Before the first byte nothing has reached the client, so a refused connection, a 5xx,
-a hang or an empty answer can still be hidden by trying another worker (once, by
-default). After it, the bytes already sent cannot be taken back: the caller ends the
-stream instead (see ``gateway.api.speech_stream``).
+a hang or an empty answer can still be hidden by trying another worker (``upstream.retries``
+times, by default once), which admission picks (``Admission.retry``) so a slot it handed
+to a queued request is never handed out twice. After the first byte, the bytes already
+sent cannot be taken back: the speech pipeline ends the stream instead.
+
+Each attempt is an ``OpenStream`` that owns its lease and its upstream response;
+``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Set
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.api.errors import ApiError
 from gateway.config import UpstreamConfig
-from gateway.pools.fleet import VOICE_MISSING, Fleet
+from gateway.errors import GatewayError
+from gateway.observations import PaceMeter, StreamObservation, StreamOutcome
+from gateway.pools.fleet import Fleet
 from gateway.pools.lease import Lease
-from gateway.routing.model import Decision
-from gateway.upstream.transport import UpstreamError, UpstreamResponse, UpstreamTransport
+from gateway.pools.worker import Worker
+from gateway.routing.model import Decision, RequestInfo
+from gateway.types import SPEECH_PATH, PoolName
+from gateway.upstream.errors import RETRY_REASON, RetryReason, UpstreamError, UpstreamErrorKind
+from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
 from gateway.upstream.worker_errors import translate_worker_error, worker_error_message, worker_lost_a_voice
 
-SPEECH_PATH = "/v1/audio/speech"
+Clock = Callable[[], float]
 
 
 class RelayObserver(Protocol):
-    def upstream_error(self, pool: str, kind: str) -> None: ...
+    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None: ...
 
-    def retried(self, reason: str) -> None: ...
+    def retried(self, reason: RetryReason) -> None: ...
 
-
-# Another worker to try, excluding those already tried; None when there is none free.
-RetryPicker = Callable[[set[str]], tuple[Decision, Lease] | None]
+    def stream_done(self, observation: StreamObservation) -> None: ...
 
 
-@dataclass
+class RetryAdmission(Protocol):
+    """Admission's answer to "which other worker?" (``Admission.retry``)."""
+
+    def retry(self, request: RequestInfo, tried: Set[str], prefer: PoolName | None) -> Decision | None: ...
+
+
 class OpenStream:
-    """A worker stream whose first non-empty chunk has arrived."""
+    """One attempt on one worker: its lease, its upstream response and what it delivered.
 
-    lease: Lease
-    decision: Decision
-    response: UpstreamResponse
-    first_chunk: bytes
-    rest: AsyncIterator[bytes]
-    attempts: int
+    After ``Relay.open`` returns, ``first_chunk`` holds the first non-empty chunk and
+    ``rest`` the others; the caller reports each chunk with ``received`` and ends with
+    ``close``, the single release of the lease.
+    """
 
-    async def close(self) -> None:
-        await self.response.close()
+    __slots__ = (
+        "lease", "decision", "attempts", "response", "first_chunk", "rest", "_observer",
+        "load_at_dispatch", "dispatched_at", "pace", "_closed",
+    )  # fmt: skip
+
+    def __init__(self, lease: Lease, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
+        self.lease = lease
+        self.decision = decision
+        self.attempts = attempts
+        self.response: UpstreamResponse | None = None
+        self.first_chunk = b""
+        self.rest: AsyncIterator[bytes] | None = None
+        self._observer = observer
+        worker = lease.worker
+        self.load_at_dispatch = worker.inflight  # our lease included
+        self.dispatched_at = clock()
+        self.pace = PaceMeter(clock, lambda: worker.inflight)
+        self._closed = False
+
+    @property
+    def worker(self) -> Worker:
+        return self.lease.worker
+
+    def received(self, chunk: bytes) -> None:
+        """Count one upstream chunk (hot path: one clock read per second of audio)."""
+        self.pace.add(len(chunk))
+
+    async def close(self, outcome: StreamOutcome) -> None:
+        """Release the worker slot, report the attempt and drop the upstream connection; once."""
+        if self._closed:
+            return
+        self._closed = True
+        self.lease.release()  # first, and without an await: a cancelled caller still frees it
+        worker, pace, decision = self.lease.worker, self.pace, self.decision
+        self._observer.stream_done(
+            StreamObservation(
+                worker_id=worker.worker_id,
+                pool=worker.pool,
+                load_at_dispatch=self.load_at_dispatch,
+                ttfp_s=None if pace.first_at is None else pace.first_at - self.dispatched_at,
+                pace=tuple(pace.samples),
+                outcome=outcome,
+                bytes=pace.bytes,
+                predicted_ttfp_s=decision.predicted_ttfp_s,
+                predicted_rtf=decision.predicted_rtf,
+            )
+        )
+        if self.response is not None:
+            try:
+                # A half-read stream must drop the connection so the worker aborts the request.
+                await self.response.close()
+            except Exception:  # closing a broken connection may itself fail; nothing to do
+                pass
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Failure:
-    kind: str  # an UpstreamErrorKind value
+    kind: UpstreamErrorKind
     detail: str
     ejecting: bool  # counts toward the worker's ejection
     retryable: bool
     status: int = 0
-    client_error: ApiError | None = None  # a 4xx the client must see as it is
-
-
-class Relay:
-    def __init__(
-        self, transport: UpstreamTransport, fleet: Fleet, config: UpstreamConfig, observer: RelayObserver
-    ) -> None:
-        self._transport = transport
-        self._fleet = fleet
-        self._config = config
-        self._observer = observer
-
-    async def open(
-        self, lease: Lease, decision: Decision, payload: dict[str, Any], pick_retry: RetryPicker
-    ) -> OpenStream:
-        """Returns with the lease held and the first chunk read, or raises ``ApiError``
-        with the lease released. Cancellation (client gone) also releases it."""
-        tried: set[str] = set()
-        attempts = 0
-        while True:
-            attempts += 1
-            worker = lease.worker
-            tried.add(worker.worker_id)
-            failure: _Failure | None = None
-            try:
-                opened = await self._attempt(lease, decision, payload, attempts)
-            except _AttemptFailed as exc:
-                failure = exc.failure
-            except BaseException:
-                lease.release()  # cancelled (client left) or a bug: never leak the slot
-                raise
-            if failure is None:
-                self._fleet.request_succeeded(worker)
-                return opened
-            lease.release()
-            self._fleet.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
-            self._observer.upstream_error(worker.pool.value, failure.kind)
-            if failure.retryable and attempts <= self._config.retries:
-                retry = pick_retry(tried)
-                if retry is not None:
-                    self._observer.retried(_retry_reason(failure.kind))
-                    decision, lease = retry
-                    continue
-            raise _exhausted(failure, worker.worker_id)
-
-    async def _attempt(self, lease: Lease, decision: Decision, payload: dict[str, Any], attempts: int) -> OpenStream:
-        worker = lease.worker
-        response: UpstreamResponse | None = None
-        try:
-            async with asyncio.timeout(self._config.first_byte_timeout_s):
-                response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload)
-                if response.status != 200:
-                    body = await response.read()
-                    raise _AttemptFailed(_status_failure(response.status, body, worker.worker_id))
-                rest = response.chunks().__aiter__()
-                first = b""
-                while not first:
-                    first = await anext(rest)
-            return OpenStream(lease, decision, response, first, rest, attempts)
-        except _AttemptFailed:
-            await _close_quietly(response)
-            raise
-        except TimeoutError as exc:
-            await _close_quietly(response)
-            raise _AttemptFailed(_Failure("first_byte_timeout", "no audio before the first-byte timeout", True, True)) from exc
-        except StopAsyncIteration as exc:
-            await _close_quietly(response)
-            raise _AttemptFailed(_Failure("stream_error", "worker ended the stream without audio", True, True)) from exc
-        except UpstreamError as exc:
-            await _close_quietly(response)
-            kind = {"connect": "connect", "read_timeout": "first_byte_timeout"}.get(exc.kind, "stream_error")
-            raise _AttemptFailed(_Failure(kind, exc.detail, True, True)) from exc
-        except BaseException:
-            await _close_quietly(response)
-            raise
+    client_error: GatewayError | None = None  # a 4xx the client must see as it is
 
 
 class _AttemptFailed(Exception):
@@ -139,40 +126,118 @@ class _AttemptFailed(Exception):
         self.failure = failure
 
 
+class Relay:
+    def __init__(
+        self,
+        transport: UpstreamTransport,
+        fleet: Fleet,
+        admission: RetryAdmission,
+        config: UpstreamConfig,
+        observer: RelayObserver,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._transport = transport
+        self._fleet = fleet
+        self._admission = admission
+        self._config = config
+        self._observer = observer
+        self._clock = clock
+
+    async def open(self, decision: Decision, request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+        """The stream of the first worker that produced audio, its first chunk read.
+
+        Leases ``decision``'s worker before its first await (admission's hand-out
+        contract). Raises ``GatewayError`` when every attempt failed; on any exception
+        (cancellation included) every lease it took is released.
+        """
+        tried: set[str] = set()
+        attempts = 0
+        while True:
+            attempts += 1
+            assert decision.worker_id is not None
+            stream = OpenStream(self._fleet.lease(decision.worker_id), decision, attempts, self._observer, self._clock)
+            worker = stream.worker
+            tried.add(worker.worker_id)
+            try:
+                await self._attempt(stream, payload)
+            except _AttemptFailed as exc:
+                failure = exc.failure
+            except BaseException as exc:
+                outcome = StreamOutcome.CLIENT_DISCONNECTED if isinstance(exc, asyncio.CancelledError) else StreamOutcome.ERROR
+                await stream.close(outcome)
+                raise
+            else:
+                self._fleet.request_succeeded(worker)
+                return stream
+            self._fleet.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
+            self._observer.upstream_error(worker, failure.kind)
+            reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
+            may_retry = reason is not None and attempts <= self._config.retries
+            await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
+            # Own pool first: the pool the policy chose for this request, not a retry's.
+            retry = self._admission.retry(request, tried, decision.pool) if may_retry else None
+            if retry is None:
+                raise _exhausted(failure)
+            assert reason is not None
+            self._observer.retried(reason)
+            decision = retry
+
+    def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
+        """The stream broke after audio reached the client: no retry, but the worker is blamed."""
+        kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
+        self._fleet.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
+        self._observer.upstream_error(stream.worker, kind)
+        return kind
+
+    async def _attempt(self, stream: OpenStream, payload: dict[str, Any]) -> None:
+        worker = stream.worker
+        try:
+            async with asyncio.timeout(self._config.first_byte_timeout_s):
+                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload)
+                if response.status != 200:
+                    raise _AttemptFailed(_status_failure(response.status, await response.read(), worker.worker_id))
+                rest = response.chunks().__aiter__()
+                first = b""
+                while not first:
+                    first = await anext(rest)
+        except TimeoutError as exc:
+            failure = _Failure(UpstreamErrorKind.FIRST_BYTE_TIMEOUT, "no audio before the first-byte timeout", True, True)
+            raise _AttemptFailed(failure) from exc
+        except StopAsyncIteration as exc:
+            failure = _Failure(UpstreamErrorKind.STREAM_ERROR, "worker ended the stream without audio", True, True)
+            raise _AttemptFailed(failure) from exc
+        except UpstreamError as exc:
+            # Silence before the first byte is a first-byte timeout, whoever noticed it.
+            kind = UpstreamErrorKind.FIRST_BYTE_TIMEOUT if exc.kind is UpstreamErrorKind.READ_TIMEOUT else exc.kind
+            raise _AttemptFailed(_Failure(kind, exc.detail, True, True)) from exc
+        stream.first_chunk = first
+        stream.rest = rest
+        stream.received(first)
+
+
 def _status_failure(status: int, body: bytes, worker_id: str) -> _Failure:
     if status >= 500:
         message, _ = worker_error_message(body)
         # 503 says "not now" (starting, overloaded), not "broken": retry, never eject.
-        return _Failure("status_5xx", f"{status}: {message}", status != 503, True, status)
+        return _Failure(UpstreamErrorKind.STATUS_5XX, f"{status}: {message}", status != 503, True, status)
     client_error = translate_worker_error(status, body, worker_id)
     if status == 400 and worker_lost_a_voice(client_error.message):
         # The gateway only sends voices it registered: this worker lost them (restarted
         # unseen). Not the client's fault: another worker may serve it while this one is
         # replayed (the fleet sees the kind and takes it out until then).
-        return _Failure(VOICE_MISSING, f"{status}: {client_error.message}", False, True, status, client_error)
-    return _Failure("status_4xx", f"{status}", False, False, status, client_error)
+        return _Failure(UpstreamErrorKind.VOICE_MISSING, f"{status}: {client_error.message}", False, True, status, client_error)
+    return _Failure(UpstreamErrorKind.STATUS_4XX, f"{status}", False, False, status, client_error)
 
 
-def _retry_reason(kind: str) -> str:
-    return {"connect": "connect", "first_byte_timeout": "first_byte_timeout", VOICE_MISSING: VOICE_MISSING}.get(
-        kind, "status_5xx"
-    )
-
-
-def _exhausted(failure: _Failure, worker_id: str) -> ApiError:
+def _exhausted(failure: _Failure) -> GatewayError:
     if failure.client_error is not None:
         return failure.client_error
-    if failure.kind == "first_byte_timeout":
-        return ApiError(504, "No worker produced audio in time.", code="upstream_timeout")
+    if failure.kind is UpstreamErrorKind.FIRST_BYTE_TIMEOUT:
+        return GatewayError(504, "No worker produced audio in time.", code="upstream_timeout")
     if failure.status == 503:
-        return ApiError(503, "Workers are busy or starting; retry shortly.", code="upstream_unavailable", headers={"Retry-After": "1"})
-    return ApiError(502, f"Speech generation failed upstream ({failure.kind}: {failure.detail}).", code="upstream_error")
-
-
-async def _close_quietly(response: UpstreamResponse | None) -> None:
-    if response is None:
-        return
-    try:
-        await response.close()
-    except Exception:  # closing a broken connection may itself fail; nothing to do
-        pass
+        return GatewayError(
+            503, "Workers are busy or starting; retry shortly.", code="upstream_unavailable", headers={"Retry-After": "1"}
+        )
+    return GatewayError(
+        502, f"Speech generation failed upstream ({failure.kind.value}: {failure.detail}).", code="upstream_error"
+    )

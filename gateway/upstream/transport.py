@@ -15,22 +15,13 @@ import httpx
 import orjson
 
 from gateway.config import UpstreamConfig
+from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
 
 JSON_HEADERS = {"content-type": "application/json"}
 
 
-class UpstreamError(Exception):
-    """Transport-level failure talking to a worker; ``kind`` is a low-cardinality label."""
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"{kind}: {detail}")
-        self.kind = kind
-        self.detail = detail
-
-
 class UpstreamResponse(Protocol):
     status: int
-    headers: dict[str, str]
 
     def chunks(self) -> AsyncIterator[bytes]: ...
 
@@ -47,29 +38,28 @@ class UpstreamTransport(Protocol):
 
 # ---- aiohttp: the cheapest per streamed request in our measurements --------------------
 class _AiohttpResponse:
-    __slots__ = ("_response", "status", "headers")
+    __slots__ = ("_response", "status")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
         self.status = response.status
-        self.headers = {k.lower(): v for k, v in response.headers.items()}
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._response.content.iter_any():
                 yield chunk
         except aiohttp.ServerTimeoutError as exc:
-            raise UpstreamError("read_timeout", "the worker went silent mid-stream") from exc
+            raise UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker went silent mid-stream") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+            raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, str(exc) or type(exc).__name__) from exc
 
     async def read(self) -> bytes:
         try:
             return await self._response.read()
         except aiohttp.ServerTimeoutError as exc:
-            raise UpstreamError("read_timeout", "the worker went silent") from exc
+            raise UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker went silent") from exc
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+            raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, str(exc) or type(exc).__name__) from exc
 
     async def close(self) -> None:
         # close(), not release(): a half-read stream must drop the connection so the
@@ -108,9 +98,9 @@ class AiohttpTransport:
         try:
             response = await self._get_session().post(url, data=orjson.dumps(body), headers=JSON_HEADERS)
         except aiohttp.ClientConnectorError as exc:
-            raise UpstreamError("connect", str(exc)) from exc
+            raise UpstreamError(UpstreamErrorKind.CONNECT, str(exc)) from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise UpstreamError("connect", str(exc) or type(exc).__name__) from exc
+            raise UpstreamError(UpstreamErrorKind.CONNECT, str(exc) or type(exc).__name__) from exc
         return _AiohttpResponse(response)
 
     async def close(self) -> None:
@@ -120,49 +110,49 @@ class AiohttpTransport:
 
 # ---- httpx: kept for comparison and for environments that standardise on it --------------
 class _HttpxResponse:
-    __slots__ = ("_response", "status", "headers")
+    __slots__ = ("_response", "status")
 
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
         self.status = response.status_code
-        self.headers = {k.lower(): v for k, v in response.headers.items()}
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._response.aiter_raw():
                 yield chunk
         except httpx.ReadTimeout as exc:
-            raise UpstreamError("read_timeout", "the worker went silent mid-stream") from exc
+            raise UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker went silent mid-stream") from exc
         except httpx.HTTPError as exc:
-            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+            raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, str(exc) or type(exc).__name__) from exc
 
     async def read(self) -> bytes:
         try:
             return await self._response.aread()
         except httpx.HTTPError as exc:
-            raise UpstreamError("stream_cut", str(exc) or type(exc).__name__) from exc
+            raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, str(exc) or type(exc).__name__) from exc
 
     async def close(self) -> None:
         await self._response.aclose()
 
 
 class HttpxTransport:
-    def __init__(self, config: UpstreamConfig) -> None:
+    def __init__(self, config: UpstreamConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         limits = httpx.Limits(
             max_connections=config.max_connections, max_keepalive_connections=config.max_connections,
             keepalive_expiry=UPSTREAM_IDLE_S,  # below the worker's keep-alive, as above
         )  # fmt: skip
         timeout = httpx.Timeout(connect=config.connect_timeout_s, read=config.read_timeout_s, write=None, pool=None)
-        self._client = httpx.AsyncClient(limits=limits, timeout=timeout)
+        # ``transport``: tests pass httpx.MockTransport here (no sockets).
+        self._client = httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport)
 
     async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse:
         request = self._client.build_request("POST", url, content=orjson.dumps(body), headers=JSON_HEADERS)
         try:
             response = await self._client.send(request, stream=True)
         except httpx.TimeoutException as exc:
-            raise UpstreamError("connect", str(exc) or "timeout") from exc
+            raise UpstreamError(UpstreamErrorKind.CONNECT, str(exc) or "timeout") from exc
         except httpx.HTTPError as exc:
-            raise UpstreamError("connect", str(exc) or type(exc).__name__) from exc
+            raise UpstreamError(UpstreamErrorKind.CONNECT, str(exc) or type(exc).__name__) from exc
         return _HttpxResponse(response)
 
     async def close(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from gateway.api.errors import ApiError
+from gateway.errors import GatewayError
 
 # Worker statuses worth another worker before any byte reached the client.
 RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
@@ -47,15 +47,15 @@ def worker_lost_a_voice(message: str) -> bool:
     return lowered.startswith("unknown voice") or lowered.startswith("audio file for uploaded voice")
 
 
-def translate_worker_error(status: int, body: bytes, worker_id: str) -> ApiError:
+def translate_worker_error(status: int, body: bytes, worker_id: str) -> GatewayError:
     """A worker's non-2xx answer as the error the client should see."""
     message, param = worker_error_message(body)
     if status in (400, 422):
         # The worker judged the request itself (unknown voice, bad ref_audio, ...).
-        return ApiError(400, message, param=param, code="invalid_value")
+        return GatewayError(400, message, param=param, code="invalid_value")
     if status == 413:
-        return ApiError(413, message, param=param, code="payload_too_large")
+        return GatewayError(413, message, param=param, code="payload_too_large")
     if status in RETRYABLE_STATUSES:
-        return ApiError(502, f"Speech generation failed on worker {worker_id}: {message}", code="upstream_error")
+        return GatewayError(502, f"Speech generation failed on worker {worker_id}: {message}", code="upstream_error")
     # 404 unknown model and other 4xx mean our configuration and the worker disagree.
-    return ApiError(502, f"Worker {worker_id} rejected the request ({status}): {message}", code="upstream_error")
+    return GatewayError(502, f"Worker {worker_id} rejected the request ({status}): {message}", code="upstream_error")

@@ -1,16 +1,15 @@
-"""The one exception voice code raises toward clients, already shaped as an OpenAI error.
+"""The one exception voice code raises toward clients: a ``GatewayError`` about ``voice``.
 
-The API layer turns it into ``{"error": {"message", "type", "param", "code"}}`` with
-``status``; keeping the shape here means every voice failure reads the same to a client
-(Open WebUI shows only ``error.message``, so the message must say what to do).
+Keeping the defaults here means every voice failure reads the same to a client (Open
+WebUI shows only ``error.message``, so the message must say what to do).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from gateway.errors import GatewayError
 
 
-class VoiceError(Exception):
+class VoiceError(GatewayError):
     def __init__(
         self,
         message: str,
@@ -20,13 +19,4 @@ class VoiceError(Exception):
         param: str | None = "voice",
         type: str = "invalid_request_error",
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.code = code
-        self.param = param
-        self.type = type
-        self.headers: dict[str, str] = {}
-
-    def envelope(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        super().__init__(status, message, param=param, code=code, type_=type)

@@ -1,14 +1,18 @@
 """One voice registry for the whole fleet: durable store first, then every worker.
 
-vllm-omni keeps uploaded voices on one worker's own disk, so a voice uploaded through
-one worker is unknown to the others, and a restarted or replaced worker starts empty.
-The gateway's store is therefore the truth and workers are caches of it:
+vllm-omni keeps uploaded voices on one worker's own disk (its ``SPEAKER_SAMPLES_DIR``),
+so a voice uploaded through one worker is unknown to the others. A restarted worker
+restores whatever its directory holds, which may be stale (a voice deleted or replaced
+while it was down), and a replaced one starts empty. The gateway's store is therefore the
+truth and workers are caches of it:
 
 * ``add``/``delete`` change the store, then fan out to every current worker at once. A
   worker that is down is recorded, never a reason to fail the user's request: it gets
   the voice (or loses it) on replay.
 * ``replay(base_url)`` makes one worker's voices equal to the store. The fleet calls it
   whenever a worker becomes ready (first start, restart, recovery) before routing to it.
+  It never assumes the worker empty: it lists the worker's voices first, keeps those it
+  restored that match the store, replaces stale ones and prunes deleted ones.
 
 Names are locked per voice (exclusive for add/delete, shared for replay), and a replay
 repeats its pass while adds/deletes happened during it, so a voice added while a worker
@@ -182,6 +186,8 @@ class VoiceRegistry:
                 ref_text=ref_text,
                 speaker_description=speaker_description,
             )
+            # Workers get the stored clip (normalised to WAV), not the bytes the client sent.
+            audio = await asyncio.to_thread(self.store.read_audio, voice)
             # No await between the bump and reading workers(): see replay's generation check.
             self._generation += 1
             targets = list(self._workers())
@@ -255,6 +261,11 @@ class VoiceRegistry:
     def out_of_step(self) -> frozenset[str]:
         """Base URLs of workers whose last voice fan-out failed or never finished."""
         return frozenset(self._out_of_step)
+
+    def replay_all_later(self) -> None:
+        """The store changed under us (another gateway replica): let the next
+        ``reconcile`` bring every current worker in step."""
+        self._out_of_step.update(w.base_url for w in self._workers())
 
     async def reconcile(self) -> list[ReplayReport]:
         """Replay every current worker that missed a fan-out; call it periodically."""

@@ -23,13 +23,15 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.config import VoicesConfig
 from gateway.voices.errors import VoiceError
 from gateway.voices.names import DEFAULT_VOICE, is_valid_name, name_key, validate_name
+from gateway.types import SAMPLE_RATE
+from gateway.voices.normalise import WAV_EXT, WAV_MIME, normalised_wav
 from gateway.voices.probe import FORMATS_BY_EXT, validate_reference_audio
 
 log = logging.getLogger(__name__)
@@ -146,14 +148,31 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+class VoiceMirror(Protocol):
+    """A store shared by every gateway replica, written before this replica's own copy.
+
+    Called from the worker thread a write runs on. Raises to refuse the write (the shared
+    store unreachable); ``put`` returns False when the name is already taken there.
+    """
+
+    def put(self, voice: Voice, audio: bytes) -> bool: ...
+
+    def delete(self, name: str) -> dict[str, Any] | None: ...
+
+
 class VoiceStore:
     """Registered voices on disk. Thread-safe; blocking (call it via ``asyncio.to_thread``
     for writes and audio reads; ``get``/``list`` are cheap enough for the event loop)."""
 
     def __init__(
-        self, root: Path, config: VoicesConfig | None = None, clock: Callable[[], float] = time.time
+        self,
+        root: Path,
+        config: VoicesConfig | None = None,
+        clock: Callable[[], float] = time.time,
+        mirror: VoiceMirror | None = None,
     ) -> None:
         self.root = Path(root)
+        self._mirror = mirror
         self.config = config or VoicesConfig()
         self._clock = clock
         self._lock = threading.Lock()
@@ -161,10 +180,13 @@ class VoiceStore:
         self._cache_mtime: int | None = None
         self.root.mkdir(parents=True, exist_ok=True)
         self._sweep_leftovers()
+        self._upgrade_to_wav()
 
     @classmethod
-    def in_data_dir(cls, data_dir: Path, config: VoicesConfig | None = None) -> VoiceStore:
-        return cls(Path(data_dir) / "voices", config)
+    def in_data_dir(
+        cls, data_dir: Path, config: VoicesConfig | None = None, mirror: VoiceMirror | None = None
+    ) -> VoiceStore:
+        return cls(Path(data_dir) / "voices", config, mirror=mirror)
 
     # ---- reads -------------------------------------------------------------------
 
@@ -216,43 +238,83 @@ class VoiceStore:
                 param="audio_sample",
             )
         self._raise_if_exists(name)  # before decoding: cheap refusal of a duplicate
+        self._raise_if_full()
         info = validate_reference_audio(audio, self.config.min_duration_s, self.config.max_duration_s)
+        # Workers get (and the store keeps) the clip every one of them can read, whatever came in.
+        audio = normalised_wav(audio, info.format, self.config.max_duration_s)
         voice = Voice(
             name=name,
             created_at=int(self._clock()),
-            mime_type=info.format.mime,
-            ext=info.format.ext,
+            mime_type=WAV_MIME,
+            ext=WAV_EXT,
             file_size=len(audio),
             duration_s=info.duration_s,
-            sample_rate=info.sample_rate,
-            channels=info.channels,
+            sample_rate=SAMPLE_RATE,
+            channels=1,
             consent=consent_value,
             ref_text=ref_text_value,
             speaker_description=description,
         )
         with self._lock:
             self._raise_if_exists(name)
+            self._raise_if_full()
+            # The shared store decides first: a name taken there (by another replica, not
+            # yet copied here) is a duplicate too, and an unreachable one refuses the write.
+            if self._mirror is not None and not self._mirror.put(voice, audio):
+                raise VoiceError(
+                    f"A voice named {voice.name!r} already exists; delete it first to replace it.",
+                    status=409,
+                    code="voice_exists",
+                    param="name",
+                )
             self._write(voice, audio)
             self._cache = None
-        log.info("voice registered: %s (%s, %.2f s)", voice.name, voice.mime_type, voice.duration_s)
+        log.info("voice registered: %s (%s uploaded, %.2f s)", voice.name, info.format.name, voice.duration_s)
         return voice
 
     def delete(self, name: str) -> Voice | None:
         """Remove a voice; returns it, or None if there was none by that name."""
         with self._lock:
-            voice = self.get(name)
-            if voice is None:
-                return None
-            trash = self.root / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
-            try:
-                os.rename(self.root / voice.name, trash)  # one step: the voice is gone or intact
-            except FileNotFoundError:
-                self._cache = None
-                return None
-            _fsync_dir(self.root)
+            shared: Voice | None = None
+            if self._mirror is not None:
+                meta = self._mirror.delete(name)  # the shared store is the truth
+                shared = Voice.from_meta(meta) if meta is not None else None
+            voice = self._remove_locked(name) or shared
+        if voice is not None:
+            log.info("voice deleted: %s", voice.name)
+        return voice
+
+    def install(self, voice: Voice, audio: bytes) -> bool:
+        """Copy a voice another replica registered (already validated there) into this
+        store, replacing a different one by that name; True if anything changed."""
+        with self._lock:
+            existing = self.get(voice.name)
+            if existing == voice:
+                return False
+            if existing is not None:
+                self._remove_locked(existing.name)
+            self._write(voice, audio)
             self._cache = None
+        return True
+
+    def discard(self, name: str) -> bool:
+        """Drop this replica's copy of a voice deleted elsewhere; True if there was one."""
+        with self._lock:
+            return self._remove_locked(name) is not None
+
+    def _remove_locked(self, name: str) -> Voice | None:
+        voice = self.get(name)
+        if voice is None:
+            return None
+        trash = self.root / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
+        try:
+            os.rename(self.root / voice.name, trash)  # one step: the voice is gone or intact
+        except FileNotFoundError:
+            self._cache = None
+            return None
+        _fsync_dir(self.root)
+        self._cache = None
         shutil.rmtree(trash, ignore_errors=True)
-        log.info("voice deleted: %s", voice.name)
         return voice
 
     # ---- internals ---------------------------------------------------------------
@@ -264,6 +326,16 @@ class VoiceStore:
                 f"A voice named {existing.name!r} already exists; delete it first to replace it.",
                 status=409,
                 code="voice_exists",
+                param="name",
+            )
+
+    def _raise_if_full(self) -> None:
+        # Every voice goes to every worker, and a worker holds at most SPEAKER_MAX_UPLOADED.
+        limit = self.config.max_voices
+        if len(self._index()) >= limit:
+            raise VoiceError(
+                f"{limit} voices are registered, the most a worker holds; delete one before adding another.",
+                code="too_many_voices",
                 param="name",
             )
 
@@ -334,6 +406,42 @@ class VoiceStore:
             log.warning("ignoring unreadable voice directory %s: %s", directory.name, exc)
             return None
         return voice
+
+    def _upgrade_to_wav(self) -> None:
+        """Rewrite voices stored before uploads were normalised (``audio.webm``, ``.m4a``...)
+        as WAV once: a worker decodes samples with soundfile, which may not read them.
+
+        The new ``audio.wav`` is written beside the old file, then ``meta.json`` is replaced
+        in one step: a crash leaves the old voice or the new one, never neither. The root's
+        mtime is bumped so other replicas re-read the index."""
+        upgraded = 0
+        for voice in self.list():
+            if voice.ext == WAV_EXT:
+                continue
+            directory = self.root / voice.name
+            try:
+                fmt = FORMATS_BY_EXT[voice.ext]
+                audio = normalised_wav(self.read_audio(voice), fmt, self.config.max_duration_s)
+                wav = replace(
+                    voice, mime_type=WAV_MIME, ext=WAV_EXT, file_size=len(audio), sample_rate=SAMPLE_RATE, channels=1
+                )
+                with self._lock:
+                    (directory / wav.filename).unlink(missing_ok=True)  # a leftover of a crashed upgrade
+                    _write_synced(directory / wav.filename, audio)
+                    staged_meta = directory / f"{STAGING_PREFIX}{META_FILE}"
+                    staged_meta.unlink(missing_ok=True)
+                    _write_synced(staged_meta, json.dumps(wav.to_meta(), indent=2).encode())
+                    os.replace(staged_meta, directory / META_FILE)
+                    _fsync_dir(directory)
+                    (directory / voice.filename).unlink(missing_ok=True)
+                    self._cache = None
+            except (OSError, VoiceError) as exc:
+                log.warning("voice %s stays %s: cannot convert it to WAV: %s", voice.name, voice.ext, exc)
+                continue
+            upgraded += 1
+        if upgraded:
+            os.utime(self.root)  # the index is keyed on the root's mtime
+            log.info("converted %d stored voice(s) to 24 kHz mono WAV for the workers", upgraded)
 
     def _sweep_leftovers(self) -> None:
         now = time.time()

@@ -40,7 +40,8 @@ def expected_pcm_bytes(text: str) -> int:
     two together against a live worker so a change in the emulator cannot go unnoticed.
     """
     frames = max(1, math.ceil(len(text.strip()) / CHARS_PER_SECOND * FRAMES_PER_SECOND))
-    frames = max(1, min(frames, STAGE0_MAX_TOKENS - CODEBOOK_DELAY_STEPS))
+    # Every clip also costs the codebook delay and one trimmed residual frame in tokens.
+    frames = max(1, min(frames, STAGE0_MAX_TOKENS - CODEBOOK_DELAY_STEPS - 1))
     return frames * BYTES_PER_FRAME
 
 
@@ -182,7 +183,7 @@ def worker_counters(worker_url: str) -> dict[str, float]:
     text = httpx.get(f"{worker_url}/metrics", timeout=10).text
     load = int(httpx.get(f"{worker_url}/load", timeout=10).json()["server_load"])
     return {
-        "success": metric(text, "vllm_omni:requests_success_total"),
+        "success": metric(text, "vllm_omni:requests_success_total", finished_reason="stop"),
         "failed": metric(text, "vllm_omni:requests_failed_total"),
         "aborted": metric(text, "vllm_omni:speech_stream_aborted_total"),
         "completed_streams": metric(text, "vllm_omni:speech_stream_completed_total"),

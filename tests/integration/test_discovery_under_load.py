@@ -55,7 +55,6 @@ from gateway.app import create_app
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet
-from gateway.runtime import Gateway
 from gateway.supervisor.warmup import default_batch_sizes
 from gateway.types import PoolName
 from tests.integration.conftest import (
@@ -327,7 +326,7 @@ def emulated_workers(
 
 @contextmanager
 def gateway_in_process(config: GatewayConfig, factory: Callable[[PoolName, PoolConfig, Fleet], Discovery]) -> Iterator[str]:
-    app = create_app(config, gateway=Gateway(config, discovery_factory=factory))
+    app = create_app(config, discovery_factory=factory)
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=config.server.port, lifespan="on", log_config=None, access_log=False)
     )
@@ -564,7 +563,7 @@ def worker_metrics(url: str) -> str:
 
 
 def success_count(url: str) -> int:
-    return int(metric(worker_metrics(url), "vllm_omni:requests_success_total"))
+    return int(metric(worker_metrics(url), "vllm_omni:requests_success_total", finished_reason="stop"))
 
 
 def captured_sizes(metrics_text: str) -> set[int]:
@@ -714,7 +713,7 @@ def test_workers_join_and_leave_under_load_without_a_failed_request(mode: str, t
                 deadline = time.monotonic() + 90
                 while True:
                     assert time.monotonic() < deadline, f"ht-b not routable; seen {states_before_routable}"
-                    completed = metric(worker_metrics(ht_b.url), "vllm_omni:requests_success_total")  # read first
+                    completed = metric(worker_metrics(ht_b.url), "vllm_omni:requests_success_total", finished_reason="stop")  # read first
                     entry = observe(url, http).workers.get(ids["ht-b"])
                     if entry is not None and entry["routable"]:
                         break
@@ -804,7 +803,7 @@ def test_workers_join_and_leave_under_load_without_a_failed_request(mode: str, t
         for name, member in members.items():
             text = worker_metrics(member.url)
             served = sum(1 for worker in served_by.values() if worker == ids[name])
-            assert metric(text, "vllm_omni:requests_success_total") == direct[name] + served, name
+            assert metric(text, "vllm_omni:requests_success_total", finished_reason="stop") == direct[name] + served, name
             assert metric(text, "vllm_omni:requests_failed_total") == 0, name
             assert metric(text, "vllm_omni:speech_stream_aborted_total") == 0, name
 

@@ -45,7 +45,7 @@ def test_fail_next_from_the_command_line_then_by_endpoint(client: httpx.Client) 
     assert state["fail_next"] == 2
     assert [client.post("/v1/audio/speech", json={"input": "Hi."}).status_code for _ in range(3)] == [500, 500, 200]
     assert client.get("/emulator/faults").json()["fail_next"] == 0
-    assert 'vllm_omni:requests_failed_total{model_name="bosonai/higgs-audio-v3-tts-4b",reason="fault_injected"} 3.0' in client.get("/metrics").text
+    assert 'vllm_omni:requests_failed_total{model_name="bosonai/higgs-audio-v3-tts-4b",reason="stage_error"} 3.0' in client.get("/metrics").text
 
 
 def test_cut_after_chunks_drops_the_connection(client: httpx.Client) -> None:
@@ -63,7 +63,7 @@ def test_cut_after_chunks_drops_the_connection(client: httpx.Client) -> None:
     set_faults(client, cut_after_chunks=None)
     assert client.post("/v1/audio/speech", json={"input": "Fine again."}).status_code == 200
     text = client.get("/metrics").text
-    assert 'speech_stream_aborted_total{model_name="bosonai/higgs-audio-v3-tts-4b",reason="fault_injected"}' in text
+    assert 'speech_stream_aborted_total{model_name="bosonai/higgs-audio-v3-tts-4b",reason="error"}' in text
 
 
 def test_error_after_chunks_sends_an_sse_error_event(client: httpx.Client) -> None:

@@ -74,13 +74,13 @@ def test_disconnects_free_running_and_waiting_slots(real_time_worker: Worker) ->
         assert wait_for(lambda: worker.running_waiting() == (2.0, 1.0)), worker.running_waiting()
         assert worker.load() == 3
         text = worker.metrics()
-        assert metric(text, "vllm:num_requests_running", 'replica="0",stage="0"') == 2
-        assert metric(text, "vllm:num_requests_waiting", 'replica="0",stage="0"') == 1
+        assert metric(text, "vllm:num_requests_running", f'model_name="{MODEL}",replica="0",stage="0"') == 2
+        assert metric(text, "vllm:num_requests_waiting", f'model_name="{MODEL}",replica="0",stage="0"') == 1
         first = next(responses[0].iter_raw())
         assert len(first) == 1920
     # All three clients are gone: slots, queue and load are back to zero at once.
     assert wait_for(lambda: worker.load() == 0 and worker.running_waiting() == (0.0, 0.0), timeout=8.0)
-    aborted = metric(worker.metrics(), "vllm_omni:speech_stream_aborted_total", f'model_name="{MODEL}",reason="client_disconnect"')
+    aborted = metric(worker.metrics(), "vllm_omni:speech_stream_aborted_total", f'model_name="{MODEL}",reason="cancelled"')
     assert aborted == 3
 
 

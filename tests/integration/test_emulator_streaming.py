@@ -69,9 +69,10 @@ def test_raw_pcm_stream_has_the_real_chunk_pattern(emulator: Proc) -> None:
     frames = expected_frames(emulator, TEXT)
     assert sizes[0] == 1920  # one 40 ms frame first
     assert all(size == 48000 for size in sizes[1:-1])  # then 25 frames (1 s) at a time
-    assert 0 < sizes[-1] <= 48000  # the last one partial
+    # The final flush releases the 4 held-back frames: the last chunk holds up to 25 + 4.
+    assert 0 < sizes[-1] <= (25 + 4) * 1920
     assert sum(sizes) == frames * 1920
-    assert len(sizes) == 1 + -(-(frames - 1) // 25)
+    assert len(sizes) == 1 + (frames - 1 - 4) // 25 + 1  # a 25-frame chunk leaves once 4 more frames exist
 
 
 def test_streamed_audio_equals_the_whole_file(emulator: Proc) -> None:
@@ -118,11 +119,13 @@ def test_sse_framing_and_usage(emulator: Proc) -> None:
     assert headers["content-type"].startswith("text/event-stream")
 
 
-def test_sse_wav_carries_the_header_in_the_first_delta(emulator: Proc) -> None:
+def test_sse_wav_sends_the_header_as_its_own_first_delta(emulator: Proc) -> None:
     _, _, chunks = http_chunks(emulator.url, {"input": "Hello there.", "stream_format": "sse", "response_format": "wav"})
-    first = json.loads(b"".join(chunks).decode().split("\n\n")[0].split("\n")[1].removeprefix("data: "))
-    audio = base64.b64decode(first["audio"])
-    assert audio[:4] == b"RIFF" and len(audio) == 44 + 1920
+    events = b"".join(chunks).decode().split("\n\n")
+    first, second = (json.loads(e.split("\n")[1].removeprefix("data: ")) for e in events[:2])
+    header = base64.b64decode(first["audio"])
+    assert header[:4] == b"RIFF" and len(header) == 44
+    assert len(base64.b64decode(second["audio"])) == 1920
 
 
 def test_same_text_same_audio_unless_the_seed_changes(emulator: Proc) -> None:

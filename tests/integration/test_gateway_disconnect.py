@@ -62,7 +62,7 @@ def read_until_audio(sock: socket.socket) -> bytes:
 
 def worker_aborts(worker_url: str) -> float:
     text = httpx.get(f"{worker_url}/metrics", timeout=10).text
-    return metric(text, "vllm_omni:speech_stream_aborted_total", reason="client_disconnect")
+    return metric(text, "vllm_omni:speech_stream_aborted_total", reason="cancelled")
 
 
 def test_disconnect_mid_stream_frees_the_worker(stack: Stack) -> None:

@@ -23,13 +23,16 @@ from tests.integration.conftest import (
 )
 from tests.support.audio import reference_wav
 from tests.support.stack import LL_PROFILE, Stack, running_stack
+from tests.unit.voices.samples import encoded
 
 TIME_SCALE = 0.02
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(tmp_path_factory.mktemp("voices"), 1, 1, time_scale=TIME_SCALE) as running:
+    # `throughput` never takes low-latency places here, so each class names its own pool.
+    extra = {"routing": {"thresholds": {"reserve_for_latency": 16}}}
+    with running_stack(tmp_path_factory.mktemp("voices"), 1, 1, time_scale=TIME_SCALE, extra=extra) as running:
         yield running
 
 
@@ -103,6 +106,25 @@ def test_upload_once_use_everywhere_delete_everywhere(stack: Stack) -> None:
     assert gone.status_code == 400 and gone.json()["error"]["param"] == "voice", gone.text
     again = httpx.delete(f"{stack.url}/v1/audio/voices/{name}", timeout=30)
     assert again.status_code == 404, again.text
+
+
+@pytest.mark.parametrize(("container", "filename", "mime"), [("webm", "rec.webm", "audio/webm"), ("ipod", "memo.m4a", "audio/mp4")])
+def test_browser_and_phone_recordings_reach_every_worker(stack: Stack, container: str, filename: str, mime: str) -> None:
+    # A vllm-omni 0.30.0 worker (and the emulator) decodes samples with soundfile, which
+    # reads neither WebM nor M4A: the gateway must forward a WAV it can read.
+    name = f"recorded-{container}"
+    response = httpx.post(
+        f"{stack.url}/v1/audio/voices",
+        data={"name": name, "consent": "true"},
+        files={"audio_sample": (filename, encoded(container, 3.0), mime)},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    for url in all_workers(stack):
+        entries = {v["name"]: v for v in httpx.get(f"{url}/v1/audio/voices", timeout=10).json()["uploaded_voices"]}
+        assert entries[name]["mime_type"] == "audio/wav", entries
+    assert speak(stack, name, "latency").status_code == 200
+    assert httpx.delete(f"{stack.url}/v1/audio/voices/{name}", timeout=30).status_code == 200
 
 
 def test_restarted_worker_gets_voices_back_before_it_is_routable(stack: Stack, tmp_path: Path) -> None:

@@ -163,6 +163,7 @@ def test_a_stream_cut_mid_way_ends_sse_with_an_error_event_and_cuts_a_raw_stream
         assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1), events[-1]
         assert len(events) >= 2, "some audio arrived before the cut"
         assert events[-1]["type"] == "error" and events[-1]["error"]["code"] == "upstream_error", events[-1]
+        assert events[-1]["error"]["partial_audio"] is True and events[-1]["error"]["action"] == "discard"
         assert "speech.audio.done" not in {e["type"] for e in events}, "never claims the clip is complete"
 
         set_faults(worker, cut_after_chunks=None, error_after_chunks=1)

@@ -21,6 +21,8 @@ from tests.support.stack import Stack, gateway_config, running_gateway, running_
 VERY_LONG_TEXT = " ".join([SHORT_TEXT] * 18)
 EXTRA = {
     "pools": {"low_latency": {"slots_per_worker": 1}, "high_throughput": {"slots_per_worker": 1}},
+    # One place per worker and none held back for `latency`: two requests fill the fleet.
+    "routing": {"thresholds": {"reserve_for_latency": 0}},
     "admission": {"queue_size": {"balanced": 1}, "max_wait_s": {"balanced": 60, "latency": 0.3}, "retry_after_s": 3},
 }
 

@@ -42,8 +42,9 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
         first_dir, second_dir = tmp / "first", tmp / "second"
         first_dir.mkdir()
         second_dir.mkdir()
-        first_config = gateway_config(first_dir, [ll.url], [ht.url], free_port())
-        second_config = gateway_config(second_dir, [ll.url], [ht.url], free_port())
+        cap = {"pools": {"low_latency": {"slots_per_worker": LL_SLOTS}}}
+        first_config = gateway_config(first_dir, [ll.url], [ht.url], free_port(), cap)
+        second_config = gateway_config(second_dir, [ll.url], [ht.url], free_port(), cap)
         with running_gateway(first_dir, first_config, name="first") as first, running_gateway(
             second_dir, second_config, name="second"
         ) as second:
@@ -82,7 +83,7 @@ async def test_replicas_share_the_low_latency_slots(replicas: Replicas) -> None:
     first_pools = Counter(pool for _, pool, _ in first_results)
     assert first_pools["low_latency"] == LL_SLOTS, dict(first_pools)
     second_where = Counter((pool, reason) for _, pool, reason in second_results)
-    assert second_where[("low_latency", "ll_slot_free")] <= MARGIN, (
+    assert second_where[("low_latency", "fastest_ttfp")] <= MARGIN, (
         f"the second replica put {second_where} on a worker the first had filled"
     )
     assert sampler.worker_max <= LL_SLOTS + MARGIN, (

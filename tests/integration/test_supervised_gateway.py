@@ -241,9 +241,9 @@ def test_workers_start_warm_up_become_routable_and_serve(warmed: Proc) -> None:
     seen = captures(ht["url"])
     assert all(seen.get(size, 0) >= 1 for size in HT_DEFAULT_SIZES), seen
     ht_metrics = httpx.get(f"{ht['url']}/metrics", timeout=10).text
-    assert metric(ht_metrics, "vllm_omni:requests_success_total") >= sum(HT_DEFAULT_SIZES)
+    assert metric(ht_metrics, "vllm_omni:requests_success_total", finished_reason="stop") >= sum(HT_DEFAULT_SIZES)
     ll_metrics = httpx.get(f"{ll['url']}/metrics", timeout=10).text
-    assert metric(ll_metrics, "vllm_omni:requests_success_total") >= 1
+    assert metric(ll_metrics, "vllm_omni:requests_success_total", finished_reason="stop") >= 1
     # ...and none of those requests is gateway traffic.
     assert gateway_metric(warmed.url, REQUESTS) == 0
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 
+from gateway.app import create_app
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet
-from gateway.runtime import Gateway
 from gateway.types import PoolName
 from tests.integration.conftest import metric
 from tests.support.audio import reference_wav
@@ -89,7 +89,7 @@ async def test_a_pod_back_at_another_address_keeps_its_series_and_gets_its_voice
             pools={"low_latency": {"profile": LL_PROFILE, "discovery": discovery, "warmup": {"enabled": False}}},
             health={"interval_s": 0.25},
         )
-        gateway = Gateway(config, discovery_factory=factory)
+        gateway = create_app(config, discovery_factory=factory)
         await gateway.start()
         try:
             worker = lambda: gateway.fleet.get(WORKER_ID)  # noqa: E731
@@ -97,7 +97,7 @@ async def test_a_pod_back_at_another_address_keeps_its_series_and_gets_its_voice
             assert worker().url == before.url
             await gateway.voices.add("pod-voice", reference_wav(), consent="yes")
             assert "pod-voice" in voices_on(before.url)
-            series = metric(gateway.metrics.render(None)[0].decode(), "higgs_gateway_worker_up", worker=WORKER_ID)
+            series = metric(gateway.recorder.metrics.render(None)[0].decode(), "higgs_gateway_worker_up", worker=WORKER_ID)
             assert series == 1
 
             before.stop()  # the pod is rescheduled: gone here, back there
@@ -106,7 +106,7 @@ async def test_a_pod_back_at_another_address_keeps_its_series_and_gets_its_voice
             await eventually(lambda: worker().routable, what="routable again at the new address")
             assert "pod-voice" in voices_on(after.url), "replayed before it became routable"
 
-            text = gateway.metrics.render(None)[0].decode()
+            text = gateway.recorder.metrics.render(None)[0].decode()
             assert metric(text, "higgs_gateway_worker_up", worker=WORKER_ID) == 1
             ll_series = {line.split("worker=", 1)[1].split('"')[1] for line in text.splitlines()
                          if line.startswith("higgs_gateway_worker_up{") and 'pool="low_latency"' in line}  # fmt: skip

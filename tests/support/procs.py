@@ -92,12 +92,14 @@ def emulator_args(
     profile: str = "higgs_multimodal_qwen3_low_latency.yaml",
     time_scale: float = 0.05,
     extra: Sequence[str] = (),
+    load_tracking: bool = True,
 ) -> list[str]:
     """The emulator's command line: the same flags a real ``vllm-omni serve`` takes."""
+    tracking = ["--enable-server-load-tracking"] if load_tracking else []
     return [
         *GATEWAY_CLI, "emulate", "bosonai/higgs-audio-v3-tts-4b", "--omni", "--trust-remote-code",
         "--deploy-config", profile, "--host", "127.0.0.1", "--port", str(port),
-        "--log-stats", "--enable-server-load-tracking", "--time-scale", str(time_scale), *extra,
+        "--log-stats", *tracking, "--time-scale", str(time_scale), *extra,
     ]  # fmt: skip
 
 
@@ -108,9 +110,11 @@ def running_emulator(
     time_scale: float = 0.05,
     extra: Sequence[str] = (),
     name: str = "worker",
+    load_tracking: bool = True,
 ) -> Iterator[Proc]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    args = emulator_args(port, profile, time_scale, [*extra, "--voices-dir", str(tmp_path / f"{name}-voices")])
+    voices = ["--voices-dir", str(tmp_path / f"{name}-voices")]
+    args = emulator_args(port, profile, time_scale, [*extra, *voices], load_tracking)
     with running(args, f"{url}/health", tmp_path / f"{name}.log", url) as proc:
         yield proc

@@ -1,7 +1,7 @@
 """The whole gateway in one process, with no sockets: for property-based tests of its HTTP
 surface (``tests/unit/test_fuzz_*.py``).
 
-``create_app(load_config(...))`` runs with its real lifespan (health checks, load reports,
+``create_app(load_config(...), transport=..., control_client=...)`` runs with its real lifespan (health checks, load reports,
 voice replay) on an event loop in a background thread. Its workers are real emulated
 workers (``gateway.emulator.app``) called in-process as ASGI apps: the speech relay through
 ``InProcessUpstream`` (an ``UpstreamTransport`` that streams the app's body as it is sent),
@@ -22,7 +22,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,19 +30,16 @@ from urllib.parse import urlsplit
 
 import httpx
 import orjson
-import pytest
 from starlette.types import ASGIApp, Message
 
-import gateway.runtime
-from gateway.app import create_app
+from gateway.app import GatewayApp, create_app
 from gateway.config import DEFAULT_MODEL, load_config
 from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.app import EmulatorSettings
 from gateway.emulator.app import create_app as create_emulator
-from gateway.runtime import Gateway
 from gateway.security.auth import hash_key
 from gateway.types import PoolName
-from gateway.upstream.transport import UpstreamError
+from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
 
 T = TypeVar("T")
 LL_URL = "http://ll.worker.invalid:8091"
@@ -135,7 +132,7 @@ class _InProcessResponse:
         self._task.add_done_callback(lambda _t: self._messages.put_nowait(_Done()))
         first = await self._messages.get()
         if isinstance(first, _Done) or first["type"] != "http.response.start":
-            raise UpstreamError("connect", "the worker app ended before answering")
+            raise UpstreamError(UpstreamErrorKind.CONNECT, "the worker app ended before answering")
         self.status = int(first["status"])
         self.headers = {k.decode().lower(): v.decode() for k, v in first.get("headers", [])}
 
@@ -155,7 +152,7 @@ class _InProcessResponse:
         while True:
             message = await self._messages.get()
             if isinstance(message, _Done):
-                raise UpstreamError("stream_cut", "the worker app ended mid-body")
+                raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, "the worker app ended mid-body")
             if message["type"] != "http.response.body":
                 continue
             if message.get("body"):
@@ -183,7 +180,7 @@ class InProcessUpstream:
         parts = urlsplit(url)
         app = self._apps.get(f"{parts.scheme}://{parts.netloc}")
         if app is None:
-            raise UpstreamError("connect", f"no worker at {url}")
+            raise UpstreamError(UpstreamErrorKind.CONNECT, f"no worker at {url}")
         response = _InProcessResponse(app, url, orjson.dumps(body))
         await response.start()
         return response
@@ -224,7 +221,7 @@ class LoopThread:
 @dataclass
 class InProcessGateway:
     loop: LoopThread
-    gateway: Gateway
+    gateway: GatewayApp
     client: httpx.AsyncClient
     tally: Tally = field(default_factory=Tally)
 
@@ -268,9 +265,8 @@ def fuzz_config(data_dir: Path) -> dict[str, Any]:
 @contextmanager
 def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
     loop = LoopThread()
-    lifespan: list[AbstractAsyncContextManager[None]] = []
 
-    async def build() -> tuple[Gateway, httpx.AsyncClient]:
+    async def build() -> tuple[GatewayApp, httpx.AsyncClient]:
         workers: dict[str, ASGIApp] = {}
         for url, profile, name in ((LL_URL, "higgs_multimodal_qwen3_low_latency.yaml", "ll"),
                                    (HT_URL, "higgs_multimodal_qwen3_high_throughput.yaml", "ht")):  # fmt: skip
@@ -280,23 +276,19 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
             )  # fmt: skip
             workers[url] = create_emulator(settings)
         config = load_config(overrides=fuzz_config(tmp / "gateway-data"))
-        with pytest.MonkeyPatch.context() as patch:
-            # The gateway builds its clients in its constructor: point them at the apps.
-            patch.setattr(gateway.runtime, "create_transport", lambda _config: InProcessUpstream(workers))
-            real_client, dispatch = httpx.AsyncClient, HostDispatch(workers)
-            patch.setattr(httpx, "AsyncClient", lambda *a, **k: real_client(*a, **{**k, "transport": dispatch}))
-            runtime = Gateway(config)
-        app = create_app(config, gateway=runtime)
-        context = app.router.lifespan_context(app)
-        await context.__aenter__()
-        lifespan.append(context)
+        runtime = create_app(
+            config,
+            transport=InProcessUpstream(workers),
+            control_client=httpx.AsyncClient(transport=HostDispatch(workers)),
+        )
+        await runtime.start()
         for _ in range(400):  # both workers answer probes, get voices replayed, become routable
             if all(runtime.fleet.routable_count(pool) for pool in PoolName):
                 break
             await asyncio.sleep(0.025)
         else:
             raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.describe()}")
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway.test")
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=runtime), base_url="http://gateway.test")
         return runtime, client
 
     runtime, client = loop.run(build(), 60)
@@ -309,8 +301,7 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
 
         async def teardown() -> None:
             await client.aclose()
-            for context in lifespan:
-                await context.__aexit__(None, None, None)
+            await runtime.stop()
 
         try:
             loop.run(teardown(), 30)

@@ -29,8 +29,7 @@ WORKER_SERIES = (
     "vllm_omni:num_requests_waiting",
     "vllm_omni:audio_ttfp_s_bucket",
     "vllm_omni:audio_rtf_bucket",
-    "vllm_omni:requests_success_total",
-    "vllm_omni:requests_failed_total",
+    "vllm_omni:requests_success_total",  # finished_reason="abort" is the failure count
 )
 
 
@@ -149,8 +148,8 @@ def test_alerts_cover_the_agreed_conditions() -> None:
     groups = yaml.safe_load((DASHBOARDS / "alerts.yml").read_text())["groups"]
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
     assert {"HiggsLatencyTTFPBurnFast", "HiggsLatencyTTFPBurnSlow", "HiggsPoolNoRoutableWorker",
-            "HiggsRejectionRateHigh", "HiggsWorkerFlapping", "HiggsWorkerReportStale", "HiggsGatewayDegraded",
-            "HiggsWorkerRestartsFrequent"} <= set(alerts)  # fmt: skip
+            "HiggsRejectionRateHigh", "HiggsWorkerFlapping", "HiggsWorkerReportStale", "HiggsStateBackendDown",
+            "HiggsGatewayDegraded", "HiggsWorkerRestartsFrequent"} <= set(alerts)  # fmt: skip
     for rule in alerts.values():
         assert rule["labels"]["severity"] in {"page", "ticket", "warning"}
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
@@ -178,3 +177,14 @@ def test_grafana_provisioning() -> None:
     providers = yaml.safe_load((DASHBOARDS / "provisioning/dashboards/higgs.yaml").read_text())
     [provider] = providers["providers"]
     assert provider["type"] == "file" and provider["options"]["path"]
+
+
+def test_worker_outcome_panels_count_aborts_as_failures() -> None:
+    # vllm-omni 0.30.0 counts failed requests in requests_success_total{finished_reason="abort"}.
+    panels = {p["title"]: p for p in load_dashboard("workers.json")["panels"] if p["type"] != "row"}
+    completed = [t["expr"] for t in panels["Completed requests"]["targets"]]
+    failed = [t["expr"] for t in panels["Failed requests"]["targets"]]
+    assert all('finished_reason!="abort"' in e for e in completed if "requests_success_total" in e)
+    assert any('requests_success_total{pool=~"$pool", instance=~"$instance", finished_reason="abort"}' in e for e in failed)
+    ratio = next(t["expr"] for t in panels["Failure ratio"]["targets"])
+    assert 'finished_reason="abort"' in ratio and 'finished_reason!="abort"' in ratio

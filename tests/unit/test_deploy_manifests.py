@@ -44,7 +44,9 @@ POOL_PROFILE = {
 
 
 def gateway_routes() -> set[str]:
-    from gateway.api.health import router
+    from gateway.api.health import create_router
+
+    router = create_router(None, None, None, "any_pool")  # type: ignore[arg-type]  # only the paths are read
 
     return {route.path for route in router.routes}  # type: ignore[attr-defined]
 
@@ -386,6 +388,29 @@ def test_compose_config_validates(name: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_compose_replicas_share_state_through_redis() -> None:
+    services = compose("compose.replicas.yaml")["services"]
+    redis, gateway = services["redis"], services["gateway"]
+    assert "--appendonly" in redis["command"] and named_volumes(redis)["/data"] == "redis-data"
+    assert gateway["depends_on"]["redis"]["condition"] == "service_healthy"
+    env = gateway["environment"]
+    base = compose("compose.yaml")["services"]["gateway"]
+    config = load_config(bind_mounts(base)[CONFIG_PATH], {"state": {"backend": env["HIGGS_GATEWAY_STATE__BACKEND"], "redis_url": env["HIGGS_GATEWAY_STATE__REDIS_URL"]}})
+    assert config.state.backend == "redis"
+    assert config.state.redis_url is not None and "//redis:6379" in config.state.redis_url.get_secret_value()
+    # Each replica its own data directory (a per-container volume), never one shared folder.
+    assert DATA_DIR in gateway["volumes"]
+    cli = compose_cli()
+    if cli is None:
+        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+    env_vars = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "GATEWAY_PORTS": "8000-8002"}
+    done = subprocess.run(
+        [*cli, "-f", str(DOCKER / "compose.yaml"), "-f", str(DOCKER / "compose.replicas.yaml"), "config", "-q"],
+        capture_output=True, text=True, env=env_vars, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize("name", ["prometheus.yml", "prometheus.demo.yml"])
 def test_prometheus_configs_validate(name: str) -> None:
     promtool = shutil.which("promtool")
@@ -481,7 +506,8 @@ def test_k8s_gateway(target: str) -> None:
     deployment = one(docs, "Deployment", "higgs-gateway")
     spec = deployment["spec"]
     pod_labels = spec["template"]["metadata"]["labels"]
-    assert spec["replicas"] >= 2
+    # The demo is one gateway on its data directory; the others several on one Redis.
+    assert spec["replicas"] == 1 if target == "overlays/demo" else spec["replicas"] >= 2
     c = container(deployment)
     assert c["command"] == ["higgs-gateway", "serve", "--config", CONFIG_PATH]
     assert port_number(c, "http") == GATEWAY_PORT
@@ -499,12 +525,16 @@ def test_k8s_gateway(target: str) -> None:
     pdb = one(docs, "PodDisruptionBudget", "higgs-gateway")
     assert selects(pdb["spec"]["selector"]["matchLabels"], pod_labels)
 
-    # The data volume is one claim shared by all replicas.
+    # Demo: the data directory on its own ReadWriteOnce claim. Otherwise a per-pod cache
+    # (an emptyDir) of the state the replicas share through Redis.
     data = next(m for m in c["volumeMounts"] if m["mountPath"] == DATA_DIR)
     volume = next(v for v in spec["template"]["spec"]["volumes"] if v["name"] == data["name"])
-    claim = one(docs, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
-    expected_modes = ["ReadWriteOnce"] if target == "overlays/demo" else ["ReadWriteMany"]
-    assert claim["spec"]["accessModes"] == expected_modes
+    if target == "overlays/demo":
+        claim = one(docs, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+        assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+        assert spec["strategy"]["type"] == "Recreate"
+    else:
+        assert "emptyDir" in volume and "persistentVolumeClaim" not in volume
 
     # RBAC: its service account may list and watch EndpointSlices.
     account = spec["template"]["spec"]["serviceAccountName"]
@@ -512,6 +542,59 @@ def test_k8s_gateway(target: str) -> None:
     role = one(docs, "Role", binding["roleRef"]["name"])
     rule = next(r for r in role["rules"] if "endpointslices" in r["resources"])
     assert rule["apiGroups"] == ["discovery.k8s.io"] and {"list", "watch"} <= set(rule["verbs"])
+
+
+def access_modes(docs: tuple[dict[str, Any], ...]) -> list[list[str]]:
+    """Every claim's access modes: PVCs, StatefulSet templates and pods' ephemeral claims."""
+    modes = [d["spec"]["accessModes"] for d in find(docs, "PersistentVolumeClaim")]
+    for workload in docs:
+        if workload["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        pod = workload["spec"]["template"]["spec"]
+        modes += [v["ephemeral"]["volumeClaimTemplate"]["spec"]["accessModes"] for v in pod.get("volumes", []) if "ephemeral" in v]
+        modes += [t["spec"]["accessModes"] for t in workload["spec"].get("volumeClaimTemplates", [])]
+    return modes
+
+
+@pytest.mark.parametrize("target", OVERLAYS)
+def test_k8s_needs_no_read_write_many_storage(target: str) -> None:
+    # Most clusters have no ReadWriteMany storage class; a claim asking for it stays Pending.
+    docs = kustomize(str(K8S / target))
+    modes = access_modes(docs)
+    assert modes and all(m == ["ReadWriteOnce"] for m in modes), modes
+    assert "ReadWriteMany" not in json.dumps(docs)
+
+
+@pytest.mark.parametrize("target", OVERLAYS)
+def test_k8s_gateway_state_backend(target: str) -> None:
+    docs = kustomize(str(K8S / target))
+    deployment = one(docs, "Deployment", "higgs-gateway")
+    config_map = one(docs, "ConfigMap", volume_configmap(deployment, "/etc/higgs-gateway") or "")
+    env = {e["name"]: e for e in container(deployment)["env"]}
+    document = yaml.safe_load(config_map["data"][Path(CONFIG_PATH).name])
+    if "HIGGS_GATEWAY_STATE__BACKEND" in env:
+        document["state"]["backend"] = env["HIGGS_GATEWAY_STATE__BACKEND"]["value"]
+    state = load_config(None, document).state
+    if target == "overlays/demo":
+        assert state.backend == "local"
+        assert not find(docs, "Deployment", "higgs-redis") and not find(docs, "Service", "higgs-redis")
+        return
+    assert state.backend == "redis" and state.redis_url is not None
+    host_port = state.redis_url.get_secret_value().split("://", 1)[1].split("/", 1)[0]
+    host, port = host_port.split(":")
+    service = one(docs, "Service", host)
+    redis = one(docs, "Deployment", "higgs-redis")
+    assert selects(service["spec"]["selector"], redis["spec"]["template"]["metadata"]["labels"])
+    assert service["spec"]["ports"][0]["port"] == int(port)
+    assert redis["spec"]["replicas"] == 1 and redis["spec"]["strategy"]["type"] == "Recreate"
+    args = container(redis)["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"  # a restart keeps the voices
+    (data,) = redis["spec"]["template"]["spec"]["volumes"]
+    claim = one(docs, "PersistentVolumeClaim", data["persistentVolumeClaim"]["claimName"])
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    # A managed Redis's URL (with its password) comes from an optional Secret.
+    secret = env["HIGGS_GATEWAY_STATE__REDIS_URL"]["valueFrom"]["secretKeyRef"]
+    assert secret["optional"] is True
 
 
 @pytest.mark.parametrize("target", OVERLAYS)

@@ -20,7 +20,6 @@ from gateway.metrics import (
     RetryReason,
     UpstreamErrorKind,
     WorkerSnapshot,
-    threshold_values,
 )
 from gateway.routing import reasons
 from tests.support.prometheus import promtool
@@ -100,7 +99,7 @@ def test_names_are_ours_and_labels_are_low_cardinality() -> None:
     metrics = GatewayMetrics()
     metrics.set_snapshot_provider(fleet)
     metrics.observe_request(sla_class="latency", pool="low_latency", status=200, duration_s=1, ttfp_s=0.1, audio_s=3)
-    allowed = {"sla_class", "pool", "status", "reason", "worker", "kind", "phase", "name", "version", "le"}
+    allowed = {"sla_class", "pool", "status", "reason", "worker", "kind", "phase", "name", "version", "le", "quantity", "load"}
     for family in text_string_to_metric_families(metrics.render()[0].decode()):
         assert not family.name.startswith("vllm")
         assert family.name.startswith(("higgs_gateway_", "process_")), family.name
@@ -243,13 +242,6 @@ def test_render_speaks_text_and_openmetrics() -> None:
     body, content_type = metrics.render("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith(b"# EOF")
-
-
-def test_threshold_values_use_effective_numbers() -> None:
-    values = threshold_values(RoutingThresholds(), low_latency_capacity=8)
-    assert values["balanced_threshold"] == 8  # None in the config = low-latency capacity
-    assert set(values) == set(RoutingThresholds.model_fields)
-    assert threshold_values(RoutingThresholds(balanced_threshold=12), low_latency_capacity=8)["balanced_threshold"] == 12
 
 
 def test_promtool_accepts_the_exposition() -> None:

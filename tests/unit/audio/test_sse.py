@@ -59,3 +59,10 @@ def test_error_event_matches_the_openai_error_envelope() -> None:
         },
     }
     assert _event(sse_error("boom"))["error"]["code"] is None  # type: ignore[index]
+
+
+def test_error_after_audio_tells_the_client_to_discard_it() -> None:
+    # As vllm-omni's speech.audio.error does once audio was sent.
+    error = _event(sse_error("cut", code="upstream_error", partial_audio=True))["error"]
+    assert error["partial_audio"] is True and error["action"] == "discard"  # type: ignore[index]
+    assert "partial_audio" not in _event(sse_error("cut"))["error"]  # type: ignore[operator]

@@ -25,7 +25,8 @@ def _phase(concurrency: int | None, sla: str | None, ttfp: float) -> dict:
 
 def test_headline_has_one_row_per_configuration() -> None:
     sweep = {"schema": report.SCHEMA, "label": "adaptive", "mode": "sweep", "phases": [_phase(1, None, 0.2), _phase(64, None, 0.5)]}
-    trace = {"schema": report.SCHEMA, "label": "adaptive", "mode": "trace", "phases": [_phase(None, "latency", 0.25)]}
+    trace = {"schema": report.SCHEMA, "label": "adaptive", "mode": "trace", "params": {"kind": "bursty"},
+             "phases": [_phase(None, "latency", 0.25)]}
     lines = headline([sweep, trace], [1, 64])
     assert len(lines) == 3
     cells = [cell.strip() for cell in lines[2].split("|")[1:-1]]

@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from gateway.bench.crossover import balanced_threshold, find_crossover
-from gateway.bench.tune import apply, recommend
+from gateway.bench.tune import apply, measured_curves, recommend
+from gateway.config import RoutingConfig
 from gateway.types import PoolName
 
 # The calibration table's shape: low-latency leads at c <= 4 and loses from c = 8.
@@ -48,7 +49,10 @@ def test_balanced_threshold_is_the_low_latency_pool_share() -> None:
 
 
 def _document(points: dict[int, float]) -> dict:
-    phases = [{"concurrency": c, "ok": 8, "rtf": {"mean": v}, "ttfp_s": {"median": v / 2}} for c, v in points.items()]
+    phases = [
+        {"concurrency": c, "ok": 8, "audio_s": 80.0, "rtf": {"mean": v}, "ttfp_s": {"median": v / 2, "mean": v / 2}}
+        for c, v in points.items()
+    ]
     return {"phases": phases}
 
 
@@ -59,16 +63,32 @@ def test_recommendation_from_measured_documents() -> None:
     assert rec["balanced_threshold"] == 14
 
 
-def test_apply_patches_the_balanced_threshold_with_the_bearer_token() -> None:
+def test_measured_curves_are_decode_rtf_and_median_ttfp_per_worker_load() -> None:
+    documents = {PoolName.LOW_LATENCY: _document(LL), PoolName.HIGH_THROUGHPUT: _document(HT)}
+    curves = measured_curves(documents)
+    assert set(curves) == {"low_latency", "high_throughput"}
+    ll = curves["low_latency"]
+    assert set(ll["rtf"]) == set(ll["ttfp_s"]) and min(ll["rtf"]) == 1
+    # 10 s clips: the TTFP's share (0.138 s / 10 s) comes off the end-to-end RTF.
+    assert ll["rtf"][1] == pytest.approx(0.276 - 0.138 / 10) and ll["ttfp_s"][1] == pytest.approx(0.138)
+    # A valid `routing.measured` document, as --apply sends it.
+    RoutingConfig.model_validate({"measured": curves})
+
+
+def test_apply_patches_everything_recommended_with_the_bearer_token() -> None:
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         return httpx.Response(200, json={"ok": True})
 
-    status, _ = apply("http://gw:8000/", "s3cret", 12, httpx.Client(transport=httpx.MockTransport(handler)))
+    rec = {"balanced_threshold": 12, "measured": {"low_latency": {"rtf": {1: 0.3}, "ttfp_s": {1: 0.2}}}}
+    status, _ = apply("http://gw:8000/", "s3cret", rec, httpx.Client(transport=httpx.MockTransport(handler)))
     assert status == 200
     (request,) = seen
     assert request.method == "PATCH" and request.url.path == "/admin/routing"
     assert request.headers["authorization"] == "Bearer s3cret"
-    assert json.loads(request.content) == {"thresholds": {"balanced_threshold": 12}}
+    assert json.loads(request.content) == {
+        "measured": {"low_latency": {"rtf": {"1": 0.3}, "ttfp_s": {"1": 0.2}}},
+        "thresholds": {"balanced_threshold": 12},
+    }

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import load_config
+from gateway.pools.drains import DrainStore
 from gateway.pools.fleet import Fleet, pool_specs
 from gateway.types import PoolName, WorkerState
 
@@ -37,7 +38,7 @@ async def ready_worker(fleet: Fleet, worker_id: str = "low_latency-0", pool: Poo
 
 def test_slots_follow_the_profiles(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
-    assert fleet.specs[PoolName.LOW_LATENCY].slots_per_worker == 4
+    assert fleet.specs[PoolName.LOW_LATENCY].slots_per_worker == 16  # max_num_seqs: a cap only
     assert fleet.specs[PoolName.HIGH_THROUGHPUT].slots_per_worker == 64
     assert fleet.specs[PoolName.HIGH_THROUGHPUT].max_num_seqs == 64
 
@@ -149,14 +150,28 @@ async def test_half_open_after_ejection(tmp_path: Path) -> None:
 async def test_drain_survives_a_restart(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
     await ready_worker(fleet)
+    DrainStore.in_data_dir(tmp_path).set("low_latency-0", True)
     fleet.set_drained("low_latency-0", True)
     assert not fleet.snapshot().workers[0].routable
-    again = make_fleet(tmp_path)
+    config = load_config(overrides={"data_dir": str(tmp_path)})
+    again = Fleet(config, pool_specs(config), clock=Clock(), drained=DrainStore.in_data_dir(tmp_path).ids)
     await ready_worker(again)
     worker = again.get("low_latency-0")
     assert worker is not None and worker.drained and not worker.routable
     again.set_drained("low_latency-0", False)
     assert worker.routable
+
+
+async def test_drains_written_by_another_replica_are_followed(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    await ready_worker(fleet)
+    ours, theirs = DrainStore.in_data_dir(tmp_path), DrainStore.in_data_dir(tmp_path)
+    theirs.set("low_latency-0", True)
+    assert ours.reload_if_changed()
+    fleet.apply_drained(ours.ids)
+    assert not fleet.snapshot().workers[0].routable
+    assert not ours.reload_if_changed()  # nothing new
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # unique temp names, cleaned
 
 
 async def test_reports_include_leases_taken_since(tmp_path: Path) -> None:

@@ -15,11 +15,12 @@ import pytest
 
 from gateway.config import load_config
 from gateway.emulator.metrics import EmulatorMetrics, EngineCounts
-from gateway.pools.fleet import VOICE_MISSING, Fleet, pool_specs
+from gateway.pools.fleet import Fleet, pool_specs
 from gateway.pools.health import HealthChecker
 from gateway.pools.restarts import START_TIME_CHANGED, VOICES_MISSING, RestartDetector, parse_start_time
 from gateway.pools.worker import Worker
 from gateway.types import PoolName, WorkerState
+from gateway.upstream.errors import UpstreamErrorKind
 from gateway.upstream.worker_errors import worker_lost_a_voice
 
 LL = PoolName.LOW_LATENCY
@@ -169,7 +170,7 @@ async def test_a_worker_that_lost_a_voice_on_a_request_is_restarted_not_ejected(
     heard: list[str] = []
     fleet.on_worker_restarted(lambda worker, why: heard.append(why))
     worker = await ready_worker(fleet)
-    fleet.request_failed(worker, VOICE_MISSING, "400: Unknown voice 'anna'", ejecting=False)
+    fleet.request_failed(worker, UpstreamErrorKind.VOICE_MISSING, "400: Unknown voice 'anna'", ejecting=False)
     assert heard == [VOICES_MISSING] and worker.state is not WorkerState.EJECTED
     await settle()
     assert worker.state is WorkerState.READY  # replayed (no hook here), routable again

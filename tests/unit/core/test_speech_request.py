@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.api.errors import ApiError
+from gateway.errors import GatewayError
 from gateway.api.speech_request import parse_speech_request, worker_payload
 from gateway.audio.formats import AudioFormat
 
@@ -51,13 +51,13 @@ def test_defaults_follow_openai() -> None:
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(raw: bytes, param: str | None, code: str) -> None:
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(GatewayError) as caught:
         parse_speech_request(raw)
     error = caught.value
     assert error.status == 400
     assert error.param == param
     assert error.code == code
-    assert error.body()["error"]["type"] == "invalid_request_error"
+    assert error.envelope()["error"]["type"] == "invalid_request_error"
     assert error.message
 
 

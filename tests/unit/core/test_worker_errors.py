@@ -24,7 +24,7 @@ def test_both_shapes(status: int, body: dict, expected_status: int, message_part
     assert error.status == expected_status
     assert message_part in error.message
     assert error.param == param
-    assert set(error.body()["error"]) == {"message", "type", "param", "code"}
+    assert set(error.envelope()["error"]) == {"message", "type", "param", "code"}
 
 
 def test_non_json_body() -> None:

@@ -60,7 +60,8 @@ def test_one_request_streams_the_real_chunk_pattern(low_latency: DeployProfile) 
     assert times == sorted(times)
 
 
-def test_first_chunk_waits_for_prefill_and_the_codebook_delay(low_latency: DeployProfile) -> None:
+def test_first_chunk_waits_for_prefill_the_codebook_delay_and_the_holdback(low_latency: DeployProfile) -> None:
+    # higgs_audio_v3.py: talker2code2wav_async_chunk needs 7 + 4 + 1 = 12 decode steps.
     engine, clock, observer = make_engine(low_latency)
     model = engine.model
     engine.submit(request("a", frames=10, prompt_tokens=100))
@@ -68,10 +69,23 @@ def test_first_chunk_waits_for_prefill_and_the_codebook_delay(low_latency: Deplo
     prefill = model.step(1, 100, 100, set()).seconds
     decode = model.step(1, 0, 100, set()).seconds
     delay = model.params.codebook_delay_steps
-    expected = prefill + delay * decode + model.code2wav_seconds(1)
+    assert delay + model.holdback_frames + 1 == 12
+    expected = prefill + (delay + model.holdback_frames) * decode + model.code2wav_seconds(1)
     assert first.ready_at == pytest.approx(expected, rel=0.01)
-    # Every frame costs one step, plus the codebook delay: 1 prefill + 7 + 9 more decode steps.
-    assert observer.steps == {1: 10 + delay}
+    # Every frame costs one step, plus the codebook delay and the trimmed residual frame.
+    assert observer.steps == {1: 10 + delay + 1}
+
+
+def test_the_final_flush_releases_the_holdback(low_latency: DeployProfile) -> None:
+    # 1-frame first chunk, 25-frame chunks while 4 frames of right context stay held back,
+    # then the final flush delivers the rest (the held-back frames included).
+    engine, clock, _ = make_engine(low_latency)
+    engine.submit(request("a", frames=40))
+    events, _ = run_until_idle(engine, clock)
+    assert [(e.first_frame, e.frames, e.final) for e in events] == [(0, 1, False), (1, 25, False), (26, 14, True)]
+    engine.submit(request("b", frames=28))  # 1 + 25 + 4 held back > 28: no second chunk before the end
+    events, _ = run_until_idle(engine, clock)
+    assert [(e.first_frame, e.frames, e.final) for e in events] == [(0, 1, False), (1, 27, True)]
 
 
 def test_a_profile_without_async_chunk_sends_one_chunk_at_the_end() -> None:

@@ -80,8 +80,10 @@ def test_audio_length_follows_the_text(low_latency: DeployProfile) -> None:
 def test_audio_length_is_capped_by_the_token_limits(low_latency: DeployProfile) -> None:
     model = StepModel(low_latency)
     delay = model.params.codebook_delay_steps
-    assert model.frames_for("x" * 10_000) == 2048 - delay  # Stage 0 max_tokens: about 82 s
-    assert model.frames_for("x" * 150, max_new_tokens=107) == 100
+    # Stage 0 max_tokens (about 82 s), less the delay steps and the trimmed residual frame.
+    assert model.frames_for("x" * 10_000) == 2048 - delay - 1
+    assert model.frames_for("x" * 150, max_new_tokens=108) == 100
+    assert model.decode_steps_for(100) == 108
 
 
 def test_prompt_grows_with_text_and_reference_audio(low_latency: DeployProfile) -> None:

@@ -75,13 +75,9 @@ class FakeFleet:
 
 @dataclass
 class RecordingObserver:
-    depths: list[tuple[str, int]] = field(default_factory=list)
     waits: list[tuple[str, float]] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)
     decisions: list[tuple[str, str]] = field(default_factory=list)
-
-    def on_queue_depth(self, sla_class: SlaClass, depth: int) -> None:
-        self.depths.append((sla_class.value, depth))
 
     def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
         self.waits.append((sla_class.value, seconds))

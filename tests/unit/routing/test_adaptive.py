@@ -1,148 +1,173 @@
-"""The adaptive policy, one row per situation: every class, every reason."""
+"""The default `adaptive` policy: decisions from predicted curves, and the guard rails it keeps."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import replace
 
-import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from gateway.deploy_profile import load_deploy_profile
 from gateway.routing import reasons as r
-from gateway.routing.adaptive import AdaptivePolicy, balanced_mode
-from gateway.routing.model import Action, LoadView, PolicyState, RequestInfo
-from tests.unit.routing.fakes import HT, LL, ht, ll, req, thresholds, view
+from gateway.routing.adaptive import AdaptivePolicy, latency_rtf_ceiling
+from gateway.routing.curves import Curve
+from gateway.routing.model import Action, LoadView, PolicyState, WorkerLoad
+from gateway.routing.prior import prior_curve
+from tests.unit.routing.fakes import HT, LL, req, thresholds
 
-ROUTE, WAIT, REJECT = Action.ROUTE, Action.WAIT, Action.REJECT
-
-
-@dataclass
-class Case:
-    id: str
-    request: RequestInfo
-    view: LoadView
-    expect: tuple[Action, str, str | None]  # action, reason, worker_id
-    knobs: dict[str, Any] = field(default_factory=dict)
-    state: PolicyState = field(default_factory=PolicyState)
+LL_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_low_latency"))
+HT_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_high_throughput"))
 
 
-FULL_LL = ll("ll-a", load=4)
-FULL_HT = ht("ht-a", load=64)
-
-CASES = [
-    # --- latency ----------------------------------------------------------------------
-    Case("latency/ll free", req("latency"), view(ll("ll-a", 1), ll("ll-b", 0), ht("ht-a")), (ROUTE, r.LL_SLOT_FREE, "ll-b")),
-    Case("latency/ll full waits within budget", req("latency"), view(FULL_LL, ht("ht-a")), (WAIT, r.QUEUED_LL_FULL, None)),
-    Case("latency/budget spent spills", req("latency", waited_out=True), view(FULL_LL, ht("ht-a")), (ROUTE, r.SPILL_LL_FULL, "ht-a")),
-    Case("latency/budget spent, ll free again", req("latency", waited_out=True), view(ll("ll-a", 3), ht("ht-a")), (ROUTE, r.LL_SLOT_FREE, "ll-a")),
-    Case("latency/budget spent, all full", req("latency", waited_out=True), view(FULL_LL, FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
-    Case("latency/no ll workers", req("latency"), view(ll("ll-a", routable=False), ht("ht-a")), (ROUTE, r.NO_LL_WORKERS, "ht-a")),
-    Case("latency/no ll workers, ht full", req("latency"), view(FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
-    Case("latency/budget spent, no ht workers", req("latency", waited_out=True), view(FULL_LL), (WAIT, r.QUEUED_ALL_FULL, None)),
-    Case("latency/stale report falls back to inflight", req("latency"), view(ll("ll-a", 1, reported=None), ll("ll-b", 0, reported=3)), (ROUTE, r.LL_SLOT_FREE, "ll-a")),
-    Case("latency/report fills a worker", req("latency"), view(ll("ll-a", 0, reported=4), ht("ht-a")), (WAIT, r.QUEUED_LL_FULL, None)),
-    Case("latency/draining and ejected excluded", req("latency"), view(ll("ll-a", 0, routable=False), ll("ll-b", 2), ll("ll-c", 0, routable=False)), (ROUTE, r.LL_SLOT_FREE, "ll-b")),
-    # --- balanced (threshold None = routable ll capacity) --------------------------------
-    Case("balanced/under threshold", req(), view(ll("ll-a", 1), ll("ll-b", 2), ht("ht-a", 2)), (ROUTE, r.BALANCED_UNDER_THRESHOLD, "ll-a")),
-    Case("balanced/at threshold goes ht", req(), view(ll("ll-a", 3), ll("ll-b", 3), ht("ht-a", 2)), (ROUTE, r.BALANCED_OVER_THRESHOLD, "ht-a")),
-    Case("balanced/over threshold, ht full", req(), view(ll("ll-a", 1), ht("ht-a", 8, slots=8)), (ROUTE, r.SPILL_HT_FULL, "ll-a"), {"balanced_threshold": 4}),
-    Case("balanced/under threshold, ll full", req(), view(FULL_LL, ht("ht-a")), (ROUTE, r.SPILL_LL_FULL, "ht-a"), {"balanced_threshold": 100}),
-    Case("balanced/all full", req(), view(FULL_LL, FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
-    Case("balanced/explicit threshold", req(), view(ll("ll-a", 1), ll("ll-b", 1), ht("ht-a", 0)), (ROUTE, r.BALANCED_OVER_THRESHOLD, "ht-a"), {"balanced_threshold": 2}),
-    Case("balanced/draining ll shrinks capacity", req(), view(ll("ll-a", 0, routable=False), ll("ll-b", 2), ht("ht-a", 2)), (ROUTE, r.BALANCED_OVER_THRESHOLD, "ht-a")),
-    Case("balanced/no ll workers", req(), view(ht("ht-a")), (ROUTE, r.NO_LL_WORKERS, "ht-a")),
-    Case("balanced/no ht workers, under", req(), view(ll("ll-a", 1)), (ROUTE, r.BALANCED_UNDER_THRESHOLD, "ll-a")),
-    Case("balanced/no ht workers, over", req(), view(ll("ll-a", 3), ht("ht-a", 5, routable=False)), (ROUTE, r.NO_HT_WORKERS, "ll-a")),
-    # --- throughput (reserve 2 per routable ll worker by default) ------------------------
-    Case("throughput/ht free", req("throughput"), view(ll("ll-a"), ht("ht-a", 10), ht("ht-b", 3)), (ROUTE, r.THROUGHPUT_DEFAULT, "ht-b")),
-    Case("throughput/borrow beyond reserve", req("throughput"), view(ll("ll-a", 1), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a")),
-    Case("throughput/borrow stops at reserve", req("throughput"), view(ll("ll-a", 2), FULL_HT), (WAIT, r.QUEUED_LL_RESERVED, None)),
-    Case("throughput/reserve counts every routable ll", req("throughput"), view(ll("ll-a", 0), ll("ll-b", 3), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a")),
-    Case("throughput/reserve ignores draining ll", req("throughput"), view(ll("ll-a", 2), ll("ll-b", 0, routable=False), FULL_HT), (WAIT, r.QUEUED_LL_RESERVED, None)),
-    Case("throughput/zero reserve", req("throughput"), view(ll("ll-a", 3), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a"), {"reserve_for_latency": 0}),
-    Case("throughput/all full", req("throughput"), view(FULL_LL, FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
-    Case("throughput/no ht workers", req("throughput"), view(ll("ll-a", 0)), (ROUTE, r.NO_HT_WORKERS, "ll-a")),
-    Case("throughput/no ll workers", req("throughput"), view(ht("ht-a", 5)), (ROUTE, r.NO_LL_WORKERS, "ht-a")),
-    Case("throughput/no ll workers, ht full", req("throughput"), view(FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
-    Case("throughput/no ht workers, reserve", req("throughput"), view(ll("ll-a", 2)), (WAIT, r.QUEUED_LL_RESERVED, None)),
-    # --- no workers ----------------------------------------------------------------------
-    Case("latency/no workers", req("latency"), view(), (REJECT, r.NO_WORKERS, None)),
-    Case("balanced/none routable", req(), view(ll("ll-a", routable=False), ht("ht-a", routable=False)), (REJECT, r.NO_WORKERS, None)),
-    Case("throughput/no workers", req("throughput"), view(), (REJECT, r.NO_WORKERS, None)),
-]  # fmt: skip
+def ll(worker_id: str = "ll-a", load: int = 0, slots: int = 16, curve: Curve = LL_CURVE, routable: bool = True) -> WorkerLoad:
+    return WorkerLoad(worker_id, LL, routable, load, None, slots, curve)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_adaptive_decides(case: Case) -> None:
-    decision, _ = AdaptivePolicy().decide(case.request, case.view, thresholds(**case.knobs), case.state)
-    assert (decision.action, decision.reason, decision.worker_id) == case.expect
-    if decision.action == ROUTE:
-        assert decision.pool == (LL if decision.worker_id.startswith("ll") else HT)  # type: ignore[union-attr]
+def ht(worker_id: str = "ht-a", load: int = 0, slots: int = 64, curve: Curve = HT_CURVE, routable: bool = True) -> WorkerLoad:
+    return WorkerLoad(worker_id, HT, routable, load, None, slots, curve)
 
 
-def test_every_adaptive_reason_is_covered() -> None:
-    adaptive_reasons = {
-        r.LL_SLOT_FREE, r.SPILL_LL_FULL, r.BALANCED_UNDER_THRESHOLD, r.BALANCED_OVER_THRESHOLD,
-        r.SPILL_HT_FULL, r.THROUGHPUT_DEFAULT, r.BORROW_LL, r.NO_LL_WORKERS, r.NO_HT_WORKERS,
-        *r.WAIT_REASONS, r.NO_WORKERS,
-    }  # fmt: skip
-    assert adaptive_reasons <= {c.expect[1] for c in CASES}
+def decide(request, *workers: WorkerLoad, **knobs: object):
+    decision, _ = AdaptivePolicy().decide(request, LoadView(workers), thresholds(**knobs), PolicyState())
+    return decision
 
 
-# Threshold 4 (one ll worker of 4 slots), hysteresis 2: enter ht at 4, leave below 2.
-HYSTERESIS_STEPS = [(0, LL), (3, LL), (4, HT), (3, HT), (2, HT), (1, LL), (3, LL), (5, HT), (1, LL)]
+def test_an_idle_fleet_serves_every_class_from_low_latency_first() -> None:
+    for sla in ("latency", "balanced"):
+        decision = decide(req(sla), ll(), ht())
+        assert (decision.action, decision.pool) == (Action.ROUTE, LL)
+    assert decide(req("latency"), ll(), ht()).reason == r.FASTEST_TTFP
+    assert decide(req("balanced"), ll(), ht()).reason == r.FASTEST_FINISH
 
 
-def test_balanced_hysteresis_enters_and_leaves() -> None:
-    policy, state, knobs = AdaptivePolicy(), PolicyState(), thresholds(balanced_threshold=4, balanced_hysteresis=2)
-    seen = []
-    for fleet_load, _ in HYSTERESIS_STEPS:
-        # Load sits on ht so both pools always have room; only the mode decides.
-        decision, state = policy.decide(req(), view(ll("ll-a", 0, slots=8), ht("ht-a", fleet_load)), knobs, state)
-        seen.append((fleet_load, decision.pool))
-        assert decision.reason in (r.BALANCED_UNDER_THRESHOLD, r.BALANCED_OVER_THRESHOLD)
-    assert seen == HYSTERESIS_STEPS
+def test_decisions_carry_their_predictions() -> None:
+    decision = decide(req("balanced"), ll(load=3), ht())
+    assert decision.predicted_ttfp_s == LL_CURVE.ttfp(4)
+    assert decision.predicted_rtf == LL_CURVE.rtf(4)
 
 
-@pytest.mark.parametrize(
-    ("on_ht", "load", "threshold", "hysteresis", "expect"),
-    [
-        (False, 3, 4, 2, False),
-        (False, 4, 4, 2, True),
-        (True, 2, 4, 2, True),
-        (True, 1, 4, 2, False),
-        (True, 3, 4, 0, False),
-        (False, 0, 0, 2, True),  # threshold 0: balanced never uses low-latency
-    ],
+def test_balanced_moves_to_high_throughput_when_low_latency_gets_busy() -> None:
+    assert decide(req("balanced"), ll(load=12), ht(load=0)).pool == HT
+
+
+def test_balanced_keeps_the_reserve_below_the_low_latency_cap() -> None:
+    decision = decide(req("balanced"), ll(load=14), reserve_for_latency=2)
+    assert (decision.action, decision.reason) == (Action.WAIT, r.QUEUED_LL_RESERVED)
+    assert decide(req("latency"), ll(load=14), reserve_for_latency=2).action == Action.ROUTE
+
+
+def test_throughput_leaves_latency_grade_room_on_low_latency() -> None:
+    ceiling = latency_rtf_ceiling(thresholds(), [ll(), ht()])
+    capacity = LL_CURVE.capacity(ceiling, 16)
+    full_ht = ht(load=64)
+    ok = decide(req("throughput"), ll(load=capacity - 3), full_ht, reserve_for_latency=2)
+    assert (ok.action, ok.pool) == (Action.ROUTE, LL)
+    held = decide(req("throughput"), ll(load=capacity - 2), full_ht, reserve_for_latency=2)
+    assert (held.action, held.reason) == (Action.WAIT, r.QUEUED_LL_RESERVED)
+
+
+def test_throughput_goes_where_it_adds_the_most_audio_per_second() -> None:
+    busy, idle = ht("ht-busy", load=48), ht("ht-idle", load=2)
+    decision = decide(req("throughput"), ll(load=16), busy, idle)
+    assert (decision.worker_id, decision.reason) == ("ht-idle", r.MOST_THROUGHPUT)
+    # An idle low-latency worker adds the most (its step is fastest) and has room to spare.
+    assert decide(req("throughput"), ll(load=0), ht(load=0)).pool == LL
+
+
+def test_latency_waits_for_low_latency_then_spills() -> None:
+    full = ll(load=16)
+    waiting = decide(req("latency"), full, ht())
+    assert (waiting.action, waiting.reason) == (Action.WAIT, r.QUEUED_LL_FULL)
+    spilled = decide(req("latency", waited_out=True), full, ht())
+    assert (spilled.action, spilled.pool, spilled.reason) == (Action.ROUTE, HT, r.SPILL_LL_FULL)
+
+
+def test_without_low_latency_workers_every_class_says_so() -> None:
+    for sla in ("latency", "balanced", "throughput"):
+        decision = decide(req(sla), ll(routable=False), ht())
+        assert (decision.action, decision.pool, decision.reason) == (Action.ROUTE, HT, r.NO_LL_WORKERS), sla
+
+
+def test_without_high_throughput_workers_balanced_and_throughput_say_so() -> None:
+    for sla in ("balanced", "throughput"):
+        decision = decide(req(sla), ll(), ht(routable=False))
+        assert (decision.pool, decision.reason) == (LL, r.NO_HT_WORKERS), sla
+
+
+def test_no_routable_worker_is_a_reject() -> None:
+    assert decide(req("balanced"), ll(routable=False)).action == Action.REJECT
+
+
+def test_a_worker_learned_to_be_slow_gets_less_work() -> None:
+    slow = ht("ht-slow", load=4, curve=HT_CURVE.scaled(2.0, 2.0))
+    fast = ht("ht-fast", load=4)
+    assert decide(req("balanced"), slow, fast).worker_id == "ht-fast"
+    assert decide(req("throughput"), slow, fast).worker_id == "ht-fast"
+
+
+def test_operator_caps_win_over_predictions() -> None:
+    decision = decide(req("balanced"), ll(load=2, slots=2), ht(load=30))
+    assert decision.pool == HT
+
+
+def test_balanced_ceiling_bounds_every_stream() -> None:
+    # HT at 63 predicts an RTF near 0.85: a ceiling of 0.6 leaves no room for balanced.
+    decision = decide(req("balanced"), ll(load=16), ht(load=63), balanced_rtf_ceiling=0.6)
+    assert decision.action == Action.WAIT
+
+
+workers = st.builds(
+    lambda pool, load, slots, routable, factor, index: (
+        ll(f"ll-{index}", load, min(slots, 16), LL_CURVE.scaled(factor, factor), routable)
+        if pool == "ll"
+        else ht(f"ht-{index}", load, slots, HT_CURVE.scaled(factor, factor), routable)
+    ),
+    st.sampled_from(["ll", "ht"]),
+    st.integers(0, 70),
+    st.integers(1, 80),
+    st.booleans(),
+    st.floats(0.3, 3.0),
+    st.integers(0, 10_000),
 )
-def test_balanced_mode(on_ht: bool, load: int, threshold: int, hysteresis: int, expect: bool) -> None:
-    assert balanced_mode(on_ht, load, threshold, hysteresis) is expect
 
 
-@pytest.mark.parametrize(
-    ("last", "expect"),
-    [(None, "ll-a"), ("ll-a", "ll-b"), ("ll-b", "ll-c"), ("ll-c", "ll-a"), ("ll-zz", "ll-a")],
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(workers, min_size=1, max_size=8, unique_by=lambda w: w.worker_id),
+    st.sampled_from(["latency", "balanced", "throughput"]),
+    st.booleans(),
+    st.integers(0, 4),
+    st.integers(1, 4000),
 )
-def test_ties_break_round_robin(last: str | None, expect: str) -> None:
-    state = PolicyState(last_picked={} if last is None else {"low_latency": last})
-    tied = view(ll("ll-c", 1), ll("ll-a", 1), ll("ll-b", 1), ll("ll-d", 2))
-    decision, new_state = AdaptivePolicy().decide(req("latency"), tied, thresholds(), state)
-    assert decision.worker_id == expect
-    assert new_state.last_picked == {"low_latency": expect}
-    assert state.last_picked == ({} if last is None else {"low_latency": last})  # input untouched
+def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve: int, chars: int) -> None:
+    request = replace(req(sla, waited_out), input_chars=chars)
+    knobs = thresholds(reserve_for_latency=reserve)
+    decision, _ = AdaptivePolicy().decide(request, LoadView(tuple(fleet)), knobs, PolicyState())
+    assert decision.reason in (*r.ROUTE_REASONS, *r.WAIT_REASONS, *r.REJECT_REASONS)
+    if not any(w.routable for w in fleet):
+        assert decision.action == Action.REJECT
+    if decision.action != Action.ROUTE:
+        return
+    chosen = next(w for w in fleet if w.worker_id == decision.worker_id)
+    assert chosen.routable
+    assert chosen.load + 1 <= chosen.slots  # never past the operator's cap
+    assert chosen.pool != LL or chosen.load + 1 <= 16  # never past max_num_seqs on low-latency
+    assert decision.predicted_ttfp_s is not None and decision.predicted_rtf is not None
+    if chosen.pool == LL and sla == "balanced" and reserve:
+        assert chosen.load + 1 + reserve <= min(chosen.slots, 16)  # the reserve is held
+    if chosen.pool == LL and sla == "throughput" and reserve:
+        ceiling = latency_rtf_ceiling(knobs, [w for w in fleet if w.routable])
+        assert chosen.load + 1 + reserve <= chosen.curve.capacity(ceiling, min(chosen.slots, 16))
 
 
-def test_rotation_across_calls() -> None:
-    policy, state, knobs = AdaptivePolicy(), PolicyState(), thresholds()
-    tied = view(ll("ll-a"), ll("ll-b"), ll("ll-c"))
-    picked = []
-    for _ in range(4):
-        decision, state = policy.decide(req("latency"), tied, knobs, state)
-        picked.append(decision.worker_id)
-    assert picked == ["ll-a", "ll-b", "ll-c", "ll-a"]
+def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
+    from gateway.routing.view import routing_view
 
-
-def test_wait_and_reject_keep_cursor() -> None:
-    state = PolicyState(last_picked={"low_latency": "ll-a"})
-    _, after_wait = AdaptivePolicy().decide(req("latency"), view(FULL_LL), thresholds(), state)
-    _, after_reject = AdaptivePolicy().decide(req("latency"), view(), thresholds(), state)
-    assert after_wait.last_picked == after_reject.last_picked == {"low_latency": "ll-a"}
+    loads = LoadView((ll(slots=16), ht()))
+    curves = {"ll-a": LL_CURVE, "ht-a": HT_CURVE}
+    capped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": 3}))
+    assert [w.slots for w in capped.workers] == [3, 64]
+    uncapped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": None}))
+    assert [w.slots for w in uncapped.workers] == [16, 64]
+    assert decide(req("latency"), *routing_view(LoadView((ll(load=3), ht())), curves,
+                  thresholds(max_per_worker={"low_latency": 3})).workers).action == Action.WAIT  # fmt: skip

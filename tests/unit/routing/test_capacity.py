@@ -15,7 +15,7 @@ LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
 @pytest.mark.parametrize(
     ("pool", "configured", "max_num_seqs", "expect"),
     [
-        (LL, None, 16, 4),
+        (LL, None, 16, 16),  # unset: up to max_num_seqs, predictions decide
         (LL, 8, 16, 8),
         (LL, 32, 16, 16),  # never above what the graph-captured engine can run
         (LL, None, 2, 2),

@@ -145,6 +145,7 @@ def test_effective_thresholds_resolve_defaults(knobs: dict, expect_threshold: fl
     fleet = view(ll("ll-a", slots=4), ll("ll-b", slots=6), ll("ll-c", routable=False), ht("ht-a"))
     values = effective_thresholds(RoutingThresholds(**knobs), fleet)
     assert values == {
+        "balanced_rtf_ceiling": 0.9,
         "balanced_threshold": expect_threshold,
         "balanced_hysteresis": 2.0,
         "reserve_for_latency": 2.0,

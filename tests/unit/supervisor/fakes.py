@@ -71,11 +71,13 @@ class FakeLauncher:
         self.procs: dict[str, list[FakeProcess]] = {}
         self.exit_codes: dict[str, int | None] = {}
         self.unexecutable: set[str] = set()
+        self.specs: dict[str, WorkerSpec] = {}  # the last spec each worker was launched with
 
     async def launch(self, spec: WorkerSpec, log: RotatingLog) -> FakeProcess:
         if spec.worker_id in self.unexecutable:
             raise FileNotFoundError(2, "No such file or directory", spec.argv[0])
         proc = FakeProcess()
+        self.specs[spec.worker_id] = spec
         self.procs.setdefault(spec.worker_id, []).append(proc)
         code = self.exit_codes.get(spec.worker_id)
         if code is not None:

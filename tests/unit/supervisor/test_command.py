@@ -76,3 +76,24 @@ def test_template_placeholders(tmp_path: Path) -> None:
 def test_ports_past_65535_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="65535"):
         specs(tmp_path, port_start=65535)
+
+
+def test_each_worker_gets_its_own_speaker_dir(tmp_path: Path) -> None:
+    # vllm-omni's default speaker dir is shared by every worker on a host.
+    launch = LaunchConfig(gpus=["0", "1"], port_start=9100)
+    first, second = build_specs(
+        PoolName.LOW_LATENCY, launch, PROFILE, "higgs", tmp_path / "logs", base_env={}, speakers_root=tmp_path / "speakers"
+    )
+    assert first.env["SPEAKER_SAMPLES_DIR"] == str(tmp_path / "speakers" / "low_latency-0")
+    assert second.env["SPEAKER_SAMPLES_DIR"] == str(tmp_path / "speakers" / "low_latency-1")
+
+
+def test_load_tracking_is_added_to_a_command_that_forgot_it(tmp_path: Path) -> None:
+    command = [c for c in VLLM_OMNI_COMMAND if c != "--enable-server-load-tracking"]
+    (spec, _) = specs(tmp_path, command=command)
+    assert spec.argv.count("--enable-server-load-tracking") == 1
+
+
+def test_a_command_that_is_not_a_vllm_omni_worker_is_left_alone(tmp_path: Path) -> None:
+    (spec, _) = specs(tmp_path, command=["sleep", "1000"])
+    assert spec.argv == ("sleep", "1000")

@@ -220,3 +220,9 @@ async def test_operator_restart_revives_a_failed_worker(world: World) -> None:
     assert world.sink.of(W0)[-2:] == ["failed", "restarting"]
     with pytest.raises(KeyError):
         await world.supervisor.restart_worker("nope-0")
+
+
+async def test_supervised_workers_keep_voices_in_their_own_speaker_dir(world: World, tmp_path: Path) -> None:
+    await world.supervisor.start()
+    dirs = {w: world.launcher.specs[w].env["SPEAKER_SAMPLES_DIR"] for w in (W0, W1)}
+    assert dirs == {W0: str(tmp_path / "speakers" / W0), W1: str(tmp_path / "speakers" / W1)}

@@ -143,3 +143,27 @@ def test_gateway_cli_dispatches_profiles_check() -> None:
     from gateway.cli import main as gateway_main
 
     assert gateway_main(["profiles", "check", LL]) == 0
+
+
+UPSTREAM_HT = Path(__file__).resolve().parents[2] / "fixtures" / "profiles_valid" / "ht_upstream_decode_graph.yaml"
+
+
+@pytest.mark.parametrize("role", [None, PoolName.HIGH_THROUGHPUT])
+def test_a_newer_upstream_profile_is_valid_with_notes(role: PoolName | None) -> None:
+    # Decode graphs, 75-frame chunks, 64 sequences on both stages: unknown to 0.30.0 but valid.
+    findings = check_file(UPSTREAM_HT, role)
+    assert findings and not has_errors(findings)
+    assert all(f.severity is Severity.WARNING for f in findings)
+    (described,) = [f for f in findings if f.key == "<profile>"]
+    assert "not one of the vllm-omni 0.30.0 profiles" in described.reason
+    assert "up to 64 requests, Stage 1 64" in described.reason and "75-frame chunks" in described.reason
+
+
+def test_profiles_check_cli_accepts_the_newer_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--role", "high_throughput", str(UPSTREAM_HT)]) == 0
+    assert "warning" in capsys.readouterr().out
+
+
+def test_a_small_graph_profile_is_still_refused_for_high_throughput() -> None:
+    findings = check_file(REPO_PROFILES_DIR / LL, PoolName.HIGH_THROUGHPUT)
+    assert has_errors(findings)

@@ -219,3 +219,29 @@ async def test_a_fan_out_cut_short_marks_every_target_out_of_step(registry, flee
     fleet[B].handle = original
     assert all(r.ok for r in await registry.reconcile())
     assert fleet[B].names() == {"v"} and registry.out_of_step == frozenset()
+
+
+async def test_a_browser_recording_reaches_every_worker_as_wav(registry, fleet):
+    # Workers decode samples with soundfile: a WebM/Opus or M4A clip must arrive as WAV.
+    from tests.unit.voices.samples import encoded
+
+    result = await registry.add("Browser", encoded("webm", 2.0), consent="true")
+    assert all(r.ok for r in result.workers)
+    for url in (A, B, C):
+        entry = fleet[url].voices["browser"]
+        assert entry["mime_type"] == "audio/wav" and entry["filename"] == "Browser.wav"
+        assert fleet[url].audio["browser"][:4] == b"RIFF"
+
+
+async def test_a_restarted_worker_that_restored_its_voices_is_reconciled_not_refilled(registry, fleet):
+    # A vllm-omni worker restores uploads from its SPEAKER_SAMPLES_DIR at start: replay
+    # lists what it has, keeps what matches, prunes what was deleted meanwhile.
+    await registry.add("kept", wav_bytes(), consent="true")
+    await registry.add("gone", wav_bytes(1.5), consent="true")
+    fleet[A].down = True
+    await registry.delete("gone")
+    fleet[A].down = False  # back, with both voices restored from its speaker dir
+    fleet[A].calls.clear()
+    report = await registry.replay(A)
+    assert report.ok and report.names(Outcome.PRESENT) == ["kept"] and report.names(Outcome.DELETED) == ["gone"]
+    assert ("POST", "/v1/audio/voices") not in fleet[A].calls

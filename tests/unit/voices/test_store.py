@@ -1,6 +1,8 @@
+import io
 import json
 import os
 import time
+import wave
 
 import pytest
 
@@ -34,9 +36,35 @@ def test_add_writes_audio_and_meta_and_survives_restart(tmp_path, store):
     assert reopened.read_audio(voice) == audio
 
 
-def test_container_detected_from_content_not_filename(store):
-    voice = store.add("m", encoded("mp3"), consent="yes")
-    assert (voice.ext, voice.mime_type) == ("mp3", "audio/mpeg")
+@pytest.mark.parametrize("container", ["webm", "ipod", "adts", "mp3", "flac", "ogg"])
+def test_every_upload_is_stored_as_24k_mono_wav(store, container):
+    # Workers decode samples with soundfile, which reads no WebM, M4A/MP4 or AAC: the
+    # store keeps (and the registry forwards) a WAV every worker reads.
+    voice = store.add("m", encoded(container, 2.0), consent="yes")
+    assert (voice.ext, voice.mime_type, voice.sample_rate, voice.channels) == ("wav", "audio/wav", 24_000, 1)
+    audio = store.read_audio(voice)
+    assert audio[:4] == b"RIFF" and voice.file_size == len(audio)
+    with wave.open(io.BytesIO(audio)) as clip:
+        assert (clip.getframerate(), clip.getnchannels(), clip.getsampwidth()) == (24_000, 1, 2)
+        assert clip.getnframes() / 24_000 == pytest.approx(2.0, abs=0.1)
+
+
+def test_the_voice_count_is_capped_before_anything_is_stored(tmp_path):
+    store = VoiceStore.in_data_dir(tmp_path, VoicesConfig(max_voices=2))
+    store.add("a", wav_bytes(), consent="1")
+    store.add("b", wav_bytes(), consent="1")
+    with pytest.raises(VoiceError) as err:
+        store.add("c", wav_bytes(), consent="1")
+    assert (err.value.status, err.value.code) == (400, "too_many_voices")
+    assert [v.name for v in store.list()] == ["a", "b"]
+    assert VoicesConfig().max_voices == 1000  # a worker's SPEAKER_MAX_UPLOADED default
+
+
+def test_duration_limits_cannot_exceed_what_workers_accept():
+    with pytest.raises(ValueError):
+        VoicesConfig(max_duration_s=60)
+    with pytest.raises(ValueError):
+        VoicesConfig(min_duration_s=0.5)
 
 
 def test_duplicate_names_conflict_case_insensitively(store):
@@ -159,3 +187,22 @@ def test_a_second_store_on_the_same_directory_sees_changes(tmp_path):
     assert b.get("shared") == voice
     a.delete("shared")
     assert b.get("shared") is None
+
+
+def test_a_voice_stored_in_its_upload_container_is_converted_to_wav_at_start(tmp_path):
+    # Stored by an earlier version that kept the browser's WebM: no worker could read it.
+    directory = tmp_path / "voices" / "Legacy"
+    directory.mkdir(parents=True)
+    webm = encoded("webm", 2.0)
+    (directory / "audio.webm").write_bytes(webm)
+    meta = {
+        "name": "Legacy", "created_at": 1, "mime_type": "audio/webm", "ext": "webm", "file_size": len(webm),
+        "duration_s": 2.0, "sample_rate": 48000, "channels": 1, "consent": "yes", "ref_text": None,
+        "speaker_description": None,
+    }  # fmt: skip
+    (directory / "meta.json").write_text(json.dumps(meta))
+    voice = VoiceStore.in_data_dir(tmp_path).get("legacy")
+    assert voice is not None and (voice.ext, voice.mime_type, voice.sample_rate) == ("wav", "audio/wav", 24_000)
+    assert sorted(p.name for p in directory.iterdir()) == ["audio.wav", "meta.json"]
+    assert (directory / "audio.wav").read_bytes()[:4] == b"RIFF"
+    assert VoiceStore.in_data_dir(tmp_path).get("legacy") == voice  # idempotent

@@ -1,0 +1,209 @@
+"""The one place that writes metrics and the access log.
+
+Admission, the relay, the fleet and the speech pipeline report what happened here, in
+their own words (a decision, an upstream failure, a finished request); the recorder turns
+that into Prometheus series, access-log lines and stream observations. Adding a metric
+is ``metrics.py`` (the series) plus a line here (when it moves).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gateway.access_log import AccessLog, AccessRecord
+from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
+from gateway.observations import StreamObservation, StreamObserver, StreamOutcome
+from gateway.pools.availability import PoolAvailability
+from gateway.pools.fleet import Fleet
+from gateway.pools.worker import Worker
+from gateway.routing.admission import Admission
+from gateway.routing.curves import Curve
+from gateway.routing.model import Decision
+from gateway.routing.performance import PerformanceModel
+from gateway.routing.thresholds import ThresholdStore, effective_thresholds
+from gateway.types import BYTES_PER_SECOND, SlaClass, WorkerState
+from gateway.upstream.errors import RetryReason, UpstreamErrorKind
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One speech request as the pipeline fills it in; recorded once, when it ends."""
+
+    request_id: str
+    sla_class: SlaClass = SlaClass.BALANCED
+    started: float = field(default_factory=time.perf_counter)
+    key_id: str | None = None
+    pool: str | None = None  # where its audio came from; None: never reached a worker
+    worker: str | None = None
+    reason: str | None = None  # the routing reason
+    ttfp_s: float | None = None  # start to the first byte sent to the client
+    pcm_bytes: int = 0
+    retries: int = 0
+    error: str | None = None  # a short error code, never a worker's message
+    disconnect_phase: str | None = None
+    # From the request body, once parsed.
+    model: str | None = None
+    response_format: str | None = None
+    stream_format: str | None = None
+    input_text: str | None = None
+
+    def first_byte_sent(self) -> None:
+        if self.ttfp_s is None:
+            self.ttfp_s = time.perf_counter() - self.started
+
+
+class Recorder:
+    def __init__(
+        self,
+        metrics: GatewayMetrics,
+        access_log: AccessLog,
+        stream_observers: Sequence[StreamObserver] = (),
+    ) -> None:
+        self.metrics = metrics
+        self._access_log = access_log
+        # The routing's performance model learns here (and tests listen in).
+        self._streams = tuple(stream_observers)
+
+    # ---- admission (AdmissionObserver) ----------------------------------------------
+    def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
+        self.metrics.admission_wait.labels(sla_class.value).observe(seconds)
+
+    def on_rejected(self, sla_class: SlaClass, reason: str) -> None:
+        self.metrics.rejections.labels(sla_class.value, reason).inc()
+
+    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
+        if decision.pool is not None:
+            self.metrics.routing_decisions.labels(sla_class.value, decision.pool.value, decision.reason).inc()
+
+    # ---- API keys ---------------------------------------------------------------------
+    def rate_limited(self, sla_class: SlaClass) -> None:
+        self.metrics.rejections.labels(sla_class.value, "rate_limited").inc()
+
+    # ---- relay (RelayObserver) ----------------------------------------------------------
+    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None:
+        self.metrics.upstream_errors.labels(worker.pool.value, kind.value).inc()
+
+    def retried(self, reason: RetryReason) -> None:
+        self.metrics.retries.labels(reason.value).inc()
+
+    def stream_done(self, observation: StreamObservation) -> None:
+        if observation.outcome is StreamOutcome.COMPLETED:
+            pool = observation.pool.value
+            if observation.predicted_ttfp_s and observation.ttfp_s is not None:
+                ratio = observation.ttfp_s / observation.predicted_ttfp_s
+                self.metrics.prediction_ratio.labels(pool, "ttfp").observe(ratio)
+            observed_rtf = observation.observed_rtf
+            if observation.predicted_rtf and observed_rtf is not None:
+                self.metrics.prediction_ratio.labels(pool, "rtf").observe(observed_rtf / observation.predicted_rtf)
+        for observer in self._streams:
+            observer.on_stream_done(observation)
+
+    # ---- fleet ------------------------------------------------------------------------
+    def worker_ejected(self, worker: Worker, reason: str) -> None:
+        self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
+
+    def worker_restarted(self, worker: Worker, reason: str) -> None:
+        """A new process behind a worker id (``RestartReason`` values)."""
+        self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
+
+    def load_tracking_fallback(self, worker: Worker) -> None:
+        """A worker's /load never counted: its load is read from /metrics from now on."""
+        self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc()
+
+    # ---- the shared state (StateObserver) -------------------------------------------
+    def state_backend_up(self, backend: str, up: bool) -> None:
+        self.metrics.state_backend_up.labels(backend).set(1 if up else 0)
+
+    def state_rate_limit_unavailable(self, mode: str) -> None:
+        self.metrics.state_rate_limit_unavailable.labels(mode).inc()
+
+    def state_change_applied(self, kind: str) -> None:
+        self.metrics.state_changes_applied.labels(kind).inc()
+
+    # ---- the request ------------------------------------------------------------------
+    def request_done(self, record: RequestRecord, status: int) -> None:
+        duration = time.perf_counter() - record.started
+        audio_s = record.pcm_bytes / BYTES_PER_SECOND
+        self.metrics.observe_request(
+            sla_class=record.sla_class.value,
+            pool=record.pool,
+            status=status,
+            duration_s=duration,
+            ttfp_s=record.ttfp_s,
+            audio_s=audio_s,
+        )
+        if record.disconnect_phase is not None:
+            self.metrics.client_disconnects.labels(record.disconnect_phase).inc()
+        if not self._access_log.enabled:
+            return
+        self._access_log.log(
+            AccessRecord(
+                request_id=record.request_id,
+                sla_class=record.sla_class.value,
+                status=status,
+                duration_ms=duration * 1000,
+                pool=record.pool,
+                worker=record.worker,
+                reason=record.reason,
+                ttfp_ms=None if record.ttfp_s is None else record.ttfp_s * 1000,
+                audio_s=audio_s,
+                model=record.model,
+                response_format=record.response_format,
+                stream_format=record.stream_format,
+                input_chars=None if record.input_text is None else len(record.input_text),
+                retries=record.retries,
+                error=record.error,
+                key_id=record.key_id,
+                input_text=record.input_text if self._access_log.log_input_text else None,
+            )
+        )
+
+    # ---- live gauges, read at scrape time ---------------------------------------------
+    def watch_fleet(
+        self,
+        fleet: Fleet,
+        admission: Admission,
+        thresholds: ThresholdStore,
+        clock: Callable[[], float],
+        performance: PerformanceModel | None = None,
+        availability: PoolAvailability | None = None,
+    ) -> None:
+        def snapshot() -> FleetSnapshot:
+            now = clock()
+            pools = availability.current() if availability is not None else None
+            curves = performance.curves() if performance is not None else {}
+            workers = [
+                WorkerSnapshot(
+                    pool=w.pool.value,
+                    worker=w.worker_id,
+                    inflight=w.inflight,
+                    reported_load=w.reported_load,
+                    up=w.routable,
+                    report_age_s=None if w.reported_at is None else now - w.reported_at,
+                    slots=w.slots,
+                    curve=_curve_points(curves.get(w.worker_id)),
+                )
+                for w in fleet.workers
+                if w.state is not WorkerState.STOPPED
+            ]
+            return FleetSnapshot(
+                workers=workers,
+                queue_depths={sla.value: depth for sla, depth in admission.queue_depths().items()},
+                thresholds=effective_thresholds(thresholds.thresholds(), fleet.snapshot()),
+                empty_pool_seconds=pools.empty_for_s if pools is not None else {},
+                degraded=pools.degraded if pools is not None else False,
+            )
+
+        self.metrics.set_snapshot_provider(snapshot)
+
+
+# Loads the learned curves are exported at: few, so the series stay low-cardinality.
+CURVE_LOADS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _curve_points(curve: Curve | None) -> dict[int, tuple[float, float]]:
+    if curve is None:
+        return {}
+    return {load: (curve.rtf(load), curve.ttfp(load)) for load in CURVE_LOADS if load <= curve.max_load}

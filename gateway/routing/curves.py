@@ -1,0 +1,95 @@
+"""A worker's predicted behaviour by load: the data the routing policy decides on.
+
+``Curve`` answers, for a worker carrying ``n`` requests (the new one included): how long
+one Stage 0 decode step takes (each step yields one 40 ms codec frame for every running
+request, so a stream's real-time factor is ``25 x step``), and the time to first packet of
+a request that arrives to make it ``n``. Both are plain tuples indexed by load, so a
+policy reads them in O(1) with no I/O; ``performance.PerformanceModel`` produces them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+# Higgs-Audio V3's codec: 25 frames per second of audio, one frame per decode step.
+FRAMES_PER_SECOND = 25
+FRAME_SECONDS = 1.0 / FRAMES_PER_SECOND
+# English speech runs at about 15 characters per second of audio: the request's length
+# is all routing knows of its cost before it runs.
+CHARS_PER_AUDIO_SECOND = 15.0
+
+
+def audio_seconds_for(input_chars: int) -> float:
+    return max(1, input_chars) / CHARS_PER_AUDIO_SECOND
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """Predictions for loads ``1 .. max_load`` (index ``n - 1``); monotone in load.
+
+    ``max_load`` is the worker's ``max_num_seqs``: past it the worker queues requests
+    itself, which shows as a growing TTFP, not as a faster step. Derived tables (RTF,
+    delivered rate) are computed once here, so a decision over many workers only indexes.
+    """
+
+    step_s: tuple[float, ...]
+    ttfp_s: tuple[float, ...]
+    rtf_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    rate_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    # capacity() answers by (ceiling, limit): asked for every low-latency worker per decision.
+    _capacities: dict[tuple[float, int | None], int] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        if not self.step_s or len(self.step_s) != len(self.ttfp_s):
+            raise ValueError("a curve needs as many TTFP as step values, at least one")
+        object.__setattr__(self, "rtf_s", tuple(step * FRAMES_PER_SECOND for step in self.step_s))
+        rates = tuple(n * FRAME_SECONDS / step for n, step in enumerate(self.step_s, start=1))
+        object.__setattr__(self, "rate_s", rates)
+
+    @property
+    def max_load(self) -> int:
+        return len(self.step_s)
+
+    def step(self, load: int) -> float:
+        return self.step_s[min(max(load, 1), self.max_load) - 1]
+
+    def rtf(self, load: int) -> float:
+        """Real-time factor of every stream while the worker carries ``load`` requests."""
+        return self.rtf_s[min(max(load, 1), self.max_load) - 1]
+
+    def ttfp(self, load: int) -> float:
+        if load <= self.max_load:
+            return self.ttfp_s[max(load, 1) - 1]
+        # Beyond max_num_seqs the request waits in the worker's queue for a stream to end:
+        # each request ahead of it costs about a full clip's share of the batch.
+        queued = load - self.max_load
+        return self.ttfp_s[-1] + queued * self.step_s[-1] * _TYPICAL_FRAMES / self.max_load
+
+    def rate(self, load: int) -> float:
+        """Audio seconds per second the worker delivers with ``load`` streams running."""
+        if load <= 0:
+            return 0.0
+        return self.rate_s[min(load, self.max_load) - 1]
+
+    def capacity(self, rtf_ceiling: float, limit: int | None = None) -> int:
+        """The largest load whose streams stay under ``rtf_ceiling`` (0 if none does)."""
+        key = (rtf_ceiling, limit)
+        known = self._capacities.get(key)
+        if known is None:
+            top = self.max_load if limit is None else min(limit, self.max_load)
+            # rtf_s is non-decreasing: the loads under the ceiling are a prefix.
+            known = self._capacities[key] = min(bisect.bisect_right(self.rtf_s, rtf_ceiling), top)
+        return known
+
+    def scaled(self, step_factor: float, ttfp_factor: float) -> Curve:
+        return Curve(
+            tuple(s * step_factor for s in self.step_s),
+            tuple(t * ttfp_factor for t in self.ttfp_s),
+        )
+
+
+# A clip of the benchmark's typical length (8 s of audio): what a queued request waits for.
+_TYPICAL_FRAMES = 200

@@ -1,0 +1,284 @@
+"""Per-worker performance curves learned online from what every stream shows.
+
+Each worker starts from its prior (``prior.prior_curve``) and is corrected by what the
+gateway observes on its streams, tagged with the worker's load at the time:
+
+- the time to first packet of each request (from dispatch to the first audio bytes);
+- the decode pace: a stream delivers one 40 ms frame (1920 bytes of PCM) per decode step,
+  so the time between two points of a stream divided by the frames delivered between them
+  is the step time at the load the worker carried meanwhile (``observations.PaceMeter``).
+
+Only completed streams teach it: a cut stream, a failed attempt or a client that left
+says nothing reliable about the worker's speed.
+
+The correction is kept per load as a weighted mean of ``log(observed / prior)``:
+
+- *shrinkage*: a load with few samples leans on its neighbours and on the worker's overall
+  correction, which itself leans on the prior, so a worker that is uniformly slower (a
+  throttled GPU, cold graphs after a restart) is learned from whatever loads it ran at;
+- *robustness*: samples off the prior by more than ``max_ratio`` are dropped as absurd, and
+  once a load has a few samples a new one moves it by at most ``clamp`` in log space;
+- *forgetting*: weights halve every ``half_life_s``, so the curve fades back to the prior
+  when a worker's past stops being representative;
+- *monotone*: the corrected curve is made non-decreasing in load (pool adjacent
+  violators), so more load never predicts a faster worker.
+
+Memory is bounded: a few floats per load per worker. Nothing here does I/O; the clock
+is injected. ``PerformanceModel.curves()`` is what the routing snapshot carries.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gateway.config import LearningSettings
+from gateway.observations import StreamObservation, StreamOutcome
+from gateway.routing.curves import Curve
+from gateway.routing.model import LoadView
+from gateway.types import PoolName
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class _Buckets:
+    """Weighted means of log(observed / prior), one per load, with their last-update time."""
+
+    weight: list[float]
+    mean: list[float]
+    stamp: list[float]
+
+    @classmethod
+    def empty(cls, size: int) -> _Buckets:
+        return cls([0.0] * size, [0.0] * size, [0.0] * size)
+
+    def decayed(self, now: float, half_life_s: float) -> list[float]:
+        return [w * 0.5 ** ((now - s) / half_life_s) if w else 0.0 for w, s in zip(self.weight, self.stamp, strict=True)]
+
+    def add(self, index: int, log_ratio: float, weight: float, now: float, settings: LearningSettings) -> None:
+        current = self.weight[index] * 0.5 ** ((now - self.stamp[index]) / settings.half_life_s) if self.weight[index] else 0.0
+        mean = self.mean[index]
+        if current >= settings.prior_strength:
+            log_ratio = min(max(log_ratio, mean - settings.clamp), mean + settings.clamp)
+        total = current + weight
+        self.mean[index] = (mean * current + log_ratio * weight) / total
+        self.weight[index] = total
+        self.stamp[index] = now
+
+    def samples(self, now: float, half_life_s: float) -> float:
+        return sum(self.decayed(now, half_life_s))
+
+
+@dataclass
+class WorkerModel:
+    """One worker: its prior, what it has shown, and the curve both give."""
+
+    prior: Curve
+    step: _Buckets = field(init=False)
+    ttfp: _Buckets = field(init=False)
+    curve: Curve = field(init=False)
+    dirty: bool = False
+    computed_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.step = _Buckets.empty(self.prior.max_load)
+        self.ttfp = _Buckets.empty(self.prior.max_load)
+        self.curve = self.prior
+
+
+class PerformanceModel:
+    """Every worker's curve; fed by the recorder, read by the routing snapshot."""
+
+    # Recomputing a curve costs O(loads x neighbourhood); at most this often per worker.
+    REFRESH_S = 0.25
+
+    def __init__(
+        self,
+        settings: LearningSettings | None = None,
+        clock: Clock = time.monotonic,
+        priors: Mapping[PoolName, Curve] | None = None,
+    ) -> None:
+        self.settings = settings or LearningSettings()
+        self._clock = clock
+        self._priors = dict(priors or {})  # per pool, for workers met in a load view
+        self._workers: dict[str, WorkerModel] = {}
+        self._curves: dict[str, Curve] = {}
+        self._pools: dict[str, PoolName] = {}  # workers met in a load view
+
+    # --- membership -------------------------------------------------------------------
+    def add_worker(self, worker_id: str, prior: Curve) -> None:
+        if worker_id not in self._workers:
+            self._workers[worker_id] = WorkerModel(prior)
+            self._curves[worker_id] = prior
+
+    def curves_for(self, view: LoadView) -> Mapping[str, Curve]:
+        """Curves of the view's workers; one first seen starts from its pool's prior."""
+        workers = self._workers
+        for worker in view.workers:
+            if worker.worker_id not in workers:
+                prior = self._priors.get(worker.pool)
+                if prior is not None:
+                    self.add_worker(worker.worker_id, prior)
+                    self._pools[worker.worker_id] = worker.pool
+        if len(workers) > len(view.workers):
+            # Workers that left the fleet (discovery, scale-down): bounded memory.
+            present = {worker.worker_id for worker in view.workers}
+            for worker_id in [w for w in workers if w not in present]:
+                self.remove_worker(worker_id)
+        return self.curves()
+
+    def set_priors(self, priors: Mapping[PoolName, Curve]) -> None:
+        """New priors (e.g. ``tune``'s measured curves): workers of a changed pool start over."""
+        changed = {pool for pool, curve in priors.items() if self._priors.get(pool) != curve}
+        self._priors = dict(priors)
+        for worker_id, model in list(self._workers.items()):
+            pool = self._pools.get(worker_id)
+            if pool in changed:
+                self._workers[worker_id] = WorkerModel(priors[pool])
+                self._curves[worker_id] = priors[pool]
+
+    def remove_worker(self, worker_id: str) -> None:
+        self._workers.pop(worker_id, None)
+        self._curves.pop(worker_id, None)
+        self._pools.pop(worker_id, None)
+
+    def reset_worker(self, worker_id: str) -> None:
+        """Forget what a worker showed (it restarted: a new process, cold graphs)."""
+        model = self._workers.get(worker_id)
+        if model is not None:
+            self._workers[worker_id] = WorkerModel(model.prior)
+            self._curves[worker_id] = model.prior
+
+    def configure(self, settings: LearningSettings) -> None:
+        self.settings = settings
+        for model in self._workers.values():
+            model.dirty = True
+
+    # --- learning ---------------------------------------------------------------------
+    def on_stream_done(self, observation: StreamObservation) -> None:
+        """Learn from a completed stream; cut, retried or abandoned ones could mislead."""
+        if not self.settings.enabled or observation.outcome is not StreamOutcome.COMPLETED:
+            return
+        model = self._workers.get(observation.worker_id)
+        if model is None:
+            return
+        now = self._clock()
+        prior = model.prior
+        dispatch_load = observation.load_at_dispatch
+        if observation.ttfp_s is not None and dispatch_load >= 1:
+            load = min(dispatch_load, prior.max_load)
+            self._add(model.ttfp, load, observation.ttfp_s / prior.ttfp(dispatch_load), 1.0, now)
+        for sample in observation.pace:
+            if sample.frames <= 0 or sample.load < 1 or sample.seconds <= 0:
+                continue
+            load = min(sample.load, prior.max_load)
+            step = sample.seconds / sample.frames
+            # 25 frames (one second of audio) count as one sample.
+            self._add(model.step, load, step / prior.step(load), sample.frames / 25.0, now)
+        model.dirty = True
+
+    def _add(self, buckets: _Buckets, load: int, ratio: float, weight: float, now: float) -> None:
+        settings = self.settings
+        if not (1.0 / settings.max_ratio <= ratio <= settings.max_ratio) or not math.isfinite(ratio):
+            return  # absurd: a stall, a clock jump, a stream that was not what it seemed
+        buckets.add(load - 1, math.log(ratio), weight, now, settings)
+
+    # --- reading ----------------------------------------------------------------------
+    def curves(self) -> Mapping[str, Curve]:
+        """Every worker's current curve (recomputed where new samples arrived)."""
+        now = self._clock()
+        for worker_id, model in self._workers.items():
+            if model.dirty and now - model.computed_at >= self.REFRESH_S:
+                self._recompute(worker_id, model, now)
+        return self._curves
+
+    def curve(self, worker_id: str) -> Curve | None:
+        return self.curves().get(worker_id)
+
+    def describe(self, worker_id: str) -> dict[str, object] | None:
+        """Prior and learned curve side by side, for ``GET /admin/pools``."""
+        model = self._workers.get(worker_id)
+        if model is None:
+            return None
+        now = self._clock()
+        if model.dirty:
+            self._recompute(worker_id, model, now)
+        half_life = self.settings.half_life_s
+        step_weights = model.step.decayed(now, half_life)
+        ttfp_weights = model.ttfp.decayed(now, half_life)
+        points = []
+        for load in _display_loads(model.prior.max_load):
+            points.append({
+                "load": load,
+                "prior_rtf": round(model.prior.rtf(load), 4),
+                "rtf": round(model.curve.rtf(load), 4),
+                "prior_ttfp_ms": round(model.prior.ttfp(load) * 1000, 1),
+                "ttfp_ms": round(model.curve.ttfp(load) * 1000, 1),
+                "step_samples": round(step_weights[load - 1], 2),
+                "ttfp_samples": round(ttfp_weights[load - 1], 2),
+            })  # fmt: skip
+        return {
+            "max_load": model.prior.max_load,
+            "step_samples": round(sum(step_weights), 2),
+            "ttfp_samples": round(sum(ttfp_weights), 2),
+            "points": points,
+        }
+
+    def _recompute(self, worker_id: str, model: WorkerModel, now: float) -> None:
+        prior, settings = model.prior, self.settings
+        step_factors = _corrections(model.step, now, settings)
+        ttfp_factors = _corrections(model.ttfp, now, settings)
+        steps = _monotone([p * f for p, f in zip(prior.step_s, step_factors, strict=True)], model.step.decayed(now, settings.half_life_s))
+        ttfps = _monotone([p * f for p, f in zip(prior.ttfp_s, ttfp_factors, strict=True)], model.ttfp.decayed(now, settings.half_life_s))
+        model.curve = Curve(tuple(steps), tuple(ttfps))
+        model.dirty = False
+        model.computed_at = now
+        self._curves[worker_id] = model.curve
+
+
+def _corrections(buckets: _Buckets, now: float, settings: LearningSettings) -> list[float]:
+    """Multiplicative correction per load: local evidence, shrunk toward the worker's overall."""
+    weights = buckets.decayed(now, settings.half_life_s)
+    total = sum(weights)
+    if total == 0.0:
+        return [1.0] * len(weights)
+    k = settings.prior_strength
+    overall = sum(w * m for w, m in zip(weights, buckets.mean, strict=True)) / (total + k)
+    size, reach = len(weights), settings.neighbourhood
+    factors = []
+    for index in range(size):
+        local_w = local_wm = 0.0
+        for other in range(max(0, index - reach), min(size, index + reach + 1)):
+            w = weights[other]
+            if w:
+                w *= 0.5 ** abs(other - index)
+                local_w += w
+                local_wm += w * buckets.mean[other]
+        factors.append(math.exp((local_wm + k * overall) / (local_w + k)))
+    return factors
+
+
+def _monotone(values: list[float], weights: Iterable[float]) -> list[float]:
+    """Weighted isotonic (non-decreasing) fit: pool adjacent violators."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for value, weight in zip(values, weights, strict=True):
+        blocks.append([value, weight + 1.0, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            top = blocks.pop()
+            below = blocks[-1]
+            w = below[1] + top[1]
+            below[0] = (below[0] * below[1] + top[0] * top[1]) / w
+            below[1] = w
+            below[2] += top[2]
+    out: list[float] = []
+    for mean, _, count in blocks:
+        out.extend([mean] * int(count))
+    return out
+
+
+def _display_loads(max_load: int) -> list[int]:
+    loads = {1, 2, 4, 8, 16, 32, 64, max_load}
+    return sorted(load for load in loads if load <= max_load)

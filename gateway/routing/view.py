@@ -1,0 +1,45 @@
+"""The load view the policy decides on: live loads plus each worker's curve and cap.
+
+The fleet knows loads; the performance model knows curves; the operator's run-time caps
+live in the routing thresholds. Production and the fleet simulator both build the view
+the policy sees through this one function, so they cannot disagree about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from gateway.config import RoutingThresholds
+from gateway.routing.curves import Curve
+from gateway.routing.model import LoadView, WorkerLoad
+from gateway.routing.performance import PerformanceModel
+
+
+class RoutingSnapshot:
+    """``() -> LoadView`` for admission: the fleet's loads with curves and caps attached."""
+
+    def __init__(
+        self,
+        loads: Callable[[], LoadView],
+        performance: PerformanceModel,
+        thresholds: Callable[[], RoutingThresholds],
+    ) -> None:
+        self._loads = loads
+        self._performance = performance
+        self._thresholds = thresholds
+
+    def __call__(self) -> LoadView:
+        loads = self._loads()
+        return routing_view(loads, self._performance.curves_for(loads), self._thresholds())
+
+
+def routing_view(loads: LoadView, curves: Mapping[str, Curve], thresholds: RoutingThresholds) -> LoadView:
+    caps = thresholds.max_per_worker
+    return LoadView(tuple(_decorated(w, curves.get(w.worker_id), caps.get(w.pool)) for w in loads.workers))
+
+
+def _decorated(worker: WorkerLoad, curve: Curve | None, cap: int | None) -> WorkerLoad:
+    if curve is None and cap is None:
+        return worker
+    return replace(worker, curve=curve, slots=worker.slots if cap is None else cap)

@@ -1,0 +1,163 @@
+"""``higgs-gateway simulate``: the benchmark's sweeps and traces on a simulated fleet, in seconds.
+
+Without ``--fleet`` it runs the same setups as ``bench compare`` (two workers each) with
+the same texts, seeds, warm-up and report format, so the two can be compared line by line.
+With ``--fleet ll=3,ht=5`` it answers "what if this traffic ran on that fleet?".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gateway.bench import report
+from gateway.bench.client import ClientOptions
+from gateway.bench.compare import SETUPS, Setup, add_ramp_arguments, headline, ramp_trace, trace_file
+from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
+from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, sweep, trace, warm_up
+from gateway.bench.targets import targets_table
+from gateway.bench.cli import add_trace_arguments
+from gateway.bench.traces import Arrival
+from gateway.config import RoutingThresholds
+from gateway.simulator.fleet import SimGateway, WorkerPlan
+from gateway.simulator.loop import run_virtual
+from gateway.types import PoolName
+
+PROFILE_POOLS = {LL_PROFILE: PoolName.LOW_LATENCY, HT_PROFILE: PoolName.HIGH_THROUGHPUT}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="higgs-gateway simulate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--setups", default="adaptive,ht+ht,ll+ll,rules",
+                        help=f"comma-separated, from: {', '.join(s.name for s in SETUPS)}")  # fmt: skip
+    parser.add_argument("--fleet", default=None, help="a custom fleet instead of --setups, e.g. ll=3,ht=5")
+    parser.add_argument("--policy", default="adaptive", help="with --fleet: the routing policy")
+    parser.add_argument("--thresholds", default=None, help="routing thresholds as JSON, e.g. '{\"reserve_for_latency\": 1}'")
+    parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="sweep levels ('' = no sweep)")
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(32, 4 x level))")
+    add_trace_arguments(parser, allow_none=True)
+    add_ramp_arguments(parser)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="write JSON results and README.md here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    from gateway.bench.cli import build_trace, int_list  # noqa: F811
+
+    levels = int_list(args.levels) if args.levels else []
+    setups = _setups(args)
+    thresholds = RoutingThresholds.model_validate_json(args.thresholds) if args.thresholds else None
+    traces = [build_trace(args), ramp_trace(args)]
+    traces = [(arrivals, params) for arrivals, params in traces if arrivals]
+    documents: list[dict[str, Any]] = []
+    for setup in setups:
+        documents += run_virtual(simulate(setup, levels, args.requests, traces, args.seed, thresholds))
+    lines = render(documents, setups, levels, _command())
+    if args.out:
+        from gateway.bench.plots import plot_sweeps, plot_timeline, plot_traces
+
+        for document in documents:
+            name = trace_file(document["label"], document["params"]["kind"]) if document["mode"] == "trace" else f"{document['label']}-sweep"
+            report.write(document, args.out, name)
+        args.out.mkdir(parents=True, exist_ok=True)
+        plots = plot_sweeps(documents, args.out) + plot_traces(documents, args.out, kind="bursty") + plot_timeline(documents, args.out)
+        lines += [f"![{p.stem}]({p.name})" for p in plots]
+        (args.out / "README.md").write_text("\n".join(lines))
+        print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+def _setups(args: argparse.Namespace) -> list[Setup]:
+    if args.fleet:
+        counts = dict(part.split("=", 1) for part in args.fleet.split(",") if part)
+        unknown = set(counts) - {"ll", "ht"}
+        if unknown:
+            raise SystemExit(f"--fleet takes ll=N,ht=M; unknown: {', '.join(sorted(unknown))}")
+        profiles = (LL_PROFILE,) * int(counts.get("ll", 0)) + (HT_PROFILE,) * int(counts.get("ht", 0))
+        if not profiles:
+            raise SystemExit("--fleet names no worker")
+        name = f"{counts.get('ll', 0)}ll+{counts.get('ht', 0)}ht"
+        return [Setup(name, args.policy, profiles, summary=f"{args.fleet}, {args.policy}")]  # type: ignore[arg-type]
+    names = [name.strip() for name in args.setups.split(",") if name.strip()]
+    known = {s.name: s for s in SETUPS}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise SystemExit(f"unknown setups: {', '.join(unknown)}")
+    return [known[name] for name in names]
+
+
+def plans_for(setup: Setup) -> list[WorkerPlan]:
+    return [
+        WorkerPlan(PROFILE_POOLS[p], p, slots_per_worker=setup.ll_slots if PROFILE_POOLS[p] is PoolName.LOW_LATENCY else None)
+        for p in setup.profiles
+    ]
+
+
+async def simulate(
+    setup: Setup,
+    levels: Sequence[int],
+    requests: int | None,
+    traces: Sequence[tuple[Sequence[Arrival], dict[str, Any]]],
+    seed: int,
+    thresholds: RoutingThresholds | None = None,
+    plans: Sequence[WorkerPlan] | None = None,
+) -> list[dict[str, Any]]:
+    """One setup through the compare benchmark's steps: warm-up, sweep, traces."""
+    gateway = SimGateway(plans or plans_for(setup), setup.policy, thresholds)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    options = RunOptions(
+        ClientOptions(url="simulated"), setup.name, seed=seed, progress=False,
+        notes={"setup": setup.summary, "policy": setup.policy, "simulated": True},
+        make_client=lambda: gateway, clock=loop.time,
+    )  # fmt: skip
+    documents = []
+    if levels:
+        await warm_up(options, max(levels))
+        documents.append(await sweep(options, levels, requests, rounds=4, minimum=32))
+    for arrivals, params in traces:
+        documents.append(await trace(options, arrivals, params["kind"], params))
+    return documents
+
+
+def render(documents: list[dict[str, Any]], setups: Sequence[Setup], levels: Sequence[int], command: str) -> list[str]:
+    sweeps = [d for d in documents if d["mode"] == "sweep"]
+    traces = [d for d in documents if d["mode"] == "trace"]
+    lines = [
+        "# Simulated fleet (virtual time)",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        "The emulator's engines on a virtual clock behind the gateway's real admission, policy and",
+        "performance model; no HTTP, so the gateway's own ~2 ms per request is not included.",
+        "",
+        "| config | workers and policy |",
+        "|---|---|",
+        *[f"| {s.name} | {s.summary} (`{s.policy}`) |" for s in setups],
+        "",
+    ]
+    if levels:
+        lines += ["## Summary", "", *headline(documents, list(levels)), ""]
+    lines += targets_table(documents)
+    if sweeps:
+        lines += ["## Closed-loop sweep", "", report.to_markdown(sweeps, by_class=False), ""]
+    for kind in dict.fromkeys(d["params"]["kind"] for d in traces):
+        of_kind = [d for d in traces if d["params"]["kind"] == kind]
+        lines += [f"## Trace: {kind} (open loop)", "", report.to_markdown(of_kind, by_class=True), ""]
+    return lines
+
+
+def _command() -> str:
+    return "higgs-gateway " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -1,0 +1,151 @@
+"""Simulated workers and the gateway in front of them, on the virtual-time loop.
+
+Workers are the emulator's own engines (the same timing model and deploy profiles as
+``higgs-gateway emulate``), warmed like a supervised worker. The gateway side is the real
+thing wherever routing is concerned: ``Admission``, the policy, the performance model
+learning from ``PaceTracker`` observations, ``routing_view``. What it leaves out is HTTP:
+requests go straight to the engine, and audio comes back as chunk events at the times the
+engine says, so a simulated TTFP lacks the gateway's own ~2 ms per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.bench.client import RequestResult, RequestSpec
+from gateway.bench.stats import worst_underrun
+from gateway.config import AdmissionConfig, LearningSettings, PolicyName, RoutingThresholds
+from gateway.deploy_profile import load_deploy_profile
+from gateway.emulator.clock import ScaledClock
+from gateway.emulator.driver import EngineDriver
+from gateway.emulator.engine import Engine, EngineRequest
+from gateway.emulator.timing import StepModel, TimingParams
+from gateway.observations import PCM_BYTES_PER_FRAME, PaceMeter, StreamObservation
+from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.routing.capacity import default_slots
+from gateway.routing.model import LoadView, RequestInfo, WorkerLoad
+from gateway.routing.performance import PerformanceModel
+from gateway.routing.policy import RoutingPolicy, create_policy
+from gateway.routing.prior import prior_curve
+from gateway.routing.view import RoutingSnapshot
+from gateway.types import PoolName, SlaClass
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """One simulated worker: its pool, profile and how fast its GPU is (1.0 = the model)."""
+
+    pool: PoolName
+    profile: str
+    speed: float = 1.0
+    slots_per_worker: int | None = None
+
+
+class SimWorker:
+    def __init__(self, worker_id: str, plan: WorkerPlan, loop: asyncio.AbstractEventLoop) -> None:
+        self.worker_id = worker_id
+        self.pool = plan.pool
+        profile = load_deploy_profile(plan.profile)
+        self.profile = profile
+        self.model = StepModel(profile, TimingParams())
+        # A slower GPU: its model time runs ``speed`` times as fast as the loop's.
+        clock = ScaledClock(1.0 / plan.speed, wall=loop.time)
+        captured = range(1, self.model.max_num_seqs + 1) if self.model.lazy_mlp_graph else ()
+        self.driver = EngineDriver(Engine(self.model, clock, precaptured=captured), clock)
+        self.slots = default_slots(plan.pool, plan.slots_per_worker, self.model.max_num_seqs)
+        self.inflight = 0
+        self._ids = 0
+
+    def request(self, text: str) -> EngineRequest:
+        self._ids += 1
+        model = self.model
+        return EngineRequest(
+            request_id=f"{self.worker_id}-{self._ids}",
+            prompt_tokens=model.prompt_tokens_for(text),
+            total_frames=model.frames_for(text),
+            overhead_seconds=model.overhead_seconds(),
+        )
+
+
+class SimGateway:
+    """Admission + policy + learning over simulated workers; a ``SpeechClient`` for the bench."""
+
+    def __init__(
+        self,
+        plans: Sequence[WorkerPlan],
+        policy: PolicyName | RoutingPolicy = "adaptive",
+        thresholds: RoutingThresholds | None = None,
+        admission: AdmissionConfig | None = None,
+        learning: LearningSettings | None = None,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.thresholds = thresholds or RoutingThresholds()
+        self.workers: dict[str, SimWorker] = {}
+        for index, plan in enumerate(plans):
+            worker = SimWorker(f"{plan.pool.value}-{index}", plan, self._loop)
+            self.workers[worker.worker_id] = worker
+        priors = {w.pool: prior_curve(w.profile) for w in self.workers.values()}
+        self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors)
+        self.admission = Admission(
+            admission or AdmissionConfig(),
+            create_policy(policy) if isinstance(policy, str) else policy,
+            thresholds=lambda: self.thresholds,
+            snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
+            clock=self._loop.time,
+        )
+
+    def loads(self) -> LoadView:
+        return LoadView(tuple(
+            WorkerLoad(w.worker_id, w.pool, True, w.inflight, None, w.slots) for w in self.workers.values()
+        ))  # fmt: skip
+
+    async def speak(self, spec: RequestSpec, phase_start: float) -> RequestResult:
+        now = self._loop.time
+        result = RequestResult(spec.sla_class.value if spec.sla_class else None, len(spec.text), 0.0)
+        sent = now()
+        result.sent_s = sent - phase_start
+        sla = spec.sla_class
+        request = RequestInfo(sla or SlaClass.BALANCED, None, len(spec.text))
+        try:
+            decision = await self.admission.admit(request)
+        except AdmissionRejected as exc:
+            result.status, result.error = exc.status, f"http_{exc.status}"
+            result.e2e_s = now() - sent
+            return result
+        worker = self.workers[decision.worker_id or ""]
+        worker.inflight += 1  # the lease, taken before the next await as admission requires
+        engine_request = worker.request(spec.text)
+        dispatch_load, dispatched_at = worker.inflight, now()
+        pace = PaceMeter(now, lambda: worker.inflight)  # what the relay measures, the same way
+        try:
+            events = worker.driver.submit(engine_request)
+            result.status, result.pool = 200, worker.pool.value
+            while True:
+                event = await events.get()
+                size = event.frames * PCM_BYTES_PER_FRAME
+                at = now()
+                pace.add(size)
+                if result.ttfp_s is None:
+                    result.ttfp_s = at - sent
+                result.chunks.append((at - sent, size))
+                result.pcm_bytes += size
+                if event.final:
+                    break
+        finally:
+            worker.driver.release(engine_request)
+            worker.inflight -= 1
+            self.admission.capacity_changed()
+        ttfp = None if pace.first_at is None else pace.first_at - dispatched_at
+        self.performance.on_stream_done(StreamObservation(
+            worker.worker_id, worker.pool, dispatch_load, ttfp, tuple(pace.samples), bytes=pace.bytes,
+            predicted_ttfp_s=decision.predicted_ttfp_s, predicted_rtf=decision.predicted_rtf,
+        ))  # fmt: skip
+        result.e2e_s = now() - sent
+        result.underrun_s = worst_underrun(result.chunks)
+        result.chunks = []
+        return result
+
+    async def close(self) -> None:
+        """Phases share one gateway (as they share one real one); nothing to close per phase."""

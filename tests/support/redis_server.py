@@ -1,0 +1,102 @@
+"""A real ``redis-server`` for tests: Debian's package (installed when missing), one
+process per fixture on a free 127.0.0.1 port with its own directory, no persistence.
+``kill()`` and ``start()`` again (same port, data lost) stand in for a Redis outage."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import free_port
+
+
+@functools.cache
+def _install() -> str | None:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        return None
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for args in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "redis-server"]):
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return shutil.which("redis-server")
+
+
+def redis_server_bin() -> str:
+    try:
+        binary = _install()
+    except RuntimeError as exc:  # apt exists but failed: a real problem, not a skip
+        pytest.fail(str(exc))
+    if binary is None:
+        pytest.skip("redis-server missing and apt-get unavailable (or not root) to install it")
+    return binary
+
+
+class RedisServer:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self._binary = redis_server_bin()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 20.0) -> None:
+        assert self._proc is None, "already running"
+        log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - handed to the process
+        self._proc = subprocess.Popen(
+            [
+                self._binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.directory),
+                "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+            ],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited: {(self.directory / 'redis.log').read_text()[-2000:]}")
+            if self.ping():
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"redis-server not answering on port {self.port}")
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: the outage a crashed or partitioned Redis looks like to the gateway."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def running_redis(directory: Path) -> Iterator[RedisServer]:
+    server = RedisServer(directory)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -1,0 +1,210 @@
+"""The online performance model: converges, resists outliers, forgets, stays monotone."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.config import LearningSettings
+from gateway.routing.curves import Curve
+from gateway.observations import PCM_BYTES_PER_FRAME, PaceMeter, PaceSample, StreamObservation, StreamOutcome
+from gateway.routing.performance import PerformanceModel
+from gateway.types import PoolName
+
+PRIOR = Curve(
+    step_s=tuple(0.010 + 0.0002 * n for n in range(16)),
+    ttfp_s=tuple(0.180 + 0.002 * n for n in range(16)),
+)
+
+
+def truth_step(load: int) -> float:
+    """A worker 1.6x slower than its prior, and more so under load."""
+    return PRIOR.step(load) * (1.6 + 0.02 * load)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def model(**knobs: object) -> tuple[PerformanceModel, Clock]:
+    clock = Clock()
+    performance = PerformanceModel(LearningSettings(**knobs), clock=clock)  # type: ignore[arg-type]
+    performance.add_worker("w", PRIOR)
+    return performance, clock
+
+
+def stream(load: int, step: float, ttfp: float | None = None, seconds: int = 8) -> StreamObservation:
+    pace = tuple(PaceSample(load, 25, 25 * step) for _ in range(seconds))
+    return StreamObservation("w", PoolName.LOW_LATENCY, load, ttfp, pace)
+
+
+def refreshed(performance: PerformanceModel, clock: Clock) -> Curve:
+    clock.now += PerformanceModel.REFRESH_S
+    curve = performance.curve("w")
+    assert curve is not None
+    return curve
+
+
+def test_an_unobserved_worker_is_its_prior() -> None:
+    performance, _ = model()
+    assert performance.curve("w") == PRIOR
+
+
+def test_converges_to_a_known_curve_within_a_few_dozen_requests() -> None:
+    performance, clock = model()
+    rng = random.Random(1)
+    for _ in range(40):
+        load = rng.randint(1, 16)
+        noisy = truth_step(load) * rng.uniform(0.95, 1.05)
+        performance.on_stream_done(stream(load, noisy, ttfp=PRIOR.ttfp(load) * 1.5))
+        clock.now += 1.0
+    curve = refreshed(performance, clock)
+    for load in range(1, 17):
+        assert math.isclose(curve.step(load), truth_step(load), rel_tol=0.08), load
+        assert math.isclose(curve.ttfp(load), PRIOR.ttfp(load) * 1.5, rel_tol=0.1), load
+
+
+def test_a_uniformly_slower_worker_is_learned_at_loads_it_never_ran() -> None:
+    performance, clock = model()
+    for _ in range(30):
+        performance.on_stream_done(stream(2, PRIOR.step(2) * 3.0))
+    curve = refreshed(performance, clock)
+    assert curve.step(16) > PRIOR.step(16) * 2.5  # the overall correction carries over
+
+
+def test_absurd_samples_and_spikes_do_not_poison_it() -> None:
+    performance, clock = model()
+    rng = random.Random(2)
+    for index in range(200):
+        load = rng.randint(1, 16)
+        step = truth_step(load)
+        if index % 10 == 0:
+            step *= 50  # a stall: far off the prior, dropped
+        elif index % 10 == 5:
+            step *= 3  # a spike: clamped once the load has samples
+        performance.on_stream_done(stream(load, step))
+        clock.now += 0.5
+    curve = refreshed(performance, clock)
+    for load in range(1, 17):
+        assert curve.step(load) < truth_step(load) * 1.25, load
+
+
+def test_it_forgets_back_toward_the_prior() -> None:
+    performance, clock = model(half_life_s=60.0)
+    for _ in range(30):
+        performance.on_stream_done(stream(4, PRIOR.step(4) * 2.0))
+    learned = refreshed(performance, clock)
+    assert learned.step(4) > PRIOR.step(4) * 1.8
+    clock.now += 60.0 * 20  # twenty half-lives without a sample
+    performance.on_stream_done(stream(4, PRIOR.step(4)))  # one fresh sample at the prior
+    forgotten = refreshed(performance, clock)
+    assert forgotten.step(4) < PRIOR.step(4) * 1.1
+
+
+def test_reset_forgets_a_restarted_worker() -> None:
+    performance, clock = model()
+    for _ in range(30):
+        performance.on_stream_done(stream(4, PRIOR.step(4) * 2.0))
+    refreshed(performance, clock)
+    performance.reset_worker("w")
+    assert performance.curve("w") == PRIOR
+
+
+def test_disabled_learning_keeps_the_prior() -> None:
+    performance, clock = model(enabled=False)
+    performance.on_stream_done(stream(4, PRIOR.step(4) * 2.0))
+    assert refreshed(performance, clock) == PRIOR
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.floats(0.2, 6.0), st.floats(0.2, 6.0)), min_size=1, max_size=60))
+def test_curves_stay_monotone_and_bounded(samples: list[tuple[int, float, float]]) -> None:
+    performance, clock = model()
+    for load, step_factor, ttfp_factor in samples:
+        performance.on_stream_done(stream(load, PRIOR.step(load) * step_factor, PRIOR.ttfp(load) * ttfp_factor, seconds=2))
+        clock.now += 0.1
+    curve = refreshed(performance, clock)
+    assert curve.max_load == PRIOR.max_load  # memory does not grow with samples
+    assert all(a <= b + 1e-12 for a, b in zip(curve.step_s, curve.step_s[1:], strict=False))
+    assert all(a <= b + 1e-12 for a, b in zip(curve.ttfp_s, curve.ttfp_s[1:], strict=False))
+    assert all(PRIOR.step_s[0] / 8 <= s <= PRIOR.step_s[-1] * 8 for s in curve.step_s)
+
+
+def test_unknown_workers_are_ignored() -> None:
+    performance, _ = model()
+    performance.on_stream_done(StreamObservation("gone", PoolName.LOW_LATENCY, 1, 0.2))
+
+
+def test_only_completed_streams_teach_it() -> None:
+    performance, clock = model()
+    for outcome in (StreamOutcome.CUT, StreamOutcome.RETRIED, StreamOutcome.CLIENT_DISCONNECTED, StreamOutcome.ERROR):
+        slow = stream(4, PRIOR.step(4) * 4.0, ttfp=2.0)
+        performance.on_stream_done(StreamObservation("w", slow.pool, 4, 2.0, slow.pace, outcome))
+    assert refreshed(performance, clock) == PRIOR
+    assert performance.curve("gone") is None
+
+
+def test_describe_shows_prior_and_learned_side_by_side() -> None:
+    performance, _ = model()
+    performance.on_stream_done(stream(4, PRIOR.step(4) * 2.0, ttfp=0.3))
+    described = performance.describe("w")
+    assert described is not None
+    point = next(p for p in described["points"] if p["load"] == 4)  # type: ignore[index]
+    assert point["rtf"] > point["prior_rtf"] and point["step_samples"] > 0
+
+
+def test_pace_meter_measures_steps_whatever_the_read_sizes() -> None:
+    step = 0.02  # seconds per decode step
+    clock = Clock()
+    meter = PaceMeter(clock, lambda: 3)
+    clock.now = 0.25
+    meter.add(PCM_BYTES_PER_FRAME)  # the 1-frame first chunk
+    for _ in range(6):
+        clock.now += 25 * step
+        for part in (20000, 20000, 8000):  # one 48000-byte chunk split across three reads
+            meter.add(part)
+    assert meter.first_at == 0.25 and meter.bytes == PCM_BYTES_PER_FRAME + 6 * 48000
+    assert meter.samples and all(s.load == 3 for s in meter.samples)
+    frames = sum(s.frames for s in meter.samples)
+    assert math.isclose(sum(s.seconds for s in meter.samples) / frames, step, rel_tol=0.05)
+    observation = StreamObservation("w", PoolName.LOW_LATENCY, 3, 0.25, tuple(meter.samples))
+    assert observation.observed_rtf is not None and math.isclose(observation.observed_rtf, 25 * step, rel_tol=0.05)
+
+
+def test_a_view_brings_new_workers_in_at_their_pool_prior_and_drops_gone_ones() -> None:
+    from gateway.routing.model import LoadView, WorkerLoad
+
+    performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
+    one = WorkerLoad("a", PoolName.LOW_LATENCY, True, 0, None, 16)
+    assert performance.curves_for(LoadView((one,))) == {"a": PRIOR}
+    other = WorkerLoad("b", PoolName.LOW_LATENCY, True, 0, None, 16)
+    assert set(performance.curves_for(LoadView((other,)))) == {"b"}
+
+
+def test_measured_curves_replace_the_profile_prior_where_measured() -> None:
+    from gateway.config import MeasuredCurve
+    from gateway.routing.prior import measured_prior
+
+    measured = MeasuredCurve(rtf={1: 0.5, 8: 0.6}, ttfp_s={1: 0.3})
+    curve = measured_prior(PRIOR, measured)
+    assert math.isclose(curve.rtf(1), 0.5) and math.isclose(curve.rtf(8), 0.6)
+    assert math.isclose(curve.ttfp(1), 0.3)
+    assert curve.rtf(16) > curve.rtf(8)  # the profile's shape carries on past the last point
+    assert all(a <= b for a, b in zip(curve.step_s, curve.step_s[1:], strict=False))
+
+
+def test_new_priors_restart_the_workers_of_that_pool() -> None:
+    from gateway.routing.model import LoadView, WorkerLoad
+
+    performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
+    performance.curves_for(LoadView((WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16),)))
+    faster = PRIOR.scaled(0.5, 0.5)
+    performance.set_priors({PoolName.LOW_LATENCY: faster})
+    assert performance.curve("w") == faster

@@ -1,0 +1,87 @@
+"""The stack ``serve`` runs (``create_app``), over a fake worker transport: no sockets."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from gateway.app import create_app
+from gateway.config import load_config
+from gateway.observations import StreamObservation, StreamOutcome
+from gateway.types import PoolName
+from tests.unit.upstream.fakes import FakeResponse, FakeTransport
+
+LL_URL, HT_URL = "http://ll.test:1", "http://ht.test:1"
+ORIGIN = "https://app.example"
+PCM = b"\x01\x00" * 2400
+
+
+def worker_control(request: httpx.Request) -> httpx.Response:
+    """Health, load and voice calls of the control plane."""
+    if request.url.path == "/health":
+        return httpx.Response(200, json={"status": "ok"})
+    if request.url.path == "/load":
+        return httpx.Response(200, json={"server_load": 0})
+    return httpx.Response(200, json={"voices": []})
+
+
+class Observations:
+    def __init__(self) -> None:
+        self.seen: list[StreamObservation] = []
+
+    def on_stream_done(self, observation: StreamObservation) -> None:
+        self.seen.append(observation)
+
+
+async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: Path) -> None:
+    config = load_config(
+        overrides={
+            "data_dir": str(tmp_path),
+            "server": {"cors_origins": [ORIGIN]},
+            "logging": {"access_log": False},
+            "health": {"interval_s": 0.05},
+            "pools": {
+                "low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]},
+                "high_throughput": {"profile": "higgs_multimodal_qwen3_high_throughput.yaml", "workers": [HT_URL]},
+            },
+        }
+    )
+    transport = FakeTransport({LL_URL: [FakeResponse(200, [PCM, PCM])], HT_URL: []})
+    observations = Observations()
+    app = create_app(
+        config,
+        transport=transport,
+        control_client=httpx.AsyncClient(transport=httpx.MockTransport(worker_control)),
+        stream_observer=observations,
+    )
+    await app.start()
+    try:
+        for _ in range(200):  # the health checker's first probes make both workers routable
+            if all(app.fleet.routable_count(pool) for pool in PoolName):
+                break
+            await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
+            body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}
+            response = await client.post(
+                "/v1/audio/speech", json=body, headers={"Origin": ORIGIN, "x-sla-class": "latency"}
+            )
+            preflight = await client.options(
+                "/v1/audio/speech", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"}
+            )
+            models = await client.get("/v1/models", headers={"Origin": ORIGIN})
+    finally:
+        await app.stop()
+    assert response.status_code == 200, response.text
+    assert response.content == PCM + PCM
+    assert response.headers["access-control-allow-origin"] == ORIGIN
+    assert "x-gateway-pool" in response.headers["access-control-expose-headers"]
+    assert response.headers["x-request-id"]
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ORIGIN
+    assert models.headers["access-control-allow-origin"] == ORIGIN
+    [seen] = observations.seen
+    assert (seen.worker_id, seen.pool, seen.outcome, seen.bytes) == (
+        app.fleet.get(seen.worker_id).worker_id, PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
+    )
+    assert all(w.inflight == 0 for w in app.fleet.workers)

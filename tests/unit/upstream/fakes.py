@@ -1,0 +1,126 @@
+"""A fake worker transport (as httpx's MockTransport is for httpx) and a fleet to relay over."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gateway.routing.performance import PerformanceModel
+from gateway.routing.prior import pool_priors
+from gateway.routing.view import RoutingSnapshot
+from gateway.config import load_config
+from gateway.observations import StreamObservation
+from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.worker import Worker
+from gateway.routing.admission import Admission
+from gateway.routing.policy import create_policy
+from gateway.types import PoolName, WorkerState
+from gateway.upstream.errors import RetryReason, UpstreamError, UpstreamErrorKind
+
+HANG = object()  # a chunk list item: wait forever (until cancelled)
+
+
+@dataclass
+class FakeResponse:
+    status: int
+    parts: list[Any] = field(default_factory=list)  # bytes, an exception to raise, or HANG
+    body: bytes = b""
+    closed: bool = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for part in self.parts:
+            if part is HANG:
+                await asyncio.Event().wait()
+            if isinstance(part, BaseException):
+                raise part
+            yield part
+
+    async def read(self) -> bytes:
+        return self.body
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+Handler = Callable[[str, dict[str, Any]], Any]  # -> FakeResponse, an exception, or HANG
+
+
+class FakeTransport:
+    """Answers each worker base URL with the next of its scripted answers."""
+
+    def __init__(self, script: dict[str, list[Any]]) -> None:
+        self.script = {url: list(answers) for url, answers in script.items()}
+        self.calls: list[str] = []
+        self.responses: list[FakeResponse] = []
+
+    async def post_stream(self, url: str, body: dict[str, Any]) -> FakeResponse:
+        base = url.removesuffix("/v1/audio/speech")
+        self.calls.append(base)
+        answer = self.script[base].pop(0)
+        if answer is HANG:
+            await asyncio.Event().wait()
+        if isinstance(answer, BaseException):
+            raise answer
+        self.responses.append(answer)
+        return answer
+
+    async def close(self) -> None:
+        pass
+
+
+@dataclass
+class RecordingObserver:
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    retries: list[str] = field(default_factory=list)
+    streams: list[StreamObservation] = field(default_factory=list)
+
+    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None:
+        self.errors.append((worker.worker_id, kind.value))
+
+    def retried(self, reason: RetryReason) -> None:
+        self.retries.append(reason.value)
+
+    def stream_done(self, observation: StreamObservation) -> None:
+        self.streams.append(observation)
+
+
+LL_URL = "http://ll-0.test"
+LL2_URL = "http://ll-1.test"
+HT_URL = "http://ht-0.test"
+
+
+def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str, Any] | None = None) -> tuple[Fleet, Admission]:
+    """Two low-latency workers and one high-throughput worker, all READY; admission over them."""
+    overrides: dict[str, Any] = {"data_dir": str(tmp_path), "upstream": upstream or {}}
+    if slots is not None:
+        overrides["pools"] = {
+            "low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "slots_per_worker": slots},
+            "high_throughput": {"profile": "higgs_multimodal_qwen3_high_throughput.yaml", "slots_per_worker": slots},
+        }
+    config = load_config(overrides=overrides)
+    fleet = Fleet(config, pool_specs(config), clock=lambda: 100.0)
+    for pool, worker_id, url in (
+        (PoolName.LOW_LATENCY, "ll-0", LL_URL),
+        (PoolName.LOW_LATENCY, "ll-1", LL2_URL),
+        (PoolName.HIGH_THROUGHPUT, "ht-0", HT_URL),
+    ):
+        fleet.add_worker(pool, worker_id, url)
+        worker = fleet.get(worker_id)
+        assert worker is not None
+        worker.set_state(WorkerState.READY, 100.0)
+    admission = Admission(
+        config.admission,
+        create_policy("adaptive"),
+        thresholds=lambda: config.routing.thresholds,
+        snapshot=RoutingSnapshot(fleet.snapshot, PerformanceModel(priors=pool_priors(config)), lambda: config.routing.thresholds),
+        clock=lambda: 100.0,
+    )
+    fleet.on_capacity_change(admission.capacity_changed)
+    return fleet, admission
+
+
+def cut(detail: str = "connection reset") -> UpstreamError:
+    return UpstreamError(UpstreamErrorKind.STREAM_ERROR, detail)

@@ -1,0 +1,192 @@
+"""The relay over a fake transport: every failure before the first byte, retries, the lease."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.errors import GatewayError
+from gateway.observations import StreamOutcome
+from gateway.routing.model import Action, Decision, RequestInfo
+from gateway.types import PoolName, SlaClass
+from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.upstream.relay import Relay
+from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingObserver, cut, ready_fleet
+
+PAYLOAD: dict[str, Any] = {"model": "m", "input": "hi"}
+INFO = RequestInfo(SlaClass.BALANCED, None, 2)
+TO_LL0 = Decision(Action.ROUTE, "balanced_under_threshold", PoolName.LOW_LATENCY, "ll-0")
+AUDIO = b"\x01\x00" * 100
+
+
+def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) -> tuple[Relay, FakeTransport, RecordingObserver, Any]:
+    fleet, admission = ready_fleet(tmp_path, upstream=upstream)
+    transport = FakeTransport(script)
+    observer = RecordingObserver()
+    return Relay(transport, fleet, admission, fleet._config.upstream, observer), transport, observer, fleet
+
+
+def inflight(fleet: Any) -> dict[str, int]:
+    return {w.worker_id: w.inflight for w in fleet.workers}
+
+
+async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> None:
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [b"", AUDIO, AUDIO])]})
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert stream.first_chunk == AUDIO and stream.attempts == 1
+    assert inflight(fleet) == {"ll-0": 1, "ll-1": 0, "ht-0": 0}
+    assert stream.rest is not None
+    async for chunk in stream.rest:
+        stream.received(chunk)
+    await stream.close(StreamOutcome.COMPLETED)
+    await stream.close(StreamOutcome.COMPLETED)  # idempotent
+    assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
+    [seen] = observer.streams
+    assert (seen.worker_id, seen.load_at_dispatch, seen.bytes) == ("ll-0", 1, 2 * len(AUDIO))
+    assert seen.outcome is StreamOutcome.COMPLETED and seen.ttfp_s is not None
+
+
+@pytest.mark.parametrize(
+    "first_answer, kind, reason",
+    [
+        (FakeResponse(500, body=b'{"error": {"message": "boom"}}'), "status_5xx", "status_5xx"),
+        (FakeResponse(503, body=b"starting"), "status_5xx", "status_5xx"),
+        (UpstreamError(UpstreamErrorKind.CONNECT, "refused"), "connect", "connect"),
+        (FakeResponse(200, []), "stream_error", "stream_error"),  # ended without audio
+        (FakeResponse(200, [b"", cut()]), "stream_error", "stream_error"),  # cut before the first byte
+        (FakeResponse(200, [UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "silent")]), "first_byte_timeout", "first_byte_timeout"),
+    ],
+)
+async def test_failures_before_the_first_byte_retry_on_another_worker_of_the_same_pool(
+    tmp_path: Path, first_answer: Any, kind: str, reason: str
+) -> None:
+    relay, transport, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [first_answer], LL2_URL: [FakeResponse(200, [AUDIO])]}
+    )
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert transport.calls == [LL_URL, LL2_URL]
+    assert stream.worker.worker_id == "ll-1" and stream.attempts == 2
+    assert stream.decision.reason == "retry_other_worker"
+    assert observer.errors == [("ll-0", kind)]
+    assert observer.retries == [reason]  # a cut or empty stream is not counted as a 5xx
+    assert inflight(fleet) == {"ll-0": 0, "ll-1": 1, "ht-0": 0}
+    assert [s.outcome for s in observer.streams] == [StreamOutcome.RETRIED]
+    assert all(r.closed for r in transport.responses[:-1])
+    await stream.close(StreamOutcome.COMPLETED)
+    assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
+
+
+async def test_a_first_byte_timeout_is_retried_and_reported(tmp_path: Path) -> None:
+    relay, _, observer, _ = relay_over(
+        tmp_path, {LL_URL: [HANG], LL2_URL: [FakeResponse(200, [AUDIO])]}, first_byte_timeout_s=0.01
+    )
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert stream.worker.worker_id == "ll-1"
+    assert observer.errors == [("ll-0", "first_byte_timeout")] and observer.retries == ["first_byte_timeout"]
+    await stream.close(StreamOutcome.COMPLETED)
+
+
+@pytest.mark.parametrize(
+    "answer, status, code",
+    [
+        (FakeResponse(500), 502, "upstream_error"),
+        (FakeResponse(503), 503, "upstream_unavailable"),
+        (FakeResponse(200, [cut()]), 502, "upstream_error"),
+    ],
+)
+async def test_when_every_attempt_fails_the_client_gets_one_error_and_no_lease_is_left(
+    tmp_path: Path, answer: Any, status: int, code: str
+) -> None:
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [answer]}, retries=0)
+    with pytest.raises(GatewayError) as caught:
+        await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert observer.retries == []
+    assert [s.outcome for s in observer.streams] == [StreamOutcome.ERROR]
+    assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
+
+
+async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Path) -> None:
+    body = b'{"error": {"message": "instructions are too long", "param": "instructions"}}'
+    relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(400, body=body)]})
+    with pytest.raises(GatewayError) as caught:
+        await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert (caught.value.status, caught.value.param) == (400, "instructions")
+    assert transport.calls == [LL_URL] and observer.errors == [("ll-0", "status_4xx")]
+    worker = fleet.get("ll-0")
+    assert worker.consecutive_failures == 0  # a 4xx does not count toward ejection
+
+
+async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_prepared_again(tmp_path: Path) -> None:
+    # The gateway only names voices it registered: the worker restarted unseen, not the client's fault.
+    body = b'{"error": {"message": "Unknown voice \'anna\'. Upload a voice first", "param": "voice"}}'
+    relay, transport, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [FakeResponse(400, body=body)], LL2_URL: [FakeResponse(200, [AUDIO])]}
+    )
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert transport.calls == [LL_URL, LL2_URL] and stream.worker.worker_id == "ll-1"
+    assert observer.errors == [("ll-0", "voice_missing")] and observer.retries == ["voice_missing"]
+    lost = fleet.get("ll-0")
+    assert not lost.routable and lost.restarts == 1  # unroutable until its voices are replayed
+    await stream.close(StreamOutcome.COMPLETED)
+
+
+async def test_503_never_counts_toward_ejection_but_500_does(tmp_path: Path) -> None:
+    relay, _, _, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(503), FakeResponse(500)]}, retries=0)
+    for _ in range(2):
+        with pytest.raises(GatewayError):
+            await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert fleet.get("ll-0").consecutive_failures == 1
+
+
+async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_path: Path) -> None:
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [HANG])]})
+    task = asyncio.ensure_future(relay.open(TO_LL0, INFO, PAYLOAD))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert inflight(fleet)["ll-0"] == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert inflight(fleet)["ll-0"] == 0
+    assert [s.outcome for s in observer.streams] == [StreamOutcome.CLIENT_DISCONNECTED]
+
+
+async def test_a_retry_never_goes_back_to_a_tried_worker(tmp_path: Path) -> None:
+    relay, transport, _, _ = relay_over(
+        tmp_path, {LL_URL: [FakeResponse(500)], LL2_URL: [FakeResponse(500)], HT_URL: [FakeResponse(200, [AUDIO])]}, retries=2
+    )
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert transport.calls == [LL_URL, LL2_URL, HT_URL] and stream.attempts == 3
+    await stream.close(StreamOutcome.COMPLETED)
+
+
+async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_path: Path) -> None:
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [AUDIO, cut()])]})
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert stream.rest is not None
+    with pytest.raises(UpstreamError) as caught:
+        await anext(stream.rest)
+    assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
+    await stream.close(StreamOutcome.CUT)
+    assert observer.errors == [("ll-0", "stream_error")] and observer.retries == []
+    assert fleet.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
+
+
+async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: Path) -> None:
+    second = b"\x00" * 48000  # 25 frames: one second of audio, 25 decode steps
+    chunks = [b"\x00" * 1920, second[:30000], second[30000:], second, b"\x00" * 10]
+    relay, _, observer, _ = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert stream.rest is not None
+    async for chunk in stream.rest:
+        stream.received(chunk)
+    await stream.close(StreamOutcome.COMPLETED)
+    [seen] = observer.streams
+    assert seen.bytes == 1920 + 2 * 48000 + 10 and seen.ttfp_s is not None
+    # One sample per second of audio, whatever the read sizes, tagged with our load there.
+    assert [(s.load, s.frames) for s in seen.pace] == [(1, 25), (1, 25)]
+    assert (seen.outcome, seen.load_at_dispatch) == (StreamOutcome.COMPLETED, 1)
