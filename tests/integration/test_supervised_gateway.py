@@ -219,6 +219,9 @@ def warmed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
         tmp_path,
         launch(emulator_command(0.05)),
         launch(emulator_command(0.5)),  # warm-up: the pool's default sizes
+        # `throughput` never takes low-latency places here (that worker runs 10x faster), so
+        # each class names its own pool.
+        routing={"thresholds": {"reserve_for_latency": 16}},
     )
     with running_gateway(tmp_path, config, wait_ready=False) as gateway:
         # /ready waits for warm-up; wait_routable's 60 s budget is not enough on 2 busy cores.
@@ -250,7 +253,7 @@ def test_workers_start_warm_up_become_routable_and_serve(warmed: Proc) -> None:
     for sla, pool in (("latency", LL), ("throughput", HT)):
         response = speak(warmed.url, sla)
         assert response.status_code == 200, response.text
-        assert response.headers["x-gateway-pool"] == pool
+        assert response.headers["x-gateway-pool"] == pool, response.headers.get("x-gateway-route-reason")
         assert len(response.content) > 48_000  # more than a second of 24 kHz s16le
     assert gateway_metric(warmed.url, REQUESTS) == 2
     assert gateway_metric(warmed.url, REQUESTS, status="200") == 2
@@ -384,6 +387,7 @@ def test_sigterm_finishes_in_flight_streams_and_leaves_no_worker(tmp_path: Path)
         launch(emulator_command(0.25)),
         launch(emulator_command(0.25), warmup={"batch_sizes": [1]}),
         server={"shutdown_grace_s": 60},
+        routing={"thresholds": {"reserve_for_latency": 16}},  # each class on its own pool
     )
     with running_gateway(tmp_path, config, wait_ready=True) as gateway:
         urls = {pool: the_worker(gateway.url, pool)["url"] for pool in (LL, HT)}
