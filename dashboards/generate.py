@@ -1,7 +1,13 @@
-"""Generate the Grafana dashboards in this folder from code.
+"""Generate the Grafana dashboards and the Prometheus alert rules in this folder.
 
-    python dashboards/generate.py           # rewrite gateway-overview.json and workers.json
-    python dashboards/generate.py --check   # exit 1 if the committed JSON is out of date
+    python dashboards/generate.py                        # rewrite the JSON and alerts.yml
+    python dashboards/generate.py --check                # exit 1 if a committed file is out of date
+    python dashboards/generate.py --config gateway.yaml --out my-dashboards/
+
+Targets (the latency TTFP target and objective, how long degraded serving may last before
+an alert) come from the gateway config's ``slo`` section: the committed files are made
+from the defaults, ``--config`` makes them for your gateway's own targets. The alert rules
+are ``alerts.template.yml`` with those values filled in.
 
 Built with grafana-foundation-sdk (the test extra installs it). The committed JSON is
 what Grafana provisions; tests compare it with this script's output, and evaluate every
@@ -16,6 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client.utils import floatToGoString
+
+from gateway.config import GatewayConfig, SloConfig, load_config
+from gateway.metrics import TTFP_BUCKETS
 from grafana_foundation_sdk.builders import stat, timeseries
 from grafana_foundation_sdk.builders.common import VizLegendOptions, VizTooltipOptions
 from grafana_foundation_sdk.builders.dashboard import (
@@ -41,8 +51,8 @@ HERE = Path(__file__).resolve().parent
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 RATE = "$__rate_interval"
 # Options of $ttfp_target must equal TTFP histogram bucket bounds as exported (le="0.5").
-TTFP_TARGETS = ("0.2", "0.25", "0.3", "0.4", "0.5", "0.75", "1.0", "2.0")
-DEFAULT_TTFP_TARGET = "0.5"
+TTFP_TARGETS = tuple(floatToGoString(b) for b in TTFP_BUCKETS if 0.2 <= b <= 2.0)
+ALERTS_TEMPLATE = HERE / "alerts.template.yml"
 TAGS = ["higgs-gateway", "generated"]
 
 
@@ -162,7 +172,14 @@ def share(metric: str, by: str, part: str, whole: str) -> str:
     return f"(sum by ({by}) (rate({metric}{part}[{RATE}])) or 0 * {w}) / {w}"
 
 
-def overview() -> Dashboard:
+def bucket_bound(seconds: float) -> str:
+    """A TTFP target as prometheus_client writes the bucket's ``le`` label."""
+    return floatToGoString(seconds)
+
+
+def overview(slo: SloConfig) -> Dashboard:
+    target_s = bucket_bound(slo.latency_ttfp_target_s)
+    targets = sorted({*TTFP_TARGETS, target_s}, key=float)
     req = "higgs_gateway_requests_total"
     ttfp = "higgs_gateway_ttfp_seconds"
     rd = "higgs_gateway_routing_decisions_total"
@@ -188,10 +205,10 @@ def overview() -> Dashboard:
             CustomVariable("ttfp_target")
             .label("Latency TTFP target (s)")
             .description("The latency class's TTFP objective; options are TTFP histogram bucket bounds.")
-            .values(",".join(TTFP_TARGETS))
+            .values(",".join(targets))
             .allow_custom_value(False)
-            .current(VariableOption(selected=True, text=DEFAULT_TTFP_TARGET, value=DEFAULT_TTFP_TARGET))
-            .options([VariableOption(selected=v == DEFAULT_TTFP_TARGET, text=v, value=v) for v in TTFP_TARGETS])
+            .current(VariableOption(selected=True, text=target_s, value=target_s))
+            .options([VariableOption(selected=v == target_s, text=v, value=v) for v in targets])
         )
     )
 
@@ -224,9 +241,9 @@ def overview() -> Dashboard:
             [*quantiles(ttfp, "sla_class, pool", cpi, "{{sla_class}} → {{pool}}", (q,)), target], unit="s", width=8,
         ))  # fmt: skip
     d = d.with_panel(ts(
-        "Latency class: first audio within target", "Share of latency-class requests whose TTFP was at most $ttfp_target s (the SLO; the alerts use 0.5 s and 99%).",
+        "Latency class: first audio within target", f"Share of latency-class requests whose TTFP was at most $ttfp_target s (the SLO; the alerts use {target_s} s and {slo.latency_ttfp_objective:.4g}).",
         [Q(f"sum by (pool) (rate({ttfp}_bucket{within}[{RATE}])) / sum by (pool) (rate({ttfp}_count{lat}[{RATE}]))", "{{pool}}"),
-         Q("vector(0.99)", "objective", guide=True)],
+         Q(f"vector({slo.latency_ttfp_objective:g})", "objective", guide=True)],
         unit="percentunit", width=8, min_val=None,
     ))  # fmt: skip
     d = d.with_panel(ts(
@@ -330,9 +347,16 @@ def overview() -> Dashboard:
         [Q(f"max by (pool, worker) (higgs_gateway_worker_report_age_seconds{pi})", "{{worker}}")], unit="s", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(
-        "Worker ejections", "Workers taken out of routing in the last 5 minutes, by pool and reason.",
-        [Q(f"sum by (pool, reason) (increase(higgs_gateway_worker_ejections_total{pi}[5m]))", "{{pool}}: {{reason}}")],
+        "Worker ejections and restarts", "Workers taken out of routing, and worker restarts noticed (replayed before serving again), in the last 5 minutes, by pool and reason.",
+        [Q(f"sum by (pool, reason) (increase(higgs_gateway_worker_ejections_total{pi}[5m]))", "ejected {{pool}}: {{reason}}"),
+         Q(f"sum by (pool, reason) (increase(higgs_gateway_worker_restarts_total{pi}[5m]))", "restarted {{pool}}: {{reason}}")],
         width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Degraded serving", "Seconds each pool has had no routable worker (0 while it has one); while one pool is empty the other serves every class and /ready says degraded.",
+        [Q(f"max by (pool) (higgs_gateway_pool_empty_seconds{pi})", "{{pool}} empty for"),
+         Q(f"max(higgs_gateway_degraded{i}) * {slo.degraded_alert_after_s}", "degraded (alert after)", guide=True)],
+        unit="s", width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(
         "Upstream errors by pool and kind", "Failed worker calls per second.",
@@ -433,18 +457,43 @@ def workers() -> Dashboard:
     return d
 
 
-DASHBOARDS = {"gateway-overview.json": overview, "workers.json": workers}
+DASHBOARDS = {"gateway-overview.json": lambda slo: overview(slo), "workers.json": lambda slo: workers()}
 
 
-def render_all() -> dict[str, str]:
-    """File name -> the JSON text the committed file must hold."""
+def prometheus_duration(seconds: int) -> str:
+    return f"{seconds // 60}m" if seconds % 60 == 0 else f"{seconds}s"
+
+
+def alert_rules(slo: SloConfig, source: str = "the default gateway config") -> str:
+    """alerts.yml: the template with the config's targets filled in."""
+    budget = 1 - slo.latency_ttfp_objective
+    values = {
+        "GENERATED": f"Generated by dashboards/generate.py from {source}: edit alerts.template.yml, not this file.",
+        "TTFP_TARGET": bucket_bound(slo.latency_ttfp_target_s),
+        "BUDGET": f"{budget:.6g}",
+        "BUDGET_PERCENT": f"{budget * 100:.4g}%",
+        "OBJECTIVE_PERCENT": f"{slo.latency_ttfp_objective * 100:.4g}%",
+        "DEGRADED_FOR": prometheus_duration(slo.degraded_alert_after_s),
+    }
+    text = ALERTS_TEMPLATE.read_text()
+    for key, value in values.items():
+        text = text.replace(f"@@{key}@@", value)
+    if "@@" in text:
+        raise ValueError("alerts.template.yml has a placeholder generate.py does not fill")
+    return text
+
+
+def render_all(config: GatewayConfig | None = None, source: str = "the default gateway config") -> dict[str, str]:
+    """File name -> the text the file must hold (the committed ones: the default config)."""
+    slo = (config or GatewayConfig()).slo
     encoder = JSONEncoder(sort_keys=True, indent=2)
     out = {}
     for name, build in DASHBOARDS.items():
-        model = build().build()
+        model = build(slo).build()
         for n, panel in enumerate(model.panels or [], start=1):
             panel.id_val = n  # Grafana links and embeds panels by id: unique and stable
         out[name] = encoder.encode(model) + "\n"
+    out["alerts.yml"] = alert_rules(slo, source)
     return out
 
 
@@ -452,9 +501,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="fail if the committed JSON differs")
     parser.add_argument("--out", type=Path, default=HERE, help="directory to write (default: beside this script)")
+    parser.add_argument("--config", type=Path, default=None, help="the gateway config whose slo targets to use")
     args = parser.parse_args(argv)
     stale = []
-    for name, text in render_all().items():
+    config = load_config(args.config) if args.config is not None else None
+    source = args.config.name if args.config is not None else "the default gateway config"
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in render_all(config, source).items():
         path = args.out / name
         if args.check:
             if not path.exists() or path.read_text() != text:

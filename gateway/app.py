@@ -39,6 +39,7 @@ from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
 from gateway.observations import StreamObserver
+from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.drains import DrainStore
 from gateway.pools.fleet import Fleet, pool_specs
@@ -46,6 +47,7 @@ from gateway.pools.health import HealthChecker
 from gateway.pools.load_reports import LoadReporter
 from gateway.pools.preparation import WorkerPreparation
 from gateway.pools.replicas import ReplicaSync
+from gateway.pools.restarts import RestartDetector
 from gateway.recorder import Recorder
 from gateway.routing import reasons
 from gateway.routing.admission import Admission
@@ -201,7 +203,13 @@ def create_app(
     )
     fleet.on_capacity_change(admission.capacity_changed)
     fleet.on_ejection(recorder.worker_ejected)
-    recorder.watch_fleet(fleet, admission, thresholds, clock, performance)
+    # A restarted worker is a new process: count it, and forget the curve learned from the old one.
+    fleet.on_worker_restarted(recorder.worker_restarted)
+    fleet.on_worker_restarted(lambda worker, _why: performance.reset_worker(worker.worker_id))
+    # Ready while any pool serves (degraded), or only while every pool does (server.ready_requires).
+    availability = PoolAvailability(fleet.routable_count, config.server.ready_requires, clock=clock)
+    fleet.on_capacity_change(availability.refresh)
+    recorder.watch_fleet(fleet, admission, thresholds, clock, performance, availability)
     routing = RoutingControl(thresholds, admission, fleet, performance, profile_priors, mirror=state_backend)
 
     # Voices, worker preparation and the background loops that keep the view true.
@@ -225,7 +233,13 @@ def create_app(
         observer=recorder,
     )
     fleet.set_prepare_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
-    health_checker = HealthChecker(fleet, control_client, config.health, clock=clock)
+    # After each good probe: is the same process still behind the address?
+    restarts = (
+        RestartDetector(control_client, config.health.timeout_s, voice_registry.missing_on)
+        if config.health.detect_restarts
+        else None
+    )
+    health_checker = HealthChecker(fleet, control_client, config.health, clock=clock, restarts=restarts)
     load_reporter = LoadReporter(
         fleet, control_client, config.load_reports, clock=clock, on_untracked=recorder.load_tracking_fallback
     )
@@ -270,7 +284,7 @@ def create_app(
     app.include_router(speech_route(speech))
     app.include_router(voices.create_router(config.voices, config.server.max_body_bytes, api_keys, voice_registry))
     app.include_router(models.create_router(config.models, api_keys))
-    app.include_router(health.create_router(fleet, admission, metrics))
+    app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
         config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance
     )

@@ -46,6 +46,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+# What /ready asks for: a pool that can serve (degraded allowed), or every pool.
+ReadyRequires = Literal["any_pool", "every_pool"]
+
+
 class ServerConfig(Strict):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -61,6 +65,9 @@ class ServerConfig(Strict):
     keepalive_timeout_s: float = Field(5.0, gt=0)
     # GET /playground: a page to type, listen, compare pools and watch the fleet. On in `demo`.
     playground: bool = False
+    # /ready answers 200 while any pool has a routable worker (the other serves every
+    # class, degraded), or only while every pool has one (the strict meaning).
+    ready_requires: ReadyRequires = "any_pool"
 
 
 class WarmupConfig(Strict):
@@ -108,10 +115,14 @@ class DiscoveryConfig(Strict):
     port: int = Field(8091, ge=1, le=65535)
     scheme: Literal["http", "https"] = "http"
     interval_s: float = Field(10.0, gt=0)
-    # kubernetes: EndpointSlices of a Service, or pods matching a label selector.
+    # kubernetes: EndpointSlices of a Service, or pods matching a label selector. Workers
+    # are identified by pod name, so one that comes back at a new address keeps its series.
     namespace: str = "default"
     service: str | None = None
     label_selector: str | None = None
+    # kubernetes: the port to use by name (an EndpointSlice port / container port name).
+    # Unset: each EndpointSlice's own port (its only one, or `port` among several); pods: `port`.
+    port_name: str | None = None
     # kubernetes: the API server ends each watch after this long; the pool is then re-listed.
     watch_timeout_s: float = Field(300.0, gt=0)
 
@@ -286,6 +297,9 @@ class HealthConfig(Strict):
     timeout_s: float = Field(2.0, gt=0)
     eject_after_failures: int = Field(3, gt=0)  # consecutive transport failures
     half_open_after_s: float = Field(5.0, gt=0)  # an ejected worker gets one probe after this
+    # After each good probe, read the worker's /metrics process_start_time_seconds (or,
+    # without it, its voice list) to notice a process replaced behind the same address.
+    detect_restarts: bool = True
 
 
 class LoadReportConfig(Strict):
@@ -407,6 +421,27 @@ class StateConfig(Strict):
         return self
 
 
+class SloConfig(Strict):
+    """The targets the alert rules and dashboards are generated from
+    (``python dashboards/generate.py --config FILE``); the gateway itself only echoes them."""
+
+    # Latency class: this share of requests gets its first audio within the target.
+    # The target must be a bucket bound of higgs_gateway_ttfp_seconds (the alert reads le=).
+    latency_ttfp_target_s: float = 0.5
+    latency_ttfp_objective: float = Field(0.99, gt=0, lt=1)
+    # HiggsGatewayDegraded fires after serving this long with a pool empty.
+    degraded_alert_after_s: int = Field(300, gt=0)
+
+    @field_validator("latency_ttfp_target_s")
+    @classmethod
+    def _bucket_bound(cls, value: float) -> float:
+        from gateway.metrics import TTFP_BUCKETS  # the one list of bucket bounds
+
+        if value not in TTFP_BUCKETS:
+            raise ValueError(f"must be a TTFP histogram bucket bound: one of {', '.join(map(str, TTFP_BUCKETS))}")
+        return value
+
+
 class LoggingConfig(Strict):
     level: str = "INFO"
     # json: one JSON object per line (for log shippers); text: short human lines;
@@ -431,6 +466,7 @@ class GatewayConfig(BaseSettings):
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     voices: VoicesConfig = Field(default_factory=VoicesConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
+    slo: SloConfig = Field(default_factory=SloConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     data_dir: Path = Path("./data")

@@ -83,6 +83,15 @@ class EjectionReason(StrEnum):
     PROCESS_EXIT = "process_exit"  # a supervised worker's process died
 
 
+class RestartReason(StrEnum):
+    """``higgs_gateway_worker_restarts_total{reason}``: how a worker restart was noticed."""
+
+    PROCESS_EXIT = "process_exit"  # a supervised worker's process exited and is started again
+    START_TIME_CHANGED = "start_time_changed"  # its /metrics process_start_time_seconds moved
+    VOICES_MISSING = "voices_missing"  # it no longer held a registered voice (list or a request)
+    ADDRESS_CHANGED = "address_changed"  # the same identity (pod) came back at another address
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerSnapshot:
     """One worker as the fleet sees it at scrape time."""
@@ -105,6 +114,8 @@ class FleetSnapshot:
     workers: Sequence[WorkerSnapshot] = ()
     queue_depths: Mapping[str, int] = field(default_factory=dict)  # sla_class -> queued requests
     thresholds: Mapping[str, float] = field(default_factory=dict)  # name -> effective value
+    empty_pool_seconds: Mapping[str, float] = field(default_factory=dict)  # pool -> seconds with no routable worker
+    degraded: bool = False  # serving, but some pool has no routable worker
 
 
 SnapshotProvider = Callable[[], FleetSnapshot]
@@ -167,7 +178,16 @@ class FleetCollector(Collector):
             "The routing's learned TTFP of a request that makes the worker's load `load`.",
             ["pool", "worker", "load"],
         )
-        families = (pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold, w_rtf, w_ttfp)
+        empty_for = _gauge(
+            "pool_empty_seconds", "Seconds the pool has had no routable worker; 0 while it has one.", ["pool"]
+        )
+        degraded = _gauge(
+            "degraded", "1 while the gateway serves with a pool that has no routable worker, else 0.", []
+        )
+        families = (
+            pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold, w_rtf, w_ttfp,
+            empty_for, degraded,
+        )  # fmt: skip
         if snap is None:
             yield from families
             return
@@ -197,6 +217,9 @@ class FleetCollector(Collector):
             queue.add_metric([str(sla_class)], depth)
         for name, value in snap.thresholds.items():
             threshold.add_metric([name], value)
+        for pool in self._pools:
+            empty_for.add_metric([pool], snap.empty_pool_seconds.get(pool, 0.0))
+        degraded.add_metric([], 1.0 if snap.degraded else 0.0)
         yield from families
 
 
@@ -267,6 +290,10 @@ class GatewayMetrics:
         self.worker_ejections = Counter(
             PREFIX + "worker_ejections", "Workers taken out of routing.", ["pool", "reason"], registry=r
         )
+        self.worker_restarts = Counter(
+            PREFIX + "worker_restarts", "Worker restarts noticed; each is replayed its voices before routing.",
+            ["pool", "reason"], registry=r,
+        )  # fmt: skip
         self.prediction_ratio = Histogram(
             PREFIX + "prediction_ratio",
             "Observed / predicted, per completed stream: how far the routing's curves are off "
@@ -329,6 +356,8 @@ class GatewayMetrics:
                 self.upstream_errors.labels(pool, kind)
             for ejection in EjectionReason:
                 self.worker_ejections.labels(pool, ejection)
+            for restart in RestartReason:
+                self.worker_restarts.labels(pool, restart)
         for retry in RetryReason:
             self.retries.labels(retry)
         for phase in DisconnectPhase:

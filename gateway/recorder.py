@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from gateway.access_log import AccessLog, AccessRecord
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
 from gateway.observations import StreamObservation, StreamObserver, StreamOutcome
+from gateway.pools.availability import PoolAvailability
 from gateway.pools.fleet import Fleet
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
@@ -103,6 +104,10 @@ class Recorder:
     def worker_ejected(self, worker: Worker, reason: str) -> None:
         self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
 
+    def worker_restarted(self, worker: Worker, reason: str) -> None:
+        """A new process behind a worker id (``RestartReason`` values)."""
+        self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
+
     def load_tracking_fallback(self, worker: Worker) -> None:
         """A worker's /load never counted: its load is read from /metrics from now on."""
         self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc()
@@ -163,9 +168,11 @@ class Recorder:
         thresholds: ThresholdStore,
         clock: Callable[[], float],
         performance: PerformanceModel | None = None,
+        availability: PoolAvailability | None = None,
     ) -> None:
         def snapshot() -> FleetSnapshot:
             now = clock()
+            pools = availability.current() if availability is not None else None
             curves = performance.curves() if performance is not None else {}
             workers = [
                 WorkerSnapshot(
@@ -185,6 +192,8 @@ class Recorder:
                 workers=workers,
                 queue_depths={sla.value: depth for sla, depth in admission.queue_depths().items()},
                 thresholds=effective_thresholds(thresholds.thresholds(), fleet.snapshot()),
+                empty_pool_seconds=pools.empty_for_s if pools is not None else {},
+                degraded=pools.degraded if pools is not None else False,
             )
 
         self.metrics.set_snapshot_provider(snapshot)

@@ -26,6 +26,7 @@ import asyncio
 import base64
 import json
 import math
+import os
 import random
 import shlex
 import sys
@@ -500,9 +501,12 @@ def _is_error_line(line: str) -> bool:
         return False
 
 
-def soak_gateway_document(port: int, data_dir: Path, ll: Sequence[str], ht: Sequence[str], token: str) -> dict[str, Any]:
+def soak_gateway_document(
+    port: int, data_dir: Path, ll: Sequence[str], ht: Sequence[str], token: str, first_byte_timeout_s: float = 30.0
+) -> dict[str, Any]:
     """Small admission queues and short waits, so bursts overflow them for real."""
     document: dict[str, Any] = {
+        "upstream": {"first_byte_timeout_s": first_byte_timeout_s},
         "server": {"host": "127.0.0.1", "port": port},
         "pools": {
             "low_latency": {"profile": LL_PROFILE, "workers": list(ll)},
@@ -522,14 +526,19 @@ def soak_gateway_document(port: int, data_dir: Path, ll: Sequence[str], ht: Sequ
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.bench.soak", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--requests", type=int, default=8000, help="steady requests (the bursts come on top)")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--burst-size", type=int, default=256)
-    parser.add_argument("--bursts", type=int, default=4)
+    parser.add_argument("--bursts", type=int, default=8)
     parser.add_argument("--abandon-every", type=int, default=40)
     parser.add_argument("--max-chars", type=int, default=None)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--time-scale", type=float, default=0.02, help="the emulated workers' time scale")
+    parser.add_argument("--time-scale", type=float, default=0.05, help="the emulated workers' time scale")
+    parser.add_argument(
+        "--first-byte-timeout", type=float, default=30.0,
+        help="the gateway's upstream.first_byte_timeout_s (default: the gateway's own); on a machine shared "
+        "with other work, starved emulated workers can take longer than that to their first audio",
+    )  # fmt: skip
     parser.add_argument("--ll-workers", type=int, default=1)
     parser.add_argument("--ht-workers", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the report here (markdown) and a .json beside it")
@@ -539,20 +548,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         abandon_every=args.abandon_every, max_chars=args.max_chars, seed=args.seed,
     )  # fmt: skip
     command = "python -m gateway.bench.soak " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="soak-") as work, Fleet(Path(work)) as fleet:
         ll = [fleet.emulator(f"ll{i}", LL_PROFILE, args.time_scale).url for i in range(args.ll_workers)]
         ht = [fleet.emulator(f"ht{i}", HT_PROFILE, args.time_scale, extra=["--warm"]).url for i in range(args.ht_workers)]
         port = free_port()
         config = Path(work) / "gateway.yaml"
-        config.write_text(yaml.safe_dump(soak_gateway_document(port, Path(work) / "data", ll, ht, DEFAULT_TOKEN)))
-        gateway = fleet.gateway("gateway", config, port, ready_path="/ready")
+        config.write_text(yaml.safe_dump(soak_gateway_document(port, Path(work) / "data", ll, ht, DEFAULT_TOKEN, args.first_byte_timeout)))
+        gateway = fleet.gateway("gateway", config, port, ready_path="/ready?require=every_pool")
         report = asyncio.run(run_soak(gateway.url, gateway.pid, [*ll, *ht], plan, DEFAULT_TOKEN))
         errors = [line for line in gateway.log_tail(10**7).splitlines() if _is_error_line(line)]
         report.checks.append(Check("no ERROR line in the gateway's log", not errors, errors[0][:200] if errors else "none"))
     setup = (
         f"Fleet: {args.ll_workers} low-latency and {args.ht_workers} high-throughput emulated worker(s) at time scale "
         f"{args.time_scale} (4 + 64 slots per pair), gateway with admission queues latency 16 / balanced 64 / "
-        "throughput 64 and waits 0.5 / 2 / 5 s; all processes on one machine, loopback only."
+        f"throughput 64, waits 0.5 / 2 / 5 s and a {args.first_byte_timeout:g} s first-byte timeout; all processes "
+        "on one machine, loopback only. "
+        f"Machine: {os.cpu_count()} CPU(s), 1-minute load average {load_before:.1f} before the run and "
+        f"{os.getloadavg()[0]:.1f} after it (other work shares the machine)."
     )
     text = markdown(report, command, setup)
     print(text)

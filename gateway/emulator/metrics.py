@@ -9,11 +9,17 @@ the final stage's generation time over the audio duration. Series only the emula
 start with ``higgs_emulator_``.
 Latencies are measured on the wall clock, i.e. they shrink with ``--time-scale``.
 Each worker owns its registry: several emulators can share a process (tests, demo).
+
+``process_start_time_seconds`` is what vLLM's default registry exports through
+prometheus_client's process collector (one API server); the gateway reads it to notice
+a worker restarted behind the same address. Here it is the emulated worker's own start
+(its app's creation), so in-process emulators started one after another differ too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+import time
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -46,10 +52,11 @@ ABORT_ERROR = "error"  # generation failed mid-stream
 
 
 class EmulatorMetrics:
-    def __init__(self, model_name: str, read_engine: Callable[[], EngineCounts]) -> None:
+    def __init__(self, model_name: str, read_engine: Callable[[], EngineCounts], started_at: float | None = None) -> None:
         self.model_name = model_name
         self.registry = CollectorRegistry()
         r = self.registry
+        r.register(_StartTime(time.time() if started_at is None else started_at))
         m = ["model_name"]
         a = ["model_name", "stage", "replica"]
         self.e2e_latency = Histogram("vllm_omni:e2e_request_latency_s", "End-to-end request latency", m, buckets=_LATENCY_BUCKETS, registry=r)
@@ -108,6 +115,21 @@ class EmulatorMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _StartTime(Collector):
+    """The process collector's start-time gauge, for this emulated worker."""
+
+    def __init__(self, started_at: float) -> None:
+        self._started_at = started_at
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "process_start_time_seconds", "Start time of the process since unix epoch in seconds.", value=self._started_at
+        )
 
 
 class _EngineGauges(Collector):

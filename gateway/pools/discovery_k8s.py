@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 from gateway.config import DiscoveryConfig
 from gateway.pools.background import BackgroundLoop
-from gateway.pools.discovery import Membership, endpoint_url, endpoint_worker_id
+from gateway.pools.discovery import Membership, endpoint_url, host_port
 from gateway.pools.sink import WorkerSink
 from gateway.types import PoolName
 
@@ -50,23 +50,68 @@ class ResourceApi(Protocol):
 
 # ---- what counts as a ready worker ----------------------------------------------------
 
+# identity -> (host, port). The identity is the pod's name where the API names one, so a
+# pod that comes back at a new address is the same worker (same id, drain and metric
+# series); otherwise the address itself.
+Endpoints = dict[str, tuple[str, int]]
 
-def ready_hosts(kind: Kind, obj: dict[str, Any]) -> set[str]:
-    """Addresses of the ready workers one EndpointSlice or Pod stands for."""
+
+def slice_port(obj: dict[str, Any], port_name: str | None, default: int) -> int | None:
+    """The port an EndpointSlice's endpoints serve on, as the slice itself says.
+
+    ``port_name`` picks the named port (None when the slice has no such port: the slice
+    is skipped, never guessed at); without it, the slice's only port, or among several
+    the configured ``default`` if listed, else the first. No ports listed: ``default``.
+    """
+    ports = [p for p in obj.get("ports") or [] if isinstance(p, dict) and isinstance(p.get("port"), int)]
+    ports = [p for p in ports if (p.get("protocol") or "TCP") == "TCP"]
+    if port_name is not None:
+        return next((p["port"] for p in ports if p.get("name") == port_name), None)
+    if not ports:
+        return default
+    if len(ports) > 1 and any(p["port"] == default for p in ports):
+        return default
+    return int(ports[0]["port"])
+
+
+def pod_port(obj: dict[str, Any], port_name: str | None, default: int) -> int | None:
+    """A pod's named container port (None when it has none by that name), else ``default``."""
+    if port_name is None:
+        return default
+    for container in (obj.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == port_name and isinstance(port.get("containerPort"), int):
+                return int(port["containerPort"])
+    return None
+
+
+def ready_endpoints(kind: Kind, obj: dict[str, Any], port_name: str | None = None, default_port: int = 8091) -> Endpoints:
+    """The ready workers one EndpointSlice or Pod stands for, by identity."""
     if kind == "endpointslices":
-        hosts: set[str] = set()
+        port = slice_port(obj, port_name, default_port)
+        if port is None:
+            return {}
+        found: Endpoints = {}
         for endpoint in obj.get("endpoints") or []:
             # API contract: an absent ``ready`` means ready. Terminating endpoints are
             # not ready, so a pod being deleted is drained before it stops.
-            if (endpoint.get("conditions") or {}).get("ready", True) is not False:
-                hosts.update(endpoint.get("addresses") or [])
-        return hosts
+            if (endpoint.get("conditions") or {}).get("ready", True) is False:
+                continue
+            addresses = endpoint.get("addresses") or []
+            target = endpoint.get("targetRef") or {}
+            pod_name = target.get("name") if target.get("kind", "Pod") == "Pod" else None
+            for address in addresses[:1] if pod_name else addresses:  # a pod: one worker
+                found[str(pod_name) if pod_name else host_port(address, port)] = (address, port)
+        return found
     metadata = obj.get("metadata") or {}
     status = obj.get("status") or {}
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
     if not ready or metadata.get("deletionTimestamp") or not status.get("podIP"):
-        return set()
-    return {status["podIP"]}
+        return {}
+    port = pod_port(obj, port_name, default_port)
+    if port is None:
+        return {}
+    return {str(metadata.get("name") or host_port(status["podIP"], port)): (status["podIP"], port)}
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -96,12 +141,14 @@ class KubernetesDiscovery:
         self._api = api or OfficialResourceApi.create(self._kind, config.namespace, selector)
         self._where = f"{self._kind} {selector!r} in namespace {config.namespace}"
         self._port = config.port
+        self._port_name = config.port_name
         self._scheme = config.scheme
         self._retry_s = config.interval_s
         self._watch_timeout_s = config.watch_timeout_s
         self._membership = Membership(pool, sink)
-        self._objects: dict[str, set[str]] = {}  # object key -> ready hosts
+        self._objects: dict[str, Endpoints] = {}  # object key -> its ready workers
         self._resource_version: str | None = None
+        self._failing = False  # log an API outage once, and its end once (like DNS)
         self._loop = BackgroundLoop(f"k8s-discovery-{pool.value}")
 
     @property
@@ -127,18 +174,13 @@ class KubernetesDiscovery:
                     async for event in self._api.watch(self._resource_version, self._watch_timeout_s):
                         self._apply(event)
                     log.debug("watch of %s ended; re-listing", self._where)
+                    self._recovered()
                     if loop.time() - began < MIN_WATCH_S:  # a server closing at once: no busy loop
                         await asyncio.sleep(min(self._retry_s, MIN_WATCH_S))
                 except WatchExpired:
                     log.info("watch of %s expired; re-listing", self._where)
                 except Exception as exc:  # noqa: BLE001 - any API failure: keep the pool, retry
-                    log.warning(
-                        "watch of %s failed: %r; keeping %d worker(s), re-listing in %gs",
-                        self._where,
-                        exc,
-                        len(self._membership.workers),
-                        self._retry_s,
-                    )
+                    self._note_failure(f"watch of {self._where} failed: {exc!r}")
                     await asyncio.sleep(self._retry_s)
             await self._relist()
 
@@ -146,11 +188,12 @@ class KubernetesDiscovery:
         try:
             listing = await self._api.list()
         except Exception as exc:  # noqa: BLE001 - keep the pool; _run retries
-            log.warning("cannot list %s: %r; keeping %d worker(s)", self._where, exc, len(self._membership.workers))
+            self._note_failure(f"cannot list {self._where}: {exc!r}")
             self._resource_version = None
             return
+        self._recovered()
         items = listing.get("items") or []
-        self._objects = {object_key(obj): ready_hosts(self._kind, obj) for obj in items}
+        self._objects = {object_key(obj): self._endpoints(obj) for obj in items}
         self._resource_version = resource_version(listing) or ""
         self._reconcile()
 
@@ -168,15 +211,34 @@ class KubernetesDiscovery:
         if kind == "DELETED":
             self._objects.pop(object_key(obj), None)
         elif kind in ("ADDED", "MODIFIED"):
-            self._objects[object_key(obj)] = ready_hosts(self._kind, obj)
+            self._objects[object_key(obj)] = self._endpoints(obj)
         self._reconcile()
+
+    def _endpoints(self, obj: dict[str, Any]) -> Endpoints:
+        found = ready_endpoints(self._kind, obj, self._port_name, self._port)
+        if not found and self._port_name is not None and (obj.get("endpoints") or self._kind == "pods"):
+            log.debug("%s %s has no port named %r; skipped", self._kind, object_key(obj), self._port_name)
+        return found
 
     def _reconcile(self) -> None:
         pool = self._membership.pool
-        hosts = set().union(*self._objects.values()) if self._objects else set()
-        self._membership.reconcile(
-            {endpoint_worker_id(pool, host, self._port): endpoint_url(self._scheme, host, self._port) for host in hosts}
-        )
+        desired: dict[str, str] = {}
+        for endpoints in self._objects.values():
+            for identity, (host, port) in endpoints.items():
+                # The same pod listed in two slices is one worker.
+                desired[f"{pool.value}@{identity}"] = endpoint_url(self._scheme, host, port)
+        self._membership.reconcile(desired)
+
+    def _note_failure(self, why: str) -> None:
+        # An API server outage fails every retry: say so once, then quietly until it ends.
+        level = logging.DEBUG if self._failing else logging.WARNING
+        log.log(level, "%s; keeping %d worker(s), retrying every %gs", why, len(self._membership.workers), self._retry_s)
+        self._failing = True
+
+    def _recovered(self) -> None:
+        if self._failing:
+            log.info("%s: the API server answers again", self._where)
+            self._failing = False
 
 
 # ---- the official client behind the seam ----------------------------------------------

@@ -21,11 +21,15 @@ from gateway.pools.worker import Worker
 from gateway.routing.model import LoadView
 from gateway.routing.capacity import default_slots
 from gateway.types import PoolName, WorkerState
+from gateway.upstream.errors import UpstreamErrorKind
 
 log = logging.getLogger("higgs_gateway.fleet")
 
 # Before a worker becomes routable: voices replayed, warm-up done. Raises to stay unready.
 PrepareHook = Callable[[Worker], Awaitable[None]]
+# (worker, why): the worker behind this id is a new process; what was learned about the
+# old one (load reports, performance estimates) no longer holds.
+RestartListener = Callable[[Worker, str], None]
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Fleet:
         self._preparing: dict[str, asyncio.Task[None]] = {}
         self._drained_ids: set[str] = set(drained)
         self._ejection_listeners: list[Callable[[Worker, str], None]] = []
+        self._restart_listeners: list[RestartListener] = []
 
     # ---- wiring -------------------------------------------------------------------
     def on_capacity_change(self, listener: Callable[[], None]) -> None:
@@ -74,6 +79,12 @@ class Fleet:
 
     def on_ejection(self, listener: Callable[[Worker, str], None]) -> None:
         self._ejection_listeners.append(listener)
+
+    def on_worker_restarted(self, listener: RestartListener) -> None:
+        """Called once per restart noticed, whatever the source: a supervised process that
+        exited, a new start time or lost voices behind the same address, or a worker id
+        that reappeared at another address (a rescheduled pod)."""
+        self._restart_listeners.append(listener)
 
     def set_prepare_hook(self, hook: PrepareHook) -> None:
         self._prepare = hook
@@ -132,9 +143,16 @@ class Fleet:
         )
         if existing is not None:
             # Same id, new address (a pod rescheduled): in-flight requests keep their
-            # lease on the old object and release it there; the new one starts clean.
+            # lease on the old object and release it there; the new one starts clean
+            # (voices replayed before it is routable) under the same id, so its metric
+            # series and operator drain carry over.
             existing.set_state(WorkerState.STOPPED, self._clock(), "replaced")
+            self._cancel_prepare(worker_id)
+            worker.restarts = existing.restarts + 1
         self._workers[worker_id] = worker
+        if existing is not None:
+            self._notify_restarted(worker, "address_changed")
+            self._capacity_changed()
         log.info("worker %s added to %s at %s", worker_id, pool.value, url, extra={"worker": worker_id, "pool": pool.value})
 
     def remove_worker(self, worker_id: str) -> None:
@@ -153,12 +171,46 @@ class Fleet:
         worker.answered = False
         worker.reported_load = None
         worker.reported_at = None
+        worker.process_start_time = None
         was_ready = worker.state is WorkerState.READY
         if worker.set_state(WorkerState.STARTING, self._clock(), "process restarting"):
             if was_ready:
                 for listener in self._ejection_listeners:
                     listener(worker, "process_exit")
+            worker.restarts += 1
+            self._notify_restarted(worker, "process_exit")
             self._capacity_changed()
+
+    def worker_restarted(self, worker: Worker, why: str) -> None:
+        """The process behind a worker that looked up all along was replaced (a new start
+        time, or registered voices gone): it is a new worker. Not routable until its voices
+        are replayed (and it is warmed); what was learned about the old process is reset."""
+        if self._workers.get(worker.worker_id) is not worker or worker.state not in (
+            WorkerState.READY,
+            WorkerState.EJECTED,
+        ):
+            return  # gone, or already being prepared (which replays the voices anyway)
+        self._cancel_prepare(worker.worker_id)
+        worker.reported_load = None
+        worker.reported_at = None
+        worker.consecutive_failures = 0
+        worker.restarts += 1
+        worker.set_state(WorkerState.STARTING, self._clock(), f"restarted behind its address ({why})")
+        self._notify_restarted(worker, why)
+        self._capacity_changed()
+        if worker.answered:
+            self._start_prepare(worker)  # it answers already: replay now, not at the next probe
+
+    def _notify_restarted(self, worker: Worker, why: str) -> None:
+        log.warning(
+            "worker %s restarted (%s): treated as new until its voices are replayed",
+            worker.worker_id, why, extra={"worker": worker.worker_id, "pool": worker.pool.value},
+        )  # fmt: skip
+        for listener in self._restart_listeners:
+            try:
+                listener(worker, why)
+            except Exception:  # a subscriber's bug must not leave the worker half-reset
+                log.exception("restart listener failed for %s", worker.worker_id)
 
     def worker_failed(self, worker_id: str, reason: str) -> None:
         worker = self._workers.get(worker_id)
@@ -205,6 +257,11 @@ class Fleet:
         502, 504, cut streams) count toward ejection: never a 4xx, 429 or 503, which say
         the request or the moment was wrong, not the worker."""
         worker.last_error = f"{kind}: {detail}"
+        if kind == UpstreamErrorKind.VOICE_MISSING:
+            # The gateway only names voices it registered, so the worker lost them: it
+            # restarted faster than the probes noticed (or missed a fan-out).
+            self.worker_restarted(worker, "voices_missing")
+            return
         if ejecting and worker.state is WorkerState.READY:
             self._count_failure(worker, "request_failures")
 

@@ -2,7 +2,8 @@
 
 A starting worker is probed often (it should become routable as soon as it answers);
 a ready one at the configured interval; an ejected one only once per half-open period,
-so a sick worker is not hammered and no user request is sent to it meanwhile.
+so a sick worker is not hammered and no user request is sent to it meanwhile. After a
+good probe the ``RestartDetector`` (when given) checks that the same process answers.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import httpx
 from gateway.config import HealthConfig
 from gateway.pools.background import BackgroundLoop
 from gateway.pools.fleet import Fleet
+from gateway.pools.restarts import RestartDetector
 from gateway.pools.worker import Worker
 from gateway.types import WorkerState
 
@@ -35,12 +37,14 @@ class HealthChecker:
         config: HealthConfig,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        restarts: RestartDetector | None = None,
     ) -> None:
         self._fleet = fleet
         self._client = client
         self._config = config
         self._clock = clock
         self._rng = rng or random.Random()
+        self._restarts = restarts
         self._next_probe: dict[str, float] = {}
         self._in_flight: set[str] = set()
         self._probes: set[asyncio.Task[None]] = set()  # tracked: cancelled and awaited on stop
@@ -87,6 +91,13 @@ class HealthChecker:
             self._fleet.probe_failed(worker, type(exc).__name__)
             return False
         if response.status_code == 200:
+            if self._restarts is not None:
+                # Before probe_succeeded: a restarted worker must not look merely healthy, and
+                # one back from ejection is counted as restarted when it is a new process. A
+                # drained one too (its drain survives): it gets its voices before it is undrained.
+                restarted = await self._restarts.check(worker, record_only=worker.state is WorkerState.STARTING)
+                if restarted is not None:
+                    self._fleet.worker_restarted(worker, restarted)
             self._fleet.probe_succeeded(worker)
             return True
         self._fleet.probe_failed(worker, f"/health answered {response.status_code}")

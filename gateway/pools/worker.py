@@ -45,6 +45,10 @@ class Worker:
     ejected_at: float | None = None
     last_error: str | None = None
     state_since: float = 0.0
+    # The worker process's start (its ``process_start_time_seconds``, Unix time): a new
+    # value means the process was replaced behind the same address (see pools/restarts.py).
+    process_start_time: float | None = None
+    restarts: int = 0  # restarts noticed by this gateway
 
     @property
     def base_url(self) -> str:
@@ -124,4 +128,5 @@ class Worker:
             "consecutive_failures": self.consecutive_failures,
             "last_error": self.last_error,
             "state_for_s": round(now - self.state_since, 3),
+            "restarts": self.restarts,
         }

@@ -21,6 +21,7 @@ class UpstreamErrorKind(StrEnum):
     STATUS_5XX = "status_5xx"
     STATUS_4XX = "status_4xx"  # the worker refused a request the gateway let through
     STREAM_ERROR = "stream_error"  # the stream broke (reset, truncation) or ended without audio
+    VOICE_MISSING = "voice_missing"  # 400: the worker lost a registered voice (restarted unseen)
 
 
 class RetryReason(StrEnum):
@@ -30,6 +31,7 @@ class RetryReason(StrEnum):
     FIRST_BYTE_TIMEOUT = "first_byte_timeout"
     STATUS_5XX = "status_5xx"
     STREAM_ERROR = "stream_error"  # cut, or ended without audio, before the first byte
+    VOICE_MISSING = "voice_missing"  # the worker lost a registered voice; replayed meanwhile
 
 
 # Failures before the first byte that another worker may hide; the rest are final.
@@ -38,6 +40,7 @@ RETRY_REASON: Final[dict[UpstreamErrorKind, RetryReason]] = {
     UpstreamErrorKind.FIRST_BYTE_TIMEOUT: RetryReason.FIRST_BYTE_TIMEOUT,
     UpstreamErrorKind.STATUS_5XX: RetryReason.STATUS_5XX,
     UpstreamErrorKind.STREAM_ERROR: RetryReason.STREAM_ERROR,
+    UpstreamErrorKind.VOICE_MISSING: RetryReason.VOICE_MISSING,
 }
 
 

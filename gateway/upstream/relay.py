@@ -28,7 +28,7 @@ from gateway.routing.model import Decision, RequestInfo
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.upstream.errors import RETRY_REASON, RetryReason, UpstreamError, UpstreamErrorKind
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
-from gateway.upstream.worker_errors import translate_worker_error, worker_error_message
+from gateway.upstream.worker_errors import translate_worker_error, worker_error_message, worker_lost_a_voice
 
 Clock = Callable[[], float]
 
@@ -221,6 +221,11 @@ def _status_failure(status: int, body: bytes, worker_id: str) -> _Failure:
         # 503 says "not now" (starting, overloaded), not "broken": retry, never eject.
         return _Failure(UpstreamErrorKind.STATUS_5XX, f"{status}: {message}", status != 503, True, status)
     client_error = translate_worker_error(status, body, worker_id)
+    if status == 400 and worker_lost_a_voice(client_error.message):
+        # The gateway only sends voices it registered: this worker lost them (restarted
+        # unseen). Not the client's fault: another worker may serve it while this one is
+        # replayed (the fleet sees the kind and takes it out until then).
+        return _Failure(UpstreamErrorKind.VOICE_MISSING, f"{status}: {client_error.message}", False, True, status, client_error)
     return _Failure(UpstreamErrorKind.STATUS_4XX, f"{status}", False, False, status, client_error)
 
 

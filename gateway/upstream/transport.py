@@ -67,6 +67,9 @@ class _AiohttpResponse:
         self._response.close()
 
 
+UPSTREAM_IDLE_S = 3.0
+
+
 class AiohttpTransport:
     def __init__(self, config: UpstreamConfig) -> None:
         self._config = config
@@ -74,7 +77,13 @@ class AiohttpTransport:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._config.max_connections, limit_per_host=0, ttl_dns_cache=60)
+            # Idle connections are dropped before the worker's own keep-alive (uvicorn's 5 s,
+            # vLLM's default too) closes them: reusing one the worker is closing at that
+            # instant fails the request with a reset (the soak saw it as 502s).
+            connector = aiohttp.TCPConnector(
+                limit=self._config.max_connections, limit_per_host=0, ttl_dns_cache=60,
+                keepalive_timeout=UPSTREAM_IDLE_S,
+            )  # fmt: skip
             # sock_read bounds the silence between two chunks inside aiohttp, instead of a
             # timeout context around every chunk read in the relay loop.
             timeout = aiohttp.ClientTimeout(
@@ -128,7 +137,10 @@ class _HttpxResponse:
 
 class HttpxTransport:
     def __init__(self, config: UpstreamConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        limits = httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=config.max_connections)
+        limits = httpx.Limits(
+            max_connections=config.max_connections, max_keepalive_connections=config.max_connections,
+            keepalive_expiry=UPSTREAM_IDLE_S,  # below the worker's keep-alive, as above
+        )  # fmt: skip
         timeout = httpx.Timeout(connect=config.connect_timeout_s, read=config.read_timeout_s, write=None, pool=None)
         # ``transport``: tests pass httpx.MockTransport here (no sockets).
         self._client = httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport)

@@ -40,6 +40,13 @@ def worker_error_message(body: bytes) -> tuple[str, str | None]:
     return ("worker error", None)
 
 
+def worker_lost_a_voice(message: str) -> bool:
+    """A worker's 400 saying it does not hold an uploaded voice (vllm-omni: "Unknown voice
+    '...'" or "Audio file for uploaded voice '...' is missing")."""
+    lowered = message.lower()
+    return lowered.startswith("unknown voice") or lowered.startswith("audio file for uploaded voice")
+
+
 def translate_worker_error(status: int, body: bytes, worker_id: str) -> GatewayError:
     """A worker's non-2xx answer as the error the client should see."""
     message, param = worker_error_message(body)

@@ -159,6 +159,7 @@ class VoiceRegistry:
         # Workers a fan-out may have missed while they stayed up (timeout, 5xx, the user's
         # request cancelled mid-way): reconcile() replays them; a restart replays them anyway.
         self._out_of_step: set[str] = set()
+        self._fanning_out = 0  # add/delete fan-outs under way
 
     # ---- user operations -----------------------------------------------------------
 
@@ -243,6 +244,19 @@ class VoiceRegistry:
             log.warning("voice replay to %s incomplete: %s", base_url, report.error or report.failed)
         return report
 
+    async def missing_on(self, base_url: str) -> bool:
+        """Whether a registered voice is absent from the worker's list: it restarted (or
+        missed a fan-out). The restart detector's fallback for workers without a process
+        start time; raises ``httpx.HTTPError`` / ``ValueError`` when the list is unreadable."""
+        generation = self._generation
+        try:
+            listing = await self._list(base_url)
+        except WorkerProtocolError as exc:
+            raise ValueError(str(exc)) from exc
+        if self._fanning_out or generation != self._generation:
+            return False  # a voice on its way to the workers is not a lost one
+        return any(name_key(v.name) not in listing for v in self.store.list())
+
     @property
     def out_of_step(self) -> frozenset[str]:
         """Base URLs of workers whose last voice fan-out failed or never finished."""
@@ -264,11 +278,14 @@ class VoiceRegistry:
     ) -> list[WorkerResult]:
         # Only a successful replay puts a worker back in step: a later success for another
         # voice says nothing about the one it missed.
+        self._fanning_out += 1
         try:
             results = await asyncio.gather(*jobs)
         except BaseException:  # cancelled mid-way (the client left): state unknown everywhere
             self._out_of_step.update(w.base_url for w in targets)
             raise
+        finally:
+            self._fanning_out -= 1
         self._out_of_step.update(w.base_url for w, r in zip(targets, results, strict=True) if not r.ok)
         return list(results)
 

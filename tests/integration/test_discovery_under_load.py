@@ -181,6 +181,9 @@ class EndpointSlices:
             self._endpoints[address] = phase
             self._version += 1
 
+    def pod_name(self, address: str) -> str:
+        return f"{self.service}-{address.replace('.', '-')}"
+
     def starting(self, address: str) -> None:
         self._set(address, "starting")
 
@@ -214,7 +217,7 @@ class EndpointSlices:
                 "conditions": {
                     "ready": phase == "ready", "serving": phase != "starting", "terminating": phase == "terminating"
                 },
-                "targetRef": {"kind": "Pod", "namespace": self.namespace, "name": f"{self.service}-{address.replace('.', '-')}"},
+                "targetRef": {"kind": "Pod", "namespace": self.namespace, "name": self.pod_name(address)},
             }
             for address, phase in sorted(self._endpoints.items())
         ]
@@ -619,6 +622,13 @@ class World:
         return create_discovery(pool, config, sink, kube_api=source)
 
 
+def worker_identity(world: World, pool: PoolName, host: str, port: int) -> str:
+    source = world.sources[pool]
+    if isinstance(source, EndpointSlices):
+        return source.pod_name(host)
+    return f"{host}:{port}"
+
+
 def build_world(mode: str, port: int) -> World:
     services = {PoolName.LOW_LATENCY: "higgs-worker-low-latency", PoolName.HIGH_THROUGHPUT: "higgs-worker-high-throughput"}
     if mode == "dns":
@@ -667,8 +677,9 @@ def test_workers_join_and_leave_under_load_without_a_failed_request(mode: str, t
         config, world.factory
     ) as url:
         ll, ht_a, ht_b = members["ll"], members["ht-a"], members["ht-b"]
-        wait_http(f"{url}/ready", 60)
-        ids = {m.name: f"{m.pool.value}@{m.host}:{port}" for m in members.values()}
+        wait_http(f"{url}/ready?require=every_pool", 60)
+        # DNS knows addresses only; Kubernetes names each worker by its pod.
+        ids = {m.name: f"{m.pool.value}@{worker_identity(world, m.pool, m.host, port)}" for m in members.values()}
         assert set(pools_now(url).workers) == {ids["ll"], ids["ht-a"]}
 
         upload = httpx.post(

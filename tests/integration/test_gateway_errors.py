@@ -111,26 +111,36 @@ def test_ready_names_the_pool_that_cannot_serve(stack: Stack) -> None:
     ready = httpx.get(f"{stack.url}/ready", timeout=10)
     assert ready.status_code == 200, ready.text
     assert ready.json()["routable_workers"] == {"low_latency": 1, "high_throughput": 1}
+    assert ready.json()["status"] == "ready" and ready.json()["degraded"] is False
 
     ht = stack.workers["high_throughput"][0].url
     set_faults(ht, unhealthy=True)
     try:
-        # Consecutive failed probes eject the only high-throughput worker.
-        not_ready = wait_until(
-            lambda: (r := httpx.get(f"{stack.url}/ready", timeout=10)).status_code == 503 and r,
+        # Consecutive failed probes eject the only high-throughput worker: still ready
+        # (low-latency serves every class), but degraded, naming the empty pool.
+        degraded = wait_until(
+            lambda: (r := httpx.get(f"{stack.url}/ready", timeout=10)).json()["degraded"] and r,
             timeout=30,
-            message="/ready should answer 503 once high_throughput has no routable worker",
+            message="/ready should say degraded once high_throughput has no routable worker",
         )
-        body = not_ready.json()
-        assert body["empty_pools"] == ["high_throughput"], body
+        assert degraded.status_code == 200, degraded.text
+        body = degraded.json()
+        assert body["status"] == "degraded" and body["empty_pools"] == ["high_throughput"], body
         assert body["routable_workers"] == {"low_latency": 1, "high_throughput": 0}, body
+        assert set(body["empty_since"]) == {"high_throughput"} and body["empty_for_s"]["high_throughput"] >= 0
+        # The strict question (every pool) is answered 503 with the same body.
+        strict = httpx.get(f"{stack.url}/ready?require=every_pool", timeout=10)
+        assert strict.status_code == 503 and strict.json()["status"] == "not_ready", strict.text
+        bad = httpx.get(f"{stack.url}/ready?require=most", timeout=10)
+        assert_envelope(bad, 400, "require")
         # The other pool still serves.
         speech = httpx.post(f"{stack.url}/v1/audio/speech", json={**BODY, "response_format": "pcm"}, timeout=30)
         assert speech.status_code == 200 and speech.headers["x-gateway-pool"] == "low_latency"
     finally:
         set_faults(ht, clear=True)
     wait_until(
-        lambda: httpx.get(f"{stack.url}/ready", timeout=10).status_code == 200,
+        lambda: httpx.get(f"{stack.url}/ready?require=every_pool", timeout=10).status_code == 200,
         timeout=30,
-        message="/ready back to 200 once the worker is healthy again",
+        message="/ready back to 200 (every pool) once the worker is healthy again",
     )
+    assert httpx.get(f"{stack.url}/ready", timeout=10).json()["degraded"] is False

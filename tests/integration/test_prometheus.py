@@ -81,7 +81,7 @@ def stack(tmp_path: Path) -> Iterator[tuple[Proc, Proc, dict[str, str]]]:
         config_path.write_text(yaml.safe_dump(config))
         gateway_url = f"http://127.0.0.1:{port}"
         with running(
-            [*GATEWAY_CLI, "serve", "--config", str(config_path)], f"{gateway_url}/ready", tmp_path / "gateway.log", gateway_url
+            [*GATEWAY_CLI, "serve", "--config", str(config_path)], f"{gateway_url}/ready?require=every_pool", tmp_path / "gateway.log", gateway_url
         ) as gateway:
             prom_port = free_port()
             prom_config = {

@@ -186,8 +186,9 @@ def the_worker(gateway_url: str, pool: str) -> dict[str, Any]:
     return workers[0]
 
 
-def ready_body(gateway_url: str) -> tuple[int, dict[str, Any]]:
-    response = httpx.get(f"{gateway_url}/ready", timeout=10)
+def ready_body(gateway_url: str, require: str | None = None) -> tuple[int, dict[str, Any]]:
+    params = {"require": require} if require else None
+    response = httpx.get(f"{gateway_url}/ready", params=params, timeout=10)
     return response.status_code, response.json()
 
 
@@ -218,10 +219,14 @@ def warmed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
         tmp_path,
         launch(emulator_command(0.05)),
         launch(emulator_command(0.5)),  # warm-up: the pool's default sizes
+        # `throughput` never takes low-latency places here (that worker runs 10x faster), so
+        # each class names its own pool.
+        routing={"thresholds": {"reserve_for_latency": 16}},
     )
     with running_gateway(tmp_path, config, wait_ready=False) as gateway:
         # /ready waits for warm-up; wait_routable's 60 s budget is not enough on 2 busy cores.
-        wait_until(lambda: ready_body(gateway.url)[0] == 200, 120, "gateway /ready")
+        # Both pools: one warm pool alone is enough for /ready (degraded).
+        wait_until(lambda: ready_body(gateway.url, "every_pool")[0] == 200, 120, "gateway /ready, every pool")
         yield gateway
 
 
@@ -248,7 +253,7 @@ def test_workers_start_warm_up_become_routable_and_serve(warmed: Proc) -> None:
     for sla, pool in (("latency", LL), ("throughput", HT)):
         response = speak(warmed.url, sla)
         assert response.status_code == 200, response.text
-        assert response.headers["x-gateway-pool"] == pool
+        assert response.headers["x-gateway-pool"] == pool, response.headers.get("x-gateway-route-reason")
         assert len(response.content) > 48_000  # more than a second of 24 kHz s16le
     assert gateway_metric(warmed.url, REQUESTS) == 2
     assert gateway_metric(warmed.url, REQUESTS, status="200") == 2
@@ -317,9 +322,11 @@ def test_worker_that_never_answers_is_failed_while_the_other_pool_serves(tmp_pat
         assert "start timeout" in (entry["last_error"] or ""), entry
         wait_until(lambda: the_worker(gateway.url, HT)["state"] == "ready", 60, "high-throughput worker ready")
 
+        # Ready but degraded: high-throughput serves every class; strictly, not ready.
         status, body = ready_body(gateway.url)
-        assert status == 503, body
+        assert status == 200 and body["status"] == "degraded", body
         assert body["empty_pools"] == [LL] and body["routable_workers"] == {LL: 0, HT: 1}, body
+        assert ready_body(gateway.url, "every_pool")[0] == 503
         # Stopped for good: nothing listens on its port (the process that never opened one
         # is gone too: no child of the gateway is left with the worker's --port).
         assert not listening(port_of(entry["url"]))
@@ -380,6 +387,7 @@ def test_sigterm_finishes_in_flight_streams_and_leaves_no_worker(tmp_path: Path)
         launch(emulator_command(0.25)),
         launch(emulator_command(0.25), warmup={"batch_sizes": [1]}),
         server={"shutdown_grace_s": 60},
+        routing={"thresholds": {"reserve_for_latency": 16}},  # each class on its own pool
     )
     with running_gateway(tmp_path, config, wait_ready=True) as gateway:
         urls = {pool: the_worker(gateway.url, pool)["url"] for pool in (LL, HT)}

@@ -73,13 +73,13 @@ def running_gateway(
     env: dict[str, str] | None = None,
     wait_ready: bool = True,
 ) -> Iterator[Proc]:
-    """The gateway as a process; waits for /ready (every pool routable) or, with
-    ``wait_ready=False``, only for /health."""
+    """The gateway as a process; waits for /ready?require=every_pool (every pool
+    routable) or, with ``wait_ready=False``, only for /health."""
     port = config["server"]["port"]
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     url = f"http://127.0.0.1:{port}"
-    ready = f"{url}/ready" if wait_ready else f"{url}/health"
+    ready = f"{url}/ready?require=every_pool" if wait_ready else f"{url}/health"
     with running([*GATEWAY_CLI, "serve", "--config", str(path)], ready, tmp_path / f"{name}.log", url, env=env, timeout=60) as proc:
         yield proc
 

@@ -8,15 +8,22 @@ workers (``gateway.emulator.app``) called in-process as ASGI apps: the speech re
 the control plane (probes, ``/load``, voices) through an httpx client whose transport
 dispatches by host to ``httpx.ASGITransport``. Tests call the gateway through another
 ``httpx.ASGITransport``; every call has a deadline, so a hang is a failure, not a stuck run.
+
+The suite runs a bounded number of examples; ``HIGGS_FUZZ_SCALE`` multiplies every
+property's count, and ``HIGGS_FUZZ_REPORT=<file>`` makes each gateway write a tally of
+what it was sent and answered there (``scripts/fuzz.py`` runs the full-size fuzz with both).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -42,6 +49,59 @@ ADMIN_TOKEN = "fuzz-admin-token"
 MAX_BODY_BYTES = 16 * 1024
 MAX_UPLOAD_BYTES = 80 * 1024
 CALL_TIMEOUT_S = 30.0
+FUZZ_SCALE = float(os.environ.get("HIGGS_FUZZ_SCALE", "1"))
+REPORT_PATH = os.environ.get("HIGGS_FUZZ_REPORT")
+
+
+def examples(count: int) -> int:
+    """A property's example count, times ``HIGGS_FUZZ_SCALE`` for the full-size run."""
+    return max(1, round(count * FUZZ_SCALE))
+
+
+def endpoint_family(method: str, path: str) -> str:
+    """A request's endpoint for the tally: known routes by name, anything else as 'other'."""
+    for prefix in ("/v1/audio/speech", "/v1/audio/voices", "/v1/audio/models", "/v1/models", "/admin/", "/health",
+                   "/ready", "/metrics"):  # fmt: skip
+        if path.startswith(prefix):
+            return f"{method} {prefix.rstrip('/')}{'*' if prefix.endswith('/') else ''}"
+    return f"{method} other"
+
+
+@dataclass
+class Tally:
+    """What the fuzz sent and got back: inputs per endpoint, statuses, 5xx and hangs."""
+
+    inputs: int = 0
+    server_errors: int = 0
+    hangs: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    endpoints: Counter[str] = field(default_factory=Counter)
+
+    def record(self, method: str, path: str, status: int | None) -> None:
+        self.inputs += 1
+        self.endpoints[endpoint_family(method.upper(), path.split("?", 1)[0])] += 1
+        if status is None:
+            self.hangs += 1
+            self.statuses["hang"] += 1
+            return
+        self.statuses[str(status)] += 1
+        if status >= 500:
+            self.server_errors += 1
+
+    def write(self, path: str) -> None:
+        """Adds to what an earlier gateway (another test module) wrote to ``path``."""
+        try:
+            total = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            total = {"inputs": 0, "server_errors": 0, "hangs": 0, "statuses": {}, "endpoints": {}}
+        total["inputs"] += self.inputs
+        total["server_errors"] += self.server_errors
+        total["hangs"] += self.hangs
+        for key, counts in (("statuses", self.statuses), ("endpoints", self.endpoints)):
+            merged = Counter(total[key])
+            merged.update(counts)
+            total[key] = dict(sorted(merged.items()))
+        Path(path).write_text(json.dumps(total, indent=2) + "\n")
 
 
 class _Done:
@@ -163,10 +223,21 @@ class InProcessGateway:
     loop: LoopThread
     gateway: GatewayApp
     client: httpx.AsyncClient
+    tally: Tally = field(default_factory=Tally)
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def request(self, method: str, path: str | httpx.URL, **kwargs: Any) -> httpx.Response:
         """One call with a deadline: a hang fails the test instead of stalling it."""
-        return self.loop.run(asyncio.wait_for(self.client.request(method, path, **kwargs), CALL_TIMEOUT_S - 5))
+        if isinstance(path, httpx.URL):
+            tallied = path.raw_path.decode("ascii", "replace")
+        else:
+            tallied = path
+        try:
+            response = self.loop.run(asyncio.wait_for(self.client.request(method, path, **kwargs), CALL_TIMEOUT_S - 5))
+        except TimeoutError:
+            self.tally.record(method, tallied, None)
+            raise
+        self.tally.record(method, tallied, response.status_code)
+        return response
 
     def call(self, work: Awaitable[T]) -> T:
         async def wrapped() -> T:
@@ -222,7 +293,10 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
 
     runtime, client = loop.run(build(), 60)
     try:
-        yield InProcessGateway(loop, runtime, client)
+        running = InProcessGateway(loop, runtime, client)
+        yield running
+        if REPORT_PATH:
+            running.tally.write(REPORT_PATH)
     finally:
 
         async def teardown() -> None:

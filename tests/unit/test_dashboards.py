@@ -44,8 +44,9 @@ def generator() -> ModuleType:
 
 
 def test_committed_json_is_the_generators_output() -> None:
+    """The committed dashboards and alert rules are the generator's output for the default config."""
     rendered = generator().render_all()
-    assert set(rendered) == set(DASHBOARD_FILES)
+    assert set(rendered) == {*DASHBOARD_FILES, "alerts.yml"}
     for name, text in rendered.items():
         assert (DASHBOARDS / name).read_text() == text, f"{name} is stale: run python dashboards/generate.py"
 
@@ -124,11 +125,31 @@ def test_alert_rules_are_valid_and_their_unit_tests_pass() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_targets_come_from_the_gateway_config(tmp_path: Path) -> None:
+    """``--config``: the alert rules and the dashboard use the config's targets, not literals."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"slo": {"latency_ttfp_target_s": 0.3, "latency_ttfp_objective": 0.995,
+                                              "degraded_alert_after_s": 120}}))  # fmt: skip
+    out = tmp_path / "out"
+    assert generator().main(["--config", str(config), "--out", str(out)]) == 0
+    alerts = (out / "alerts.yml").read_text()
+    assert 'le="0.3"' in alerts and 'le="0.5"' not in alerts
+    assert "(14.4 * 0.005)" in alerts and "for: 2m" in alerts and "gateway.yaml" in alerts
+    assert promtool("check", "rules", "alerts.yml", cwd=out).returncode == 0
+    overview = (out / "gateway-overview.json").read_text()
+    variables = {v["name"]: v for v in yaml.safe_load(overview)["templating"]["list"]}
+    assert variables["ttfp_target"]["current"]["value"] == "0.3"
+    assert "vector(0.995)" in overview
+    # The committed files are the defaults' output (test_committed_json_is_the_generators_output).
+    assert 'le="0.5"' in (DASHBOARDS / "alerts.yml").read_text()
+
+
 def test_alerts_cover_the_agreed_conditions() -> None:
     groups = yaml.safe_load((DASHBOARDS / "alerts.yml").read_text())["groups"]
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
     assert {"HiggsLatencyTTFPBurnFast", "HiggsLatencyTTFPBurnSlow", "HiggsPoolNoRoutableWorker",
-            "HiggsRejectionRateHigh", "HiggsWorkerFlapping", "HiggsWorkerReportStale", "HiggsStateBackendDown"} <= set(alerts)  # fmt: skip
+            "HiggsRejectionRateHigh", "HiggsWorkerFlapping", "HiggsWorkerReportStale", "HiggsStateBackendDown",
+            "HiggsGatewayDegraded", "HiggsWorkerRestartsFrequent"} <= set(alerts)  # fmt: skip
     for rule in alerts.values():
         assert rule["labels"]["severity"] in {"page", "ticket", "warning"}
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]

@@ -46,7 +46,7 @@ POOL_PROFILE = {
 def gateway_routes() -> set[str]:
     from gateway.api.health import create_router
 
-    router = create_router(None, None, None)  # type: ignore[arg-type]  # only the paths are read
+    router = create_router(None, None, None, "any_pool")  # type: ignore[arg-type]  # only the paths are read
 
     return {route.path for route in router.routes}  # type: ignore[attr-defined]
 

@@ -264,6 +264,23 @@ class FakeApi:
         self.queue.put_nowait(item)
 
 
+def pod_add(name: str, ip: str, port: int = 8091) -> tuple[str, ...]:
+    """A Kubernetes worker is identified by its pod's name, wherever it runs."""
+    return ("add", LL.value, f"{LL.value}@{name}", f"http://{ip}:{port}")
+
+
+def pod_remove(name: str) -> tuple[str, ...]:
+    return ("remove", f"{LL.value}@{name}")
+
+
+def slice_add(ip: str, port: int = 8091) -> tuple[str, ...]:
+    return pod_add(f"pod-{ip}", ip, port)  # endpoint_slice() names each endpoint's pod pod-<ip>
+
+
+def slice_remove(ip: str) -> tuple[str, ...]:
+    return pod_remove(f"pod-{ip}")
+
+
 def endpoint_slice(name: str, endpoints: list[tuple[str, bool | None]], rv: str = "5") -> dict[str, Any]:
     def endpoint(ip: str, ready: bool | None) -> dict[str, Any]:
         conditions = {} if ready is None else {"ready": ready, "serving": ready, "terminating": not ready}
@@ -310,7 +327,7 @@ async def test_k8s_initial_list_adds_only_ready_endpoints() -> None:
     await discovery.start()
     await discovery.stop()
     # ready: absent "ready" means ready (API contract); not-ready is left out
-    assert sink.calls == [add(LL, "10.1.0.1"), add(LL, "10.1.0.3"), add(LL, "10.1.0.4")]
+    assert sink.calls == [slice_add("10.1.0.1"), slice_add("10.1.0.3"), slice_add("10.1.0.4")]
 
 
 async def test_k8s_watch_events_join_and_leave() -> None:
@@ -318,7 +335,7 @@ async def test_k8s_watch_events_join_and_leave() -> None:
     api = FakeApi(listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="100"))
     discovery = k8s_discovery(api, sink)
     await discovery.start()
-    assert sink.take() == [add(LL, "10.1.0.1")]
+    assert sink.take() == [slice_add("10.1.0.1")]
     await eventually(lambda: api.watch_versions == ["100"])
 
     # A new pod becomes ready.
@@ -327,7 +344,7 @@ async def test_k8s_watch_events_join_and_leave() -> None:
     api.send({"type": "ADDED", "object": endpoint_slice("s2", [("10.1.0.3", False)], rv="102")})
     await eventually(lambda: len(sink.calls) >= 1)
     await asyncio.sleep(0.01)
-    assert sink.take() == [add(LL, "10.1.0.2")]
+    assert sink.take() == [slice_add("10.1.0.2")]
 
     # The first pod is terminating (scale-down): it leaves before it stops; the starting pod is ready.
     api.send({"type": "MODIFIED", "object": endpoint_slice("s1", [("10.1.0.1", False), ("10.1.0.2", True)], rv="103")})
@@ -336,8 +353,8 @@ async def test_k8s_watch_events_join_and_leave() -> None:
     api.send({"type": "DELETED", "object": endpoint_slice("s2", [("10.1.0.3", True)], rv="106")})
     await eventually(lambda: len(sink.calls) >= 3)
     await discovery.stop()
-    assert sink.calls == [remove(LL, "10.1.0.1"), add(LL, "10.1.0.3"), remove(LL, "10.1.0.3")]
-    assert set(discovery.workers) == {"low_latency@10.1.0.2:8091"}
+    assert sink.calls == [slice_remove("10.1.0.1"), slice_add("10.1.0.3"), slice_remove("10.1.0.3")]
+    assert set(discovery.workers) == {"low_latency@pod-10.1.0.2"}
 
 
 async def test_k8s_watch_expiry_relists_and_reconciles() -> None:
@@ -352,13 +369,13 @@ async def test_k8s_watch_expiry_relists_and_reconciles() -> None:
     api.set(listing(endpoint_slice("s1", [("10.1.0.2", True), ("10.1.0.5", True)]), rv="200"))
     api.send(END)  # the server ended the watch (timeout_seconds)
     await eventually(lambda: api.watch_versions == ["100", "200"])
-    assert sink.take() == [remove(LL, "10.1.0.1"), add(LL, "10.1.0.5")]
+    assert sink.take() == [slice_remove("10.1.0.1"), slice_add("10.1.0.5")]
 
     # 410 Gone as an ERROR event: list again, watch from the new version.
     api.set(listing(endpoint_slice("s1", [("10.1.0.5", True)]), rv="300"))
     api.send({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}})
     await eventually(lambda: api.watch_versions == ["100", "200", "300"])
-    assert sink.take() == [remove(LL, "10.1.0.2")]
+    assert sink.take() == [slice_remove("10.1.0.2")]
 
     # 410 raised by the client: same.
     api.set(listing(endpoint_slice("s1", [("10.1.0.5", True)]), rv="400"))
@@ -383,7 +400,7 @@ async def test_k8s_api_failures_keep_the_pool() -> None:
     await eventually(lambda: api.watch_versions[-1:] == ["150"])
     await discovery.stop()
     assert api.list_calls == 4
-    assert sink.calls == [add(LL, "10.1.0.2")]
+    assert sink.calls == [slice_add("10.1.0.2")]
 
 
 async def test_k8s_list_failure_at_start_retries() -> None:
@@ -396,7 +413,7 @@ async def test_k8s_list_failure_at_start_retries() -> None:
     assert sink.calls == []
     await eventually(lambda: bool(sink.calls))
     await discovery.stop()
-    assert sink.calls == [add(LL, "10.1.0.7")]
+    assert sink.calls == [slice_add("10.1.0.7")]
 
 
 async def test_k8s_pods_by_label_selector() -> None:
@@ -411,13 +428,98 @@ async def test_k8s_pods_by_label_selector() -> None:
     )
     await discovery.start()
     await eventually(lambda: len(api.watch_versions) == 1)
-    assert sink.take() == [add(LL, "10.2.0.1", 9000)]
+    assert sink.take() == [pod_add("w-a", "10.2.0.1", 9000)]
 
     api.send({"type": "MODIFIED", "object": pod("w-b", "10.2.0.2", ready=True)})
     api.send({"type": "MODIFIED", "object": pod("w-a", "10.2.0.1", ready=True, deleting=True)})
     await eventually(lambda: len(sink.calls) >= 2)
     await discovery.stop()
-    assert sink.calls == [add(LL, "10.2.0.2", 9000), remove(LL, "10.2.0.1", 9000)]
+    assert sink.calls == [pod_add("w-b", "10.2.0.2", 9000), pod_remove("w-a")]
+
+
+def slice_with_ports(ports: list[dict[str, Any]], *endpoints: tuple[str, str]) -> dict[str, Any]:
+    """An EndpointSlice with the given ports and (pod name, ip) endpoints, all ready."""
+    item = endpoint_slice("s1", [])
+    item["ports"] = ports
+    item["endpoints"] = [
+        {"addresses": [ip], "conditions": {"ready": True}, "targetRef": {"kind": "Pod", "name": name}}
+        for name, ip in endpoints
+    ]
+    return item
+
+
+@pytest.mark.parametrize(
+    ("ports", "config", "expected"),
+    [
+        ([{"name": "http", "port": 9100, "protocol": "TCP"}], {}, 9100),  # the slice's only port, not `port`
+        ([{"name": "metrics", "port": 9400}, {"name": "http", "port": 9100}], {"port_name": "http"}, 9100),
+        ([{"name": "a", "port": 7000}, {"name": "b", "port": 8091}], {}, 8091),  # several: the configured one
+        ([{"name": "a", "port": 7000}, {"name": "b", "port": 7001}], {}, 7000),  # several, none configured: first
+        ([], {"port": 9200}, 9200),  # a slice listing no port: the configured one
+    ],
+)
+async def test_k8s_uses_each_endpointslices_own_port(ports: list[dict[str, Any]], config: dict[str, Any], expected: int) -> None:
+    sink = RecordingSink()
+    api = FakeApi(listing(slice_with_ports(ports, ("worker-0", "10.3.0.1"))))
+    discovery = k8s_discovery(api, sink, **config)
+    await discovery.start()
+    await discovery.stop()
+    assert sink.calls == [pod_add("worker-0", "10.3.0.1", expected)]
+
+
+async def test_k8s_a_slice_without_the_named_port_adds_nobody() -> None:
+    sink = RecordingSink()
+    api = FakeApi(listing(slice_with_ports([{"name": "metrics", "port": 9400}], ("worker-0", "10.3.0.1"))))
+    discovery = k8s_discovery(api, sink, port_name="http")
+    await discovery.start()
+    await discovery.stop()
+    assert sink.calls == []
+
+
+async def test_k8s_pods_use_their_named_container_port() -> None:
+    sink = RecordingSink()
+    item = pod("w-a", "10.2.0.1", ready=True)
+    item["spec"] = {"containers": [{"name": "worker", "ports": [{"name": "http", "containerPort": 8095}]}]}
+    api = FakeApi(listing(item))
+    discovery = k8s_discovery(api, sink, label_selector="pool=low-latency", port_name="http")
+    await discovery.start()
+    await discovery.stop()
+    assert sink.calls == [pod_add("w-a", "10.2.0.1", 8095)]
+
+
+async def test_k8s_a_pod_at_a_new_address_keeps_its_worker_id() -> None:
+    sink = RecordingSink()
+    api = FakeApi(listing(slice_with_ports([{"name": "http", "port": 8091}], ("worker-0", "10.3.0.1")), rv="100"))
+    discovery = k8s_discovery(api, sink)
+    await discovery.start()
+    assert sink.take() == [pod_add("worker-0", "10.3.0.1")]
+    await eventually(lambda: api.watch_versions == ["100"])
+    # Rescheduled: the same pod name at another IP is the same worker at a new URL, not a leaver and a joiner.
+    moved = slice_with_ports([{"name": "http", "port": 8091}], ("worker-0", "10.3.0.9"))
+    moved["metadata"]["resourceVersion"] = "101"
+    api.send({"type": "MODIFIED", "object": moved})
+    await eventually(lambda: bool(sink.calls))
+    await discovery.stop()
+    assert sink.calls == [pod_add("worker-0", "10.3.0.9")]
+
+
+async def test_k8s_api_outage_is_logged_once_and_its_end_once(caplog: pytest.LogCaptureFixture) -> None:
+    sink = RecordingSink()
+    api = FakeApi(listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="100"))
+    discovery = k8s_discovery(api, sink)
+    await discovery.start()
+    await eventually(lambda: len(api.watch_versions) == 1)
+    down = [ConnectionError("api server down")] * 5
+    api.set(*down, listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="150"))
+    with caplog.at_level(logging.DEBUG, logger="higgs_gateway.discovery.kubernetes"):
+        api.send(ConnectionResetError("watch cut"))
+        await eventually(lambda: api.watch_versions[-1:] == ["150"])
+    await discovery.stop()
+    assert api.list_calls == 7
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "keeping 1 worker(s)" in warnings[0], warnings
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "answers again" in r.getMessage()]
+    assert len(infos) == 1, infos
 
 
 def test_discovery_config_needs_its_mode_fields() -> None:

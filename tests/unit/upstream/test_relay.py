@@ -110,14 +110,28 @@ async def test_when_every_attempt_fails_the_client_gets_one_error_and_no_lease_i
 
 
 async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Path) -> None:
-    body = b'{"error": {"message": "unknown voice", "param": "voice"}}'
+    body = b'{"error": {"message": "instructions are too long", "param": "instructions"}}'
     relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(400, body=body)]})
     with pytest.raises(GatewayError) as caught:
         await relay.open(TO_LL0, INFO, PAYLOAD)
-    assert (caught.value.status, caught.value.param) == (400, "voice")
+    assert (caught.value.status, caught.value.param) == (400, "instructions")
     assert transport.calls == [LL_URL] and observer.errors == [("ll-0", "status_4xx")]
     worker = fleet.get("ll-0")
     assert worker.consecutive_failures == 0  # a 4xx does not count toward ejection
+
+
+async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_prepared_again(tmp_path: Path) -> None:
+    # The gateway only names voices it registered: the worker restarted unseen, not the client's fault.
+    body = b'{"error": {"message": "Unknown voice \'anna\'. Upload a voice first", "param": "voice"}}'
+    relay, transport, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [FakeResponse(400, body=body)], LL2_URL: [FakeResponse(200, [AUDIO])]}
+    )
+    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    assert transport.calls == [LL_URL, LL2_URL] and stream.worker.worker_id == "ll-1"
+    assert observer.errors == [("ll-0", "voice_missing")] and observer.retries == ["voice_missing"]
+    lost = fleet.get("ll-0")
+    assert not lost.routable and lost.restarts == 1  # unroutable until its voices are replayed
+    await stream.close(StreamOutcome.COMPLETED)
 
 
 async def test_503_never_counts_toward_ejection_but_500_does(tmp_path: Path) -> None:

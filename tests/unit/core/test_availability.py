@@ -1,0 +1,80 @@
+"""Readiness that means "can serve": ready while any pool has a routable worker, degraded
+(which pool, since when) while one is empty, logged once per transition."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from gateway.pools.availability import PoolAvailability
+from gateway.types import PoolName
+
+LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
+
+
+class Pools:
+    def __init__(self) -> None:
+        self.routable = {LL: 0, HT: 0}
+        self.now = 50.0
+
+    def count(self, pool: PoolName) -> int:
+        return self.routable[pool]
+
+    def clock(self) -> float:
+        return self.now
+
+
+def availability(pools: Pools, requires: str = "any_pool") -> PoolAvailability:
+    return PoolAvailability(pools.count, requires, clock=pools.clock, wall_clock=lambda: 1_000_000.0 + pools.now)  # type: ignore[arg-type]
+
+
+def test_ready_while_any_pool_serves_and_degraded_names_the_empty_one() -> None:
+    pools = Pools()
+    state = availability(pools)
+    assert state.current().status == "not_ready"
+    pools.routable = {LL: 1, HT: 2}
+    assert state.current().status == "ready" and not state.current().degraded
+
+    pools.now = 60.0
+    pools.routable[LL] = 0
+    state.refresh()
+    pools.now = 75.0
+    now = state.current()
+    assert now.ready and now.degraded and now.status == "degraded"
+    assert now.empty_pools == ["low_latency"] and now.routable == {"low_latency": 0, "high_throughput": 2}
+    assert now.empty_for_s == {"low_latency": 15.0} and now.empty_since == {"low_latency": 1_000_060.0}
+
+    pools.routable[HT] = 0
+    assert state.current().status == "not_ready" and not state.current().degraded
+    pools.routable = {LL: 1, HT: 1}
+    assert state.current().status == "ready" and state.current().empty_since == {}
+
+
+def test_the_strict_meaning_needs_every_pool() -> None:
+    pools = Pools()
+    state = availability(pools, "every_pool")
+    pools.routable = {LL: 0, HT: 1}
+    now = state.current()
+    assert not now.ready and now.degraded and now.status == "not_ready"
+    pools.routable[LL] = 1
+    assert state.current().ready
+
+
+def test_each_transition_is_logged_once_not_per_request(caplog: pytest.LogCaptureFixture) -> None:
+    pools = Pools()
+    state = availability(pools)
+    with caplog.at_level(logging.INFO, logger="higgs_gateway.availability"):
+        pools.routable = {LL: 1, HT: 1}
+        state.refresh()  # the first fill at start-up is not news
+        pools.routable[LL] = 0
+        for _ in range(50):  # every lease release refreshes
+            state.refresh()
+        pools.routable[LL] = 2
+        for _ in range(50):
+            state.refresh()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert "low_latency has no routable worker" in messages[0] and "high_throughput" in messages[0]
+    assert caplog.records[0].levelno == logging.WARNING
+    assert "low_latency serves again" in messages[1]
