@@ -41,6 +41,7 @@ from gateway.types import PoolName, SlaClass
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT
+FLEET_SCOPE = "fleet"  # the policy state's round-robin scope
 
 # Without an explicit ceiling, latency-grade means at most this much slower than the best
 # idle low-latency worker: what `throughput` requests must leave to `latency` ones.
@@ -57,15 +58,18 @@ class AdaptivePolicy:
         if not workers:
             return reject(reasons.NO_WORKERS), state
         sla = request.sla_class
+        # Equal predictions (identical idle workers) go round-robin, from the last pick on.
+        last = state.last_picked.get(FLEET_SCOPE, "")
         if sla == SlaClass.LATENCY:
-            decision = _latency(request, workers, thresholds)
+            decision = _latency(request, workers, thresholds, last)
         elif sla == SlaClass.BALANCED:
             frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
-            decision = _balanced(workers, thresholds, frames)
+            decision = _balanced(workers, thresholds, frames, last)
         else:
-            decision = _throughput(workers, thresholds, latency_rtf_ceiling(thresholds, workers))
-        if decision.action is Action.ROUTE:
+            decision = _throughput(workers, thresholds, latency_rtf_ceiling(thresholds, workers), last)
+        if decision.action is Action.ROUTE and decision.worker_id is not None:
             decision = _degraded_reason(decision, workers)
+            state = state.with_picked(FLEET_SCOPE, decision.worker_id)
         return decision, state
 
 
@@ -87,7 +91,13 @@ def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
 # request over every worker, so they stay free of calls and allocations.
 
 
-def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: RoutingThresholds) -> Decision:
+def _turn(worker: WorkerLoad, best: WorkerLoad, last: str) -> bool:
+    """On a tie, is ``worker`` next after ``last`` in id order, before ``best``?"""
+    wid, bid = worker.worker_id, best.worker_id
+    return (wid <= last, wid) < (bid <= last, bid)
+
+
+def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: RoutingThresholds, last: str) -> Decision:
     best: WorkerLoad | None = None
     best_ttfp = best_rtf = 0.0
     serves_latency = False
@@ -100,17 +110,17 @@ def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: Routin
         if load >= (slots if 0 < slots < size else size):
             continue
         ttfp, rtf = curve.ttfp_s[load], curve.rtf_s[load]  # type: ignore[union-attr]
-        if best is None or ttfp < best_ttfp or (ttfp == best_ttfp and rtf < best_rtf):
+        if best is None or (ttfp, rtf) < (best_ttfp, best_rtf) or ((ttfp, rtf) == (best_ttfp, best_rtf) and _turn(worker, best, last)):
             best, best_ttfp, best_rtf = worker, ttfp, rtf
     if best is not None:
         return _route(best, reasons.FASTEST_TTFP, best_ttfp, best_rtf)
     if serves_latency and not request.waited_out:
         return wait(reasons.QUEUED_LL_FULL)
     reason = reasons.SPILL_LL_FULL if serves_latency else reasons.NO_LL_WORKERS
-    return _fastest_anywhere(workers, thresholds.balanced_rtf_ceiling, reason)
+    return _fastest_anywhere(workers, thresholds.balanced_rtf_ceiling, reason, last)
 
 
-def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str) -> Decision:
+def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str, last: str) -> Decision:
     best: WorkerLoad | None = None
     best_ttfp = 0.0
     for worker in workers:
@@ -120,14 +130,14 @@ def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str) ->
         if load >= hard_cap(worker, curve) or (load > 0 and curve.rtf_s[load] > ceiling):
             continue
         ttfp = curve.ttfp_s[load]
-        if best is None or ttfp < best_ttfp:
+        if best is None or ttfp < best_ttfp or (ttfp == best_ttfp and _turn(worker, best, last)):
             best, best_ttfp = worker, ttfp
     if best is None:
         return wait(reasons.QUEUED_ALL_FULL)
     return _route(best, reason, best_ttfp, best.curve.rtf_s[best.load])  # type: ignore[union-attr]
 
 
-def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: float) -> Decision:
+def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: float, last: str) -> Decision:
     """Lowest own end-to-end time plus the delay the slower step adds to the streams there.
 
     `balanced` may fill a low-latency worker up to its cap minus ``reserve_for_latency``.
@@ -152,7 +162,7 @@ def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: 
         cost = curve.ttfp_s[load] + frames * step
         if load:
             cost += load * frames * (step - curve.step_s[load - 1])
-        if best is None or cost < best_cost:
+        if best is None or cost < best_cost or (cost == best_cost and _turn(worker, best, last)):
             best, best_cost = worker, cost
     if best is None:
         return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
@@ -160,7 +170,7 @@ def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: 
     return _route(best, reasons.FASTEST_FINISH, curve.ttfp_s[load], curve.rtf_s[load])  # type: ignore[union-attr]
 
 
-def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float) -> Decision:
+def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latency_ceiling: float, last: str) -> Decision:
     """Most audio-seconds per second added: the worker's new rate minus what it delivered.
 
     On a low-latency worker `throughput` stays ``reserve_for_latency`` below its
@@ -183,7 +193,7 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
             reserved_only = True
             continue
         gain = curve.rate_s[load] - (curve.rate_s[load - 1] if load else 0.0)
-        if best is None or gain > best_gain:
+        if best is None or gain > best_gain or (gain == best_gain and _turn(worker, best, last)):
             best, best_gain = worker, gain
     if best is None:
         return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)

@@ -171,3 +171,13 @@ def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
     assert [w.slots for w in uncapped.workers] == [16, 64]
     assert decide(req("latency"), *routing_view(LoadView((ll(load=3), ht())), curves,
                   thresholds(max_per_worker={"low_latency": 3})).workers).action == Action.WAIT  # fmt: skip
+
+
+def test_identical_idle_workers_take_turns() -> None:
+    policy, state = AdaptivePolicy(), PolicyState()
+    fleet = LoadView((ll(), ht("ht-a"), ht("ht-b")))
+    picked = []
+    for _ in range(4):
+        decision, state = policy.decide(req("throughput"), LoadView((ll(load=16), *fleet.workers[1:])), thresholds(), state)
+        picked.append(decision.worker_id)
+    assert picked == ["ht-a", "ht-b", "ht-a", "ht-b"]
