@@ -121,7 +121,11 @@ class PerformanceModel:
             if worker.worker_id not in workers:
                 prior = self._priors.get(worker.pool)
                 if prior is not None:
-                    self.add_worker(worker.worker_id, prior)
+                    # A worker joining a pool starts from what its peers have shown, not from
+                    # the profile's estimate: same profile, most likely the same hardware.
+                    peers = [self.curves().get(w) for w, pool in self._pools.items() if pool == worker.pool]
+                    learned = [c for c in peers if c is not None]
+                    self.add_worker(worker.worker_id, _mean_curve(learned) if learned else prior)
                     self._pools[worker.worker_id] = worker.pool
         if len(workers) > len(view.workers):
             # Workers that left the fleet (discovery, scale-down): bounded memory.
@@ -237,6 +241,14 @@ class PerformanceModel:
         model.dirty = False
         model.computed_at = now
         self._curves[worker_id] = model.curve
+
+
+def _mean_curve(curves: list[Curve]) -> Curve:
+    """Element-wise geometric mean of curves of the same length (monotone stays monotone)."""
+    count = len(curves)
+    steps = [math.exp(sum(math.log(c.step_s[i]) for c in curves) / count) for i in range(curves[0].max_load)]
+    ttfps = [math.exp(sum(math.log(c.ttfp_s[i]) for c in curves) / count) for i in range(curves[0].max_load)]
+    return Curve(tuple(steps), tuple(ttfps))
 
 
 def _corrections(buckets: _Buckets, now: float, settings: LearningSettings) -> list[float]:

@@ -208,3 +208,18 @@ def test_new_priors_restart_the_workers_of_that_pool() -> None:
     faster = PRIOR.scaled(0.5, 0.5)
     performance.set_priors({PoolName.LOW_LATENCY: faster})
     assert performance.curve("w") == faster
+
+
+def test_a_worker_joining_a_pool_starts_from_what_its_peers_showed() -> None:
+    from gateway.routing.model import LoadView, WorkerLoad
+
+    clock = Clock()
+    performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR}, clock=clock)
+    first = WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16)
+    performance.curves_for(LoadView((first,)))
+    for _ in range(30):
+        performance.on_stream_done(stream(4, PRIOR.step(4) * 0.25))  # this hardware is 4x faster
+    clock.now += PerformanceModel.REFRESH_S
+    joined = WorkerLoad("new", PoolName.LOW_LATENCY, True, 0, None, 16)
+    curves = performance.curves_for(LoadView((first, joined)))
+    assert curves["new"].step(4) < PRIOR.step(4) * 0.4
