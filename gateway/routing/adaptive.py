@@ -91,9 +91,19 @@ def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
 # request over every worker, so they stay free of calls and allocations.
 
 
-def _turn(worker: WorkerLoad, best: WorkerLoad, last: str) -> bool:
-    """On a tie, is ``worker`` next after ``last`` in id order, before ``best``?"""
-    wid, bid = worker.worker_id, best.worker_id
+# Predictions closer than this are a tie: learned curves carry noise, and two workers of the
+# same hardware must share the work instead of one winning on a rounding difference.
+TIE = 0.03
+
+
+def _better(value: float, best: float, worker: WorkerLoad, incumbent: WorkerLoad, last: str) -> bool:
+    """Lower is better; within TIE of each other, the worker next after ``last`` in id order wins."""
+    margin = TIE * abs(best)
+    if value < best - margin:
+        return True
+    if value > best + margin:
+        return False
+    wid, bid = worker.worker_id, incumbent.worker_id
     return (wid <= last, wid) < (bid <= last, bid)
 
 
@@ -110,7 +120,7 @@ def _latency(request: RequestInfo, workers: list[WorkerLoad], thresholds: Routin
         if load >= (slots if 0 < slots < size else size):
             continue
         ttfp, rtf = curve.ttfp_s[load], curve.rtf_s[load]  # type: ignore[union-attr]
-        if best is None or (ttfp, rtf) < (best_ttfp, best_rtf) or ((ttfp, rtf) == (best_ttfp, best_rtf) and _turn(worker, best, last)):
+        if best is None or _better(ttfp, best_ttfp, worker, best, last):
             best, best_ttfp, best_rtf = worker, ttfp, rtf
     if best is not None:
         return _route(best, reasons.FASTEST_TTFP, best_ttfp, best_rtf)
@@ -130,7 +140,7 @@ def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str, la
         if load >= hard_cap(worker, curve) or (load > 0 and curve.rtf_s[load] > ceiling):
             continue
         ttfp = curve.ttfp_s[load]
-        if best is None or ttfp < best_ttfp or (ttfp == best_ttfp and _turn(worker, best, last)):
+        if best is None or _better(ttfp, best_ttfp, worker, best, last):
             best, best_ttfp = worker, ttfp
     if best is None:
         return wait(reasons.QUEUED_ALL_FULL)
@@ -143,7 +153,7 @@ def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: 
     `balanced` may fill a low-latency worker up to its cap minus ``reserve_for_latency``.
     """
     ceiling = thresholds.balanced_rtf_ceiling
-    reserve = thresholds.reserve_for_latency
+    reserve = _reserve(thresholds, workers)
     best: WorkerLoad | None = None
     best_cost = 0.0
     reserved_only = False
@@ -162,7 +172,7 @@ def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: 
         cost = curve.ttfp_s[load] + frames * step
         if load:
             cost += load * frames * (step - curve.step_s[load - 1])
-        if best is None or cost < best_cost or (cost == best_cost and _turn(worker, best, last)):
+        if best is None or _better(cost, best_cost, worker, best, last):
             best, best_cost = worker, cost
     if best is None:
         return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
@@ -177,7 +187,7 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
     latency-grade capacity, so a burst of batch work never costs `latency` streams their RTF.
     """
     ceiling = thresholds.throughput_rtf_ceiling
-    reserve = thresholds.reserve_for_latency
+    reserve = _reserve(thresholds, workers)
     best: WorkerLoad | None = None
     best_gain = 0.0
     reserved_only = False
@@ -193,12 +203,17 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
             reserved_only = True
             continue
         gain = curve.rate_s[load] - (curve.rate_s[load - 1] if load else 0.0)
-        if best is None or gain > best_gain or (gain == best_gain and _turn(worker, best, last)):
+        if best is None or _better(-gain, -best_gain, worker, best, last):
             best, best_gain = worker, gain
     if best is None:
         return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
     curve, load = best.curve, best.load
     return _route(best, reasons.MOST_THROUGHPUT, curve.ttfp_s[load], curve.rtf_s[load])  # type: ignore[union-attr]
+
+
+def _reserve(thresholds: RoutingThresholds, workers: list[WorkerLoad]) -> int:
+    """The latency reserve, unless low-latency is all there is: then every class must use it."""
+    return thresholds.reserve_for_latency if any(w.pool is not LL for w in workers) else 0
 
 
 def _degraded_reason(decision: Decision, workers: list[WorkerLoad]) -> Decision:

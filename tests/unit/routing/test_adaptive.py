@@ -153,6 +153,8 @@ def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve
     assert chosen.load + 1 <= chosen.slots  # never past the operator's cap
     assert chosen.pool != LL or chosen.load + 1 <= 16  # never past max_num_seqs on low-latency
     assert decision.predicted_ttfp_s is not None and decision.predicted_rtf is not None
+    # The reserve holds while high-throughput can take the others (else every class needs LL).
+    reserve = reserve if any(w.routable and w.pool == HT and w.curve is not None for w in fleet) else 0
     if chosen.pool == LL and sla == "balanced" and reserve:
         assert chosen.load + 1 + reserve <= min(chosen.slots, 16)  # the reserve is held
     if chosen.pool == LL and sla == "throughput" and reserve:
@@ -181,3 +183,9 @@ def test_identical_idle_workers_take_turns() -> None:
         decision, state = policy.decide(req("throughput"), LoadView((ll(load=16), *fleet.workers[1:])), thresholds(), state)
         picked.append(decision.worker_id)
     assert picked == ["ht-a", "ht-b", "ht-a", "ht-b"]
+
+
+def test_without_high_throughput_the_reserve_does_not_strand_other_classes() -> None:
+    for sla in ("balanced", "throughput"):
+        decision = decide(req(sla), ll(load=14), ht(routable=False), reserve_for_latency=16)
+        assert (decision.action, decision.reason) == (Action.ROUTE, r.NO_HT_WORKERS), sla
