@@ -51,9 +51,10 @@ def test_balanced_moves_to_high_throughput_when_low_latency_gets_busy() -> None:
 
 
 def test_balanced_keeps_the_reserve_below_the_low_latency_cap() -> None:
-    decision = decide(req("balanced"), ll(load=14), reserve_for_latency=2)
+    full_ht = ht(load=64)
+    decision = decide(req("balanced"), ll(load=14), full_ht, reserve_for_latency=2)
     assert (decision.action, decision.reason) == (Action.WAIT, r.QUEUED_LL_RESERVED)
-    assert decide(req("latency"), ll(load=14), reserve_for_latency=2).action == Action.ROUTE
+    assert decide(req("latency"), ll(load=14), full_ht, reserve_for_latency=2).action == Action.ROUTE
 
 
 def test_throughput_leaves_latency_grade_room_on_low_latency() -> None:
