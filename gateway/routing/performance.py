@@ -194,44 +194,10 @@ class PerformanceModel:
     def curves(self) -> Mapping[str, Curve]:
         """Every worker's current curve (recomputed where new samples arrived)."""
         now = self._clock()
-        recomputed = False
         for worker_id, model in self._workers.items():
             if model.dirty and now - model.computed_at >= self.REFRESH_S:
                 self._recompute(worker_id, model, now)
-                recomputed = True
-        if recomputed:
-            self._follow_the_fleet(now)
         return self._curves
-
-    def _follow_the_fleet(self, now: float) -> None:
-        """Workers with no samples of their own take the fleet's overall correction.
-
-        Every profile runs on the same GPUs: when the workers that served show the hardware
-        is four times faster than the priors assume, one that has not served yet (a pool
-        with no traffic so far, a worker that just joined) is no slower than them.
-        """
-        half_life = self.settings.half_life_s
-        step_w = step_m = ttfp_w = ttfp_m = 0.0
-        idle = []
-        for worker_id, model in self._workers.items():
-            weights = model.step.decayed(now, half_life)
-            total = sum(weights)
-            if not total:
-                idle.append((worker_id, model))
-                continue
-            step_w += total
-            step_m += sum(w * m for w, m in zip(weights, model.step.mean, strict=True))
-            t_weights = model.ttfp.decayed(now, half_life)
-            ttfp_w += sum(t_weights)
-            ttfp_m += sum(w * m for w, m in zip(t_weights, model.ttfp.mean, strict=True))
-        if not idle or not step_w:
-            return
-        k = self.settings.prior_strength
-        step_factor = math.exp(step_m / (step_w + k))
-        ttfp_factor = math.exp(ttfp_m / (ttfp_w + k)) if ttfp_w else step_factor
-        for worker_id, model in idle:
-            model.curve = model.prior.scaled(step_factor, ttfp_factor)
-            self._curves[worker_id] = model.curve
 
     def curve(self, worker_id: str) -> Curve | None:
         return self.curves().get(worker_id)

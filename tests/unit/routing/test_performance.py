@@ -223,20 +223,3 @@ def test_a_worker_joining_a_pool_starts_from_what_its_peers_showed() -> None:
     joined = WorkerLoad("new", PoolName.LOW_LATENCY, True, 0, None, 16)
     curves = performance.curves_for(LoadView((first, joined)))
     assert curves["new"].step(4) < PRIOR.step(4) * 0.4
-
-
-def test_a_worker_without_samples_follows_the_fleets_correction() -> None:
-    from gateway.routing.model import LoadView, WorkerLoad
-
-    clock = Clock()
-    other = PRIOR.scaled(1.5, 1.5)  # another pool's profile
-    performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR, PoolName.HIGH_THROUGHPUT: other}, clock=clock)
-    served = WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16)
-    idle = WorkerLoad("idle", PoolName.HIGH_THROUGHPUT, True, 0, None, 16)
-    performance.curves_for(LoadView((served, idle)))
-    for _ in range(30):
-        performance.on_stream_done(stream(4, PRIOR.step(4) * 0.25))  # the GPUs are 4x faster
-    clock.now += PerformanceModel.REFRESH_S
-    curves = performance.curves_for(LoadView((served, idle)))
-    assert curves["idle"].step(1) < other.step(1) * 0.35
-    assert curves["w"].step(1) < curves["idle"].step(1)  # its own profile is still the faster one
