@@ -243,6 +243,10 @@ class Fleet:
             self._start_prepare(worker)
 
     def probe_failed(self, worker: Worker, why: str) -> None:
+        if worker.state in (WorkerState.FAILED, WorkerState.STOPPED):
+            # A probe sent before the supervisor gave up ends after it: its ConnectTimeout
+            # must not replace the reason the worker failed (start timeout, crash loop).
+            return
         worker.last_error = why
         if worker.state is WorkerState.READY:
             self._count_failure(worker, "health_probe")

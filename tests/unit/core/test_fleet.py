@@ -147,6 +147,17 @@ async def test_half_open_after_ejection(tmp_path: Path) -> None:
     assert worker.state is WorkerState.READY
 
 
+def test_a_late_probe_keeps_the_reason_a_worker_failed(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    fleet.add_worker(PoolName.LOW_LATENCY, "low_latency-0", "http://127.0.0.1:1/", managed=True)
+    worker = fleet.get("low_latency-0")
+    assert worker is not None
+    fleet.worker_failed("low_latency-0", "start timeout: no answer on /health within 3s")
+    fleet.probe_failed(worker, "ConnectTimeout")  # sent before the supervisor gave up
+    assert worker.state is WorkerState.FAILED
+    assert worker.last_error == "start timeout: no answer on /health within 3s"
+
+
 async def test_drain_survives_a_restart(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
     await ready_worker(fleet)
