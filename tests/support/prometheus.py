@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import re
 import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import pytest
+from tests.support.debian import debian_tool
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"
@@ -29,30 +27,15 @@ VARIABLE_VALUES: Mapping[str, str] = {
 }
 
 
-@functools.cache
-def _install() -> str | None:
-    """Path of the directory holding prometheus and promtool, installing them if needed."""
+def _prometheus_dir() -> Path | None:
     if shutil.which("promtool") and shutil.which("prometheus"):
-        return str(Path(shutil.which("promtool") or "").parent)
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
-        return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for args in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "prometheus"]):
-        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return str(Path(shutil.which("promtool") or "/usr/bin/promtool").parent)
+        return Path(shutil.which("promtool") or "").parent
+    return None
 
 
 def prometheus_bin() -> Path:
-    """The directory with ``prometheus`` and ``promtool``; skips only when apt itself is unavailable."""
-    try:
-        directory = _install()
-    except RuntimeError as exc:  # apt exists but failed: a real problem, not a skip
-        pytest.fail(str(exc))
-    if directory is None:
-        pytest.skip("prometheus/promtool missing and apt-get unavailable (or not root) to install them")
-    return Path(directory)
+    """The directory with ``prometheus`` and ``promtool``, installed when missing."""
+    return debian_tool(_prometheus_dir, "prometheus")
 
 
 def promtool(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

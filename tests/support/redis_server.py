@@ -4,8 +4,6 @@ process per fixture on a free 127.0.0.1 port with its own directory, no persiste
 
 from __future__ import annotations
 
-import functools
-import os
 import shutil
 import socket
 import subprocess
@@ -14,34 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
+from tests.support.debian import debian_tool
 from tests.support.procs import free_port
 
 
-@functools.cache
-def _install() -> str | None:
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
-        return None
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for args in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "redis-server"]):
-        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return shutil.which("redis-server")
-
-
 def redis_server_bin() -> str:
-    try:
-        binary = _install()
-    except RuntimeError as exc:  # apt exists but failed: a real problem, not a skip
-        pytest.fail(str(exc))
-    if binary is None:
-        pytest.skip("redis-server missing and apt-get unavailable (or not root) to install it")
-    return binary
+    return debian_tool(lambda: shutil.which("redis-server"), "redis-server")
 
 
 class RedisServer:
