@@ -36,12 +36,32 @@ def voice_pitch_hz(voice_key: str | None) -> float:
     return 90.0 + (zlib.crc32(voice_key.lower().encode()) % 140)
 
 
-class SpeechSynth:
+def noise_key(text: str, seed: int) -> int:
+    """The room tone's key: the same request (text and seed) hisses the same way."""
+    return (zlib.crc32(text.encode()) ^ (seed * 2654435761)) & 0xFFFFFFFF
+
+
+class SampledClip:
+    """A clip read range by range: subclasses give float ``samples``, this encodes them."""
+
+    def samples(self, start: int, stop: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def pcm(self, start: int, stop: int) -> bytes:
+        """s16le PCM for sample indices ``[start, stop)``."""
+        return to_pcm16(self.samples(start, stop))
+
+    def frames_pcm(self, first_frame: int, frames: int) -> bytes:
+        start = first_frame * SAMPLES_PER_FRAME
+        return self.pcm(start, start + frames * SAMPLES_PER_FRAME)
+
+
+class SpeechSynth(SampledClip):
     """One clip of ``total_samples`` samples for ``text``, synthesised range by range."""
 
     def __init__(self, text: str, total_samples: int, seed: int, base_pitch_hz: float = 125.0) -> None:
         self.total_samples = max(0, int(total_samples))
-        self._noise_key = (zlib.crc32(text.encode()) ^ (seed * 2654435761)) & 0xFFFFFFFF
+        self._noise_key = noise_key(text, seed)
         rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(text.encode())])
         starts, lengths, f0a, f0b, amps, syllables = _plan(text, self.total_samples, rng, base_pitch_hz)
         self._starts = starts
@@ -68,14 +88,6 @@ class SpeechSynth:
             out[lo - start : hi - start] = self._segment(seg, lo - seg_start, hi - seg_start)
         out += hashed_noise(start, stop, self._noise_key) * 0.004  # room tone, never digital silence
         return out
-
-    def pcm(self, start: int, stop: int) -> bytes:
-        """s16le PCM for sample indices ``[start, stop)``."""
-        return to_pcm16(self.samples(start, stop))
-
-    def frames_pcm(self, first_frame: int, frames: int) -> bytes:
-        start = first_frame * SAMPLES_PER_FRAME
-        return self.pcm(start, start + frames * SAMPLES_PER_FRAME)
 
     def _segment(self, seg: int, lo: int, hi: int) -> np.ndarray:
         length = int(self._lengths[seg])

@@ -30,7 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gateway.emulator.audio import SAMPLES_PER_FRAME, SpeechSynth, hashed_noise, to_pcm16, voice_pitch_hz
+from gateway.emulator.audio import SampledClip, SpeechSynth, hashed_noise, noise_key, voice_pitch_hz
 from gateway.emulator.espeak import (
     MAX_RATE_WPM,
     MIN_RATE_WPM,
@@ -203,14 +203,14 @@ class _Job:
     result: Future[np.ndarray] = field(compare=False, default_factory=Future)
 
 
-class SpokenClip:
+class SpokenClip(SampledClip):
     """A clip made of phrases rendered in the background, plus seeded room tone."""
 
     def __init__(self, parts: list[tuple[int, int, Future[np.ndarray]]], total_samples: int, text: str, seed: int) -> None:
         self.total_samples = total_samples
         self._parts = parts  # (start, stop, rendering) in order, covering [0, total_samples)
         self._rendered: list[np.ndarray | None] = [None] * len(parts)
-        self._noise_key = (zlib.crc32(text.encode()) ^ (seed * 2654435761)) & 0xFFFFFFFF
+        self._noise_key = noise_key(text, seed)
 
     async def ready(self, until: int | None = None) -> None:
         """Wait until samples ``[0, until)`` (default: all) are rendered."""
@@ -238,13 +238,6 @@ class SpokenClip:
                 raise RuntimeError("clip read before it was rendered; await ready() first")
             out[lo - start : hi - start] += rendered[lo - part_start : hi - part_start]
         return out
-
-    def pcm(self, start: int, stop: int) -> bytes:
-        return to_pcm16(self.samples(start, stop))
-
-    def frames_pcm(self, first_frame: int, frames: int) -> bytes:
-        start = first_frame * SAMPLES_PER_FRAME
-        return self.pcm(start, start + frames * SAMPLES_PER_FRAME)
 
 
 class SyntheticClip(SpeechSynth):
