@@ -86,11 +86,6 @@ def hard_cap(worker: WorkerLoad, curve: Curve) -> int:
     return min(worker.slots, curve.max_load) if worker.slots > 0 else curve.max_load
 
 
-# The loops below index the curves' tables directly: with L requests on a worker, index L
-# is the prediction for L + 1 (the load this request would make). They run for every
-# request over every worker, so they stay free of calls and allocations.
-
-
 # Predictions closer than this are a tie: learned curves carry noise, and two workers of the
 # same hardware must share the work instead of one winning on a rounding difference.
 TIE = 0.03
@@ -103,6 +98,10 @@ def _better(value: float, best: float, worker: WorkerLoad, incumbent: WorkerLoad
         return True
     if value > best + margin:
         return False
+    return _wins_tie(worker, incumbent, last)
+
+
+def _wins_tie(worker: WorkerLoad, incumbent: WorkerLoad, last: str) -> bool:
     wid, bid = worker.worker_id, incumbent.worker_id
     return (wid <= last, wid) < (bid <= last, bid)
 
@@ -147,6 +146,13 @@ def _fastest_anywhere(workers: list[WorkerLoad], ceiling: float, reason: str, la
     return _route(best, reason, best_ttfp, best.curve.rtf_s[best.load])  # type: ignore[union-attr]
 
 
+# `balanced` and `throughput` run for every request over every worker (and again for queued
+# requests whenever capacity changes): their loops index the curves' precomputed tables,
+# keep the tie window of the current best (``low``..``high``) and call out only on a tie.
+# With L requests on a worker, index L is the prediction for L + 1, the load this request
+# would make.
+
+
 def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: float, last: str) -> Decision:
     """Lowest own end-to-end time plus the delay the slower step adds to the streams there.
 
@@ -155,25 +161,22 @@ def _balanced(workers: list[WorkerLoad], thresholds: RoutingThresholds, frames: 
     ceiling = thresholds.balanced_rtf_ceiling
     reserve = _reserve(thresholds, workers)
     best: WorkerLoad | None = None
-    best_cost = 0.0
+    low = high = 0.0
     reserved_only = False
     for worker in workers:
         curve = worker.curve
         assert curve is not None
-        load = worker.load
-        size, slots = len(curve.step_s), worker.slots
+        load, slots, rtf_s = worker.load, worker.slots, curve.rtf_s
+        size = len(rtf_s)
         cap = slots if 0 < slots < size else size
-        if load >= cap or (load > 0 and curve.rtf_s[load] > ceiling):
+        if load >= cap or (load and rtf_s[load] > ceiling):
             continue
-        if worker.pool is LL and load + 1 + reserve > cap:
+        if reserve and load + 1 + reserve > cap and worker.pool is LL:
             reserved_only = True
             continue
-        step = curve.step_s[load]
-        cost = curve.ttfp_s[load] + frames * step
-        if load:
-            cost += load * frames * (step - curve.step_s[load - 1])
-        if best is None or _better(cost, best_cost, worker, best, last):
-            best, best_cost = worker, cost
+        cost = curve.ttfp_s[load] + frames * curve.marginal_step_s[load]
+        if best is None or cost < low or (cost <= high and _wins_tie(worker, best, last)):
+            best, low, high = worker, cost * (1 - TIE), cost * (1 + TIE)
     if best is None:
         return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
     curve, load = best.curve, best.load
@@ -187,24 +190,27 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
     latency-grade capacity, so a burst of batch work never costs `latency` streams their RTF.
     """
     ceiling = thresholds.throughput_rtf_ceiling
+    if ceiling is None:
+        ceiling = float("inf")
     reserve = _reserve(thresholds, workers)
     best: WorkerLoad | None = None
-    best_gain = 0.0
+    low = high = 0.0  # on the negated gain: lower is better, as everywhere here
     reserved_only = False
     for worker in workers:
         curve = worker.curve
         assert curve is not None
-        load = worker.load
-        size, slots = len(curve.step_s), worker.slots
+        load, slots, rtf_s = worker.load, worker.slots, curve.rtf_s
+        size = len(rtf_s)
         cap = slots if 0 < slots < size else size
-        if load >= cap or (ceiling is not None and load > 0 and curve.rtf_s[load] > ceiling):
+        if load >= cap or (load and rtf_s[load] > ceiling):
             continue
-        if worker.pool is LL and reserve and load + 1 + reserve > curve.capacity(latency_ceiling, cap):
+        if reserve and worker.pool is LL and load + 1 + reserve > curve.capacity(latency_ceiling, cap):
             reserved_only = True
             continue
-        gain = curve.rate_s[load] - (curve.rate_s[load - 1] if load else 0.0)
-        if best is None or _better(-gain, -best_gain, worker, best, last):
-            best, best_gain = worker, gain
+        score = -curve.gain_s[load]
+        if best is None or score < low or (score <= high and _wins_tie(worker, best, last)):
+            margin = TIE * abs(score)
+            best, low, high = worker, score - margin, score + margin
     if best is None:
         return wait(reasons.QUEUED_LL_RESERVED if reserved_only else reasons.QUEUED_ALL_FULL)
     curve, load = best.curve, best.load

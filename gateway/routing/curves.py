@@ -37,6 +37,11 @@ class Curve:
     ttfp_s: tuple[float, ...]
     rtf_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
     rate_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    # What one more stream costs at each load, for the policy's per-worker loops:
+    # marginal_step_s[L] = the new stream's step plus the slowdown it adds to the L already
+    # there (balanced's cost per frame); gain_s[L] = delivered rate added (throughput's score).
+    marginal_step_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    gain_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
     # capacity() answers by (ceiling, limit): asked for every low-latency worker per decision.
     _capacities: dict[tuple[float, int | None], int] = field(
         init=False, repr=False, compare=False, default_factory=dict
@@ -48,6 +53,10 @@ class Curve:
         object.__setattr__(self, "rtf_s", tuple(step * FRAMES_PER_SECOND for step in self.step_s))
         rates = tuple(n * FRAME_SECONDS / step for n, step in enumerate(self.step_s, start=1))
         object.__setattr__(self, "rate_s", rates)
+        steps = self.step_s
+        marginal = tuple(step + load * (step - steps[load - 1]) if load else step for load, step in enumerate(steps))
+        object.__setattr__(self, "marginal_step_s", marginal)
+        object.__setattr__(self, "gain_s", tuple(rate - (rates[i - 1] if i else 0.0) for i, rate in enumerate(rates)))
 
     @property
     def max_load(self) -> int:

@@ -38,13 +38,14 @@ class WorkerLoad:
     reported: int | None  # the worker's own running+waiting; None when missing or stale
     slots: int  # how many requests this worker should carry at once (a hard cap for `adaptive`)
     curve: Curve | None = None  # its learned performance by load (None: the policy cannot predict it)
+    # The larger of the two: the worker's report also counts other gateway replicas'
+    # requests, our own count is exact and never lags behind our newest lease. Computed
+    # once: the policy reads it for every worker on every decision.
+    load: int = field(init=False)
 
-    @property
-    def load(self) -> int:
-        # The larger of the two: the worker's report also counts other gateway replicas'
-        # requests, our own count is exact and never lags behind our newest lease.
+    def __post_init__(self) -> None:
         reported, inflight = self.reported, self.inflight
-        return inflight if reported is None or reported < inflight else reported  # max(), without a call
+        object.__setattr__(self, "load", inflight if reported is None or reported < inflight else reported)
 
     @property
     def free(self) -> int:

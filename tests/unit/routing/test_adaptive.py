@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.deploy_profile import load_deploy_profile
 from gateway.routing import reasons as r
-from gateway.routing.adaptive import AdaptivePolicy, latency_rtf_ceiling
-from gateway.routing.curves import Curve
+from gateway.routing.adaptive import TIE, AdaptivePolicy, latency_rtf_ceiling
+from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
 from gateway.routing.model import Action, LoadView, PolicyState, WorkerLoad
 from gateway.routing.prior import prior_curve
 from tests.unit.routing.fakes import HT, LL, req, thresholds
@@ -190,3 +191,37 @@ def test_without_high_throughput_the_reserve_does_not_strand_other_classes() -> 
     for sla in ("balanced", "throughput"):
         decision = decide(req(sla), ll(load=14), ht(routable=False), reserve_for_latency=16)
         assert (decision.action, decision.reason) == (Action.ROUTE, r.NO_HT_WORKERS), sla
+
+
+def test_curve_tables_match_their_definitions() -> None:
+    for curve in (LL_CURVE, HT_CURVE, LL_CURVE.scaled(1.7, 0.8)):
+        for load in range(1, curve.max_load + 1):
+            extra = (load - 1) * (curve.step(load) - curve.step(load - 1)) if load > 1 else 0.0
+            assert curve.marginal_step_s[load - 1] == pytest.approx(curve.step(load) + extra)
+            assert curve.gain_s[load - 1] == pytest.approx(curve.rate(load) - curve.rate(load - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(workers, min_size=1, max_size=8, unique_by=lambda w: w.worker_id), st.integers(1, 4000))
+def test_balanced_picks_the_lowest_cost_within_the_tie_window(fleet: list[WorkerLoad], chars: int) -> None:
+    """The policy's fast loop against the cost written out: own time plus delay imposed."""
+    knobs = thresholds(reserve_for_latency=0)
+    decision, _ = AdaptivePolicy().decide(replace(req("balanced"), input_chars=chars), LoadView(tuple(fleet)), knobs, PolicyState())
+    if decision.action != Action.ROUTE:
+        return
+    frames = audio_seconds_for(chars) * FRAMES_PER_SECOND
+
+    def cost(w: WorkerLoad) -> float:
+        curve, after = w.curve, w.load + 1
+        assert curve is not None
+        imposed = w.load * frames * (curve.step(after) - curve.step(w.load)) if w.load else 0.0
+        return curve.ttfp(after) + frames * curve.step(after) + imposed
+
+    def eligible(w: WorkerLoad) -> bool:
+        cap = min(w.slots, w.curve.max_load)  # type: ignore[union-attr]
+        return w.routable and w.load < cap and (w.load == 0 or w.curve.rtf(w.load + 1) <= knobs.balanced_rtf_ceiling)  # type: ignore[union-attr]
+
+    chosen = next(w for w in fleet if w.worker_id == decision.worker_id)
+    best = min(cost(w) for w in fleet if eligible(w))
+    # Each near-tie handed to the next worker in turn may move the pick up to TIE further.
+    assert eligible(chosen) and cost(chosen) <= best * (1 + TIE) ** len(fleet) + 1e-12
