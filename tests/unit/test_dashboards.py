@@ -147,7 +147,7 @@ def test_targets_come_from_the_gateway_config(tmp_path: Path) -> None:
 def test_alerts_cover_the_agreed_conditions() -> None:
     groups = yaml.safe_load((DASHBOARDS / "alerts.yml").read_text())["groups"]
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
-    assert {"HiggsLatencyTTFPBurnFast", "HiggsLatencyTTFPBurnSlow", "HiggsPoolNoRoutableWorker",
+    assert {"HiggsLatencyTTFPBurnFast", "HiggsLatencyTTFPBurnSlow", "HiggsNoRoutableWorker",
             "HiggsRejectionRateHigh", "HiggsWorkerFlapping", "HiggsWorkerReportStale", "HiggsStateBackendDown",
             "HiggsGatewayDegraded", "HiggsWorkerRestartsFrequent"} <= set(alerts)  # fmt: skip
     for rule in alerts.values():
