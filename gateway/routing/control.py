@@ -35,6 +35,8 @@ class RoutingMirror(Protocol):
     than once when another replica writes at the same moment.
     """
 
+    name: str  # the store's kind, e.g. "redis": where the overrides really live
+
     async def update_routing(self, update: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]: ...
 
 
@@ -66,6 +68,8 @@ class RoutingControl:
             "learning": current.learning.model_dump(),
             "measured": {pool.value: curve.model_dump() for pool, curve in current.measured.items()},
             "effective": effective_thresholds(current.thresholds, self._fleet.snapshot()),
+            # With a shared store the file is this replica's copy of what the store holds.
+            "stored_in": self._mirror.name if self._mirror is not None else "file",
             "persisted_at": str(self._thresholds.path),
         }
 

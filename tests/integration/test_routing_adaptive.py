@@ -146,6 +146,7 @@ def test_a_run_time_change_steers_the_next_request_and_survives_a_restart(tmp_pa
     with running_gateway(tmp_path, config, name="second") as second:
         routing = httpx.get(f"{second.url}/admin/routing", headers=ADMIN, timeout=10).json()
         assert routing["thresholds"]["reserve_for_latency"] == 16, routing
+        assert routing["stored_in"] == "file" and routing["persisted_at"].endswith(".json"), routing
         assert route_of_one(second.url) == ("high_throughput", "fastest_finish")
         # The old rule policy is one patch away, and so is the way back.
         rules = httpx.patch(f"{second.url}/admin/routing", json={"policy": "rules"}, headers=ADMIN, timeout=10)

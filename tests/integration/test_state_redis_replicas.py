@@ -124,6 +124,7 @@ def test_a_routing_patch_on_one_replica_changes_the_others_next_decision(fleet: 
     try:
         response = patch_routing(fleet.first.url, patch)
         assert response.status_code == 200, response.text
+        assert response.json()["stored_in"] == "redis", response.json()
         with httpx.Client(headers=ADMIN, timeout=10) as poll:  # one connection: polls cost ~1 ms
             started = time.monotonic()  # the admin call has answered
             wait_until(
