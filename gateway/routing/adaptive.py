@@ -204,7 +204,9 @@ def _throughput(workers: list[WorkerLoad], thresholds: RoutingThresholds, latenc
         cap = slots if 0 < slots < size else size
         if load >= cap or (load and rtf_s[load] > ceiling):
             continue
-        if reserve and worker.pool is LL and load + 1 + reserve > curve.capacity(latency_ceiling, cap):
+        # Past the latency-grade capacity minus the reserve (rtf_s is monotone, so this is
+        # load + 1 + reserve > curve.capacity(latency_ceiling, cap), without the call).
+        if reserve and worker.pool is LL and (load + reserve >= cap or rtf_s[load + reserve] > latency_ceiling):
             reserved_only = True
             continue
         score = -curve.gain_s[load]
