@@ -106,6 +106,15 @@ def _headers(options: ClientOptions, spec: RequestSpec) -> dict[str, str]:
     return headers
 
 
+def _received(result: RequestResult, sent: float, data: bytes) -> None:
+    """One body chunk as it arrived: its time since sending (the first one is the TTFP)."""
+    now = time.perf_counter()
+    if result.ttfp_s is None:
+        result.ttfp_s = now - sent
+    result.chunks.append((now - sent, len(data)))
+    result.pcm_bytes += len(data)
+
+
 def _finish(result: RequestResult, sent: float, done: float) -> RequestResult:
     result.e2e_s = done - sent
     if result.error is None and result.pcm_bytes == 0:
@@ -138,11 +147,7 @@ class AiohttpClient:
                 else:
                     async for data in response.content.iter_any():
                         if data:
-                            now = time.perf_counter()
-                            if result.ttfp_s is None:
-                                result.ttfp_s = now - sent
-                            result.chunks.append((now - sent, len(data)))
-                            result.pcm_bytes += len(data)
+                            _received(result, sent, data)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             result.error = f"transport:{type(exc).__name__}"
         return _finish(result, sent, time.perf_counter())
@@ -173,11 +178,7 @@ class HttpxClient:
                 else:
                     async for data in response.aiter_raw():
                         if data:
-                            now = time.perf_counter()
-                            if result.ttfp_s is None:
-                                result.ttfp_s = now - sent
-                            result.chunks.append((now - sent, len(data)))
-                            result.pcm_bytes += len(data)
+                            _received(result, sent, data)
         except (httpx.HTTPError, OSError) as exc:
             result.error = f"transport:{type(exc).__name__}"
         return _finish(result, sent, time.perf_counter())

@@ -47,7 +47,8 @@ from gateway.bench.texts import TEXTS, text_order
 from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.timing import StepModel
-from gateway.types import BYTES_PER_SECOND, SLA_CLASS_HEADER
+from gateway.pools.fleet import pool_specs
+from gateway.types import BYTES_PER_SECOND, SLA_CLASS_HEADER, PoolName
 
 WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often
@@ -554,14 +555,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         ht = [fleet.emulator(f"ht{i}", HT_PROFILE, args.time_scale, extra=["--warm"]).url for i in range(args.ht_workers)]
         port = free_port()
         config = Path(work) / "gateway.yaml"
-        config.write_text(yaml.safe_dump(soak_gateway_document(port, Path(work) / "data", ll, ht, DEFAULT_TOKEN, args.first_byte_timeout)))
+        document = soak_gateway_document(port, Path(work) / "data", ll, ht, DEFAULT_TOKEN, args.first_byte_timeout)
+        config.write_text(yaml.safe_dump(document))
+        specs = pool_specs(GatewayConfig(**document))
+        slots = f"{specs[PoolName.LOW_LATENCY].slots_per_worker} + {specs[PoolName.HIGH_THROUGHPUT].slots_per_worker}"
         gateway = fleet.gateway("gateway", config, port, ready_path="/ready?require=every_pool")
         report = asyncio.run(run_soak(gateway.url, gateway.pid, [*ll, *ht], plan, DEFAULT_TOKEN))
         errors = [line for line in gateway.log_tail(10**7).splitlines() if _is_error_line(line)]
         report.checks.append(Check("no ERROR line in the gateway's log", not errors, errors[0][:200] if errors else "none"))
     setup = (
         f"Fleet: {args.ll_workers} low-latency and {args.ht_workers} high-throughput emulated worker(s) at time scale "
-        f"{args.time_scale} (4 + 64 slots per pair), gateway with admission queues latency 16 / balanced 64 / "
+        f"{args.time_scale} ({slots} slots per pair), gateway with admission queues latency 16 / balanced 64 / "
         f"throughput 64, waits 0.5 / 2 / 5 s and a {args.first_byte_timeout:g} s first-byte timeout; all processes "
         "on one machine, loopback only. "
         f"Machine: {os.cpu_count()} CPU(s), 1-minute load average {load_before:.1f} before the run and "
