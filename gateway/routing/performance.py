@@ -13,9 +13,13 @@ says nothing reliable about the worker's speed.
 
 The correction is kept per load as a weighted mean of ``log(observed / prior)``:
 
-- *shrinkage*: a load with few samples leans on its neighbours and on the worker's overall
-  correction, which itself leans on the prior, so a worker that is uniformly slower (a
-  throttled GPU, cold graphs after a restart) is learned from whatever loads it ran at;
+- *shrinkage*, in three levels: a load with few samples leans on its neighbours and on
+  the worker's overall correction; that one leans on its pool's (what the other workers of
+  the same profile showed), which leans on the prior. So a worker that is uniformly slower
+  (a throttled GPU, cold graphs after a restart) is learned from whatever loads it ran at,
+  and a worker with no samples yet (it just joined, or restarted) is assumed to be like its
+  peers, not like the profile's estimate: predicted slower than they are, it would never be
+  given the traffic that proves otherwise;
 - *robustness*: samples off the prior by more than ``max_ratio`` are dropped as absurd, and
   once a load has a few samples a new one moves it by at most ``clamp`` in log space;
 - *forgetting*: weights halve every ``half_life_s``, so the curve fades back to the prior
@@ -80,8 +84,7 @@ class WorkerModel:
     step: _Buckets = field(init=False)
     ttfp: _Buckets = field(init=False)
     curve: Curve = field(init=False)
-    dirty: bool = False
-    computed_at: float = 0.0
+    dirty: bool = True  # its samples, or its pool's, changed since the curve was computed
 
     def __post_init__(self) -> None:
         self.step = _Buckets.empty(self.prior.max_load)
@@ -92,7 +95,7 @@ class WorkerModel:
 class PerformanceModel:
     """Every worker's curve; fed by the recorder, read by the routing snapshot."""
 
-    # Recomputing a curve costs O(loads x neighbourhood); at most this often per worker.
+    # Recomputing the curves costs O(workers x loads x neighbourhood): at most this often.
     REFRESH_S = 0.25
 
     def __init__(
@@ -107,6 +110,7 @@ class PerformanceModel:
         self._workers: dict[str, WorkerModel] = {}
         self._curves: dict[str, Curve] = {}
         self._pools: dict[str, PoolName] = {}  # workers met in a load view
+        self._refreshed_at = -math.inf
 
     # --- membership -------------------------------------------------------------------
     def add_worker(self, worker_id: str, prior: Curve) -> None:
@@ -121,12 +125,11 @@ class PerformanceModel:
             if worker.worker_id not in workers:
                 prior = self._priors.get(worker.pool)
                 if prior is not None:
-                    # A worker joining a pool starts from what its peers have shown, not from
-                    # the profile's estimate: same profile, most likely the same hardware.
-                    peers = [self.curves().get(w) for w, pool in self._pools.items() if pool == worker.pool]
-                    learned = [c for c in peers if c is not None]
-                    self.add_worker(worker.worker_id, _mean_curve(learned) if learned else prior)
+                    # Every worker of a pool keeps the pool's prior, so their samples are
+                    # comparable: the pool level of the shrinkage is what they share.
+                    self.add_worker(worker.worker_id, prior)
                     self._pools[worker.worker_id] = worker.pool
+                    self._refreshed_at = -math.inf  # a newcomer looks like its peers at once
         if len(workers) > len(view.workers):
             # Workers that left the fleet (discovery, scale-down): bounded memory.
             present = {worker.worker_id for worker in view.workers}
@@ -154,7 +157,7 @@ class PerformanceModel:
         model = self._workers.get(worker_id)
         if model is not None:
             self._workers[worker_id] = WorkerModel(model.prior)
-            self._curves[worker_id] = model.prior
+            self._refresh(self._clock())  # like its peers until it shows otherwise
 
     def configure(self, settings: LearningSettings) -> None:
         self.settings = settings
@@ -183,6 +186,11 @@ class PerformanceModel:
             # 25 frames (one second of audio) count as one sample.
             self._add(model.step, load, step / prior.step(load), sample.frames / 25.0, now)
         model.dirty = True
+        pool = self._pools.get(observation.worker_id)
+        if pool is not None:  # its peers lean on what it showed
+            for peer_id, peer_pool in self._pools.items():
+                if peer_pool is pool:
+                    self._workers[peer_id].dirty = True
 
     def _add(self, buckets: _Buckets, load: int, ratio: float, weight: float, now: float) -> None:
         settings = self.settings
@@ -194,9 +202,8 @@ class PerformanceModel:
     def curves(self) -> Mapping[str, Curve]:
         """Every worker's current curve (recomputed where new samples arrived)."""
         now = self._clock()
-        for worker_id, model in self._workers.items():
-            if model.dirty and now - model.computed_at >= self.REFRESH_S:
-                self._recompute(worker_id, model, now)
+        if now - self._refreshed_at >= self.REFRESH_S:
+            self._refresh(now)
         return self._curves
 
     def curve(self, worker_id: str) -> Curve | None:
@@ -209,7 +216,7 @@ class PerformanceModel:
             return None
         now = self._clock()
         if model.dirty:
-            self._recompute(worker_id, model, now)
+            self._refresh(now)
         half_life = self.settings.half_life_s
         step_weights = model.step.decayed(now, half_life)
         ttfp_weights = model.ttfp.decayed(now, half_life)
@@ -231,44 +238,76 @@ class PerformanceModel:
             "points": points,
         }
 
-    def _recompute(self, worker_id: str, model: WorkerModel, now: float) -> None:
-        prior, settings = model.prior, self.settings
-        step_factors = _corrections(model.step, now, settings)
-        ttfp_factors = _corrections(model.ttfp, now, settings)
-        steps = _monotone([p * f for p, f in zip(prior.step_s, step_factors, strict=True)], model.step.decayed(now, settings.half_life_s))
-        ttfps = _monotone([p * f for p, f in zip(prior.ttfp_s, ttfp_factors, strict=True)], model.ttfp.decayed(now, settings.half_life_s))
-        model.curve = Curve(tuple(steps), tuple(ttfps))
-        model.dirty = False
-        model.computed_at = now
-        self._curves[worker_id] = model.curve
+    def _refresh(self, now: float) -> None:
+        """Recompute the curves whose evidence changed, pool level first."""
+        self._refreshed_at = now
+        if not any(model.dirty for model in self._workers.values()):
+            return
+        settings = self.settings
+        half_life = settings.half_life_s
+        decayed = {
+            worker_id: (model.step.decayed(now, half_life), model.ttfp.decayed(now, half_life))
+            for worker_id, model in self._workers.items()
+        }
+        pool_levels = {
+            pool: self._pool_level([w for w, p in self._pools.items() if p is pool], decayed)
+            for pool in set(self._pools.values())
+        }
+        for worker_id, model in self._workers.items():
+            if not model.dirty:
+                continue
+            step_weights, ttfp_weights = decayed[worker_id]
+            pool = self._pools.get(worker_id)
+            size = model.prior.max_load
+            step_base, ttfp_base = pool_levels[pool] if pool is not None else ([0.0] * size, [0.0] * size)
+            step_factors = _corrections(step_weights, model.step.mean, step_base, settings)
+            ttfp_factors = _corrections(ttfp_weights, model.ttfp.mean, ttfp_base, settings)
+            prior = model.prior
+            steps = _monotone([p * f for p, f in zip(prior.step_s, step_factors, strict=True)], step_weights)
+            ttfps = _monotone([p * f for p, f in zip(prior.ttfp_s, ttfp_factors, strict=True)], ttfp_weights)
+            model.curve = self._curves[worker_id] = Curve(tuple(steps), tuple(ttfps))
+            model.dirty = False
+
+    def _pool_level(
+        self, members: list[str], decayed: Mapping[str, tuple[list[float], list[float]]]
+    ) -> tuple[list[float], list[float]]:
+        """The pool's log correction per load (step, TTFP): every member's samples pooled
+        as if one worker had shown them, shrunk toward the prior like a worker's own. (A
+        worker's own samples count here too; against its own evidence they weigh little.)"""
+        size = self._workers[members[0]].prior.max_load
+        levels = []
+        for kind in (0, 1):
+            weights, weighted = [0.0] * size, [0.0] * size
+            for worker_id in members:
+                buckets = self._workers[worker_id].step if kind == 0 else self._workers[worker_id].ttfp
+                for index, (w, m) in enumerate(zip(decayed[worker_id][kind], buckets.mean, strict=True)):
+                    if w:
+                        weights[index] += w
+                        weighted[index] += w * m
+            means = [wm / w if w else 0.0 for w, wm in zip(weights, weighted, strict=True)]
+            levels.append([math.log(f) for f in _corrections(weights, means, [0.0] * size, self.settings)])
+        return levels[0], levels[1]
 
 
-def _mean_curve(curves: list[Curve]) -> Curve:
-    """Element-wise geometric mean of curves of the same length (monotone stays monotone)."""
-    count = len(curves)
-    steps = [math.exp(sum(math.log(c.step_s[i]) for c in curves) / count) for i in range(curves[0].max_load)]
-    ttfps = [math.exp(sum(math.log(c.ttfp_s[i]) for c in curves) / count) for i in range(curves[0].max_load)]
-    return Curve(tuple(steps), tuple(ttfps))
-
-
-def _corrections(buckets: _Buckets, now: float, settings: LearningSettings) -> list[float]:
-    """Multiplicative correction per load: local evidence, shrunk toward the worker's overall."""
-    weights = buckets.decayed(now, settings.half_life_s)
+def _corrections(weights: list[float], means: list[float], base: list[float], settings: LearningSettings) -> list[float]:
+    """Multiplicative correction per load: local evidence, shrunk toward the worker's overall
+    correction, itself shrunk toward ``base`` (its pool's, per load, in log space)."""
     total = sum(weights)
     if total == 0.0:
-        return [1.0] * len(weights)
+        return [math.exp(b) for b in base]
     k = settings.prior_strength
-    overall = sum(w * m for w, m in zip(weights, buckets.mean, strict=True)) / (total + k)
+    own = sum(w * m for w, m in zip(weights, means, strict=True))
     size, reach = len(weights), settings.neighbourhood
     factors = []
     for index in range(size):
+        overall = (own + k * base[index]) / (total + k)
         local_w = local_wm = 0.0
         for other in range(max(0, index - reach), min(size, index + reach + 1)):
             w = weights[other]
             if w:
                 w *= 0.5 ** abs(other - index)
                 local_w += w
-                local_wm += w * buckets.mean[other]
+                local_wm += w * means[other]
         factors.append(math.exp((local_wm + k * overall) / (local_w + k)))
     return factors
 

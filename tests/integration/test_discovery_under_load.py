@@ -665,9 +665,10 @@ def test_workers_join_and_leave_under_load_without_a_failed_request(mode: str, t
         health={"interval_s": 0.5, "half_open_after_s": 1.0},
         load_reports={"interval_s": 0.25, "stale_after_s": 2.0},
         auth={"admin_token": ADMIN["Authorization"].removeprefix("Bearer ")},
-        # Discovery is under test, not prediction: the adaptive policy's prior for a worker
-        # that just joined is real time, while the workers it learned run at TIME_SCALE (10x
-        # faster), so it would keep ht-b idle. The rules policy spreads by free slots.
+        # Discovery is under test, not prediction: the rules policy spreads requests over
+        # ht-a and ht-b by free slots, which the join phase counts on. How the adaptive
+        # policy treats a worker that joins (it looks like its peers until it has samples)
+        # is tested in tests/unit/routing/test_performance.py.
         routing={"policy": "rules"},
     )
     specs = [

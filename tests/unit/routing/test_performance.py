@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -223,3 +224,60 @@ def test_a_worker_joining_a_pool_starts_from_what_its_peers_showed() -> None:
     joined = WorkerLoad("new", PoolName.LOW_LATENCY, True, 0, None, 16)
     curves = performance.curves_for(LoadView((first, joined)))
     assert curves["new"].step(4) < PRIOR.step(4) * 0.4
+
+
+def pool_model() -> tuple[PerformanceModel, Clock]:
+    clock = Clock()
+    priors = {PoolName.LOW_LATENCY: PRIOR, PoolName.HIGH_THROUGHPUT: PRIOR}
+    return PerformanceModel(priors=priors, clock=clock), clock
+
+
+def view_of(*workers: tuple[str, PoolName]):  # type: ignore[no-untyped-def]
+    from gateway.routing.model import LoadView, WorkerLoad
+
+    return LoadView(tuple(WorkerLoad(w, pool, True, 0, None, 16) for w, pool in workers))
+
+
+def sample_on(worker_id: str, pool: PoolName, step: float) -> StreamObservation:
+    return StreamObservation(worker_id, pool, 4, None, tuple(PaceSample(4, 25, 25 * step) for _ in range(8)))
+
+
+def test_a_worker_without_samples_follows_what_its_peers_learn_after_it_joined() -> None:
+    """The starvation case: a worker predicted slower than its peers gets no traffic, so it
+    must not be left at the profile's estimate while they learn the hardware is faster."""
+    performance, clock = pool_model()
+    fleet = view_of(("a", PoolName.HIGH_THROUGHPUT), ("b", PoolName.HIGH_THROUGHPUT))
+    performance.curves_for(fleet)  # both join at the prior
+    for _ in range(30):
+        performance.on_stream_done(sample_on("a", PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.25))
+    clock.now += PerformanceModel.REFRESH_S
+    curves = performance.curves_for(fleet)
+    assert curves["a"].step(4) < PRIOR.step(4) * 0.3
+    assert curves["b"].step(4) == pytest.approx(curves["a"].step(4), rel=0.05)  # a near-tie: b gets its turn
+
+
+def test_a_restarted_worker_starts_like_its_peers_and_then_learns_its_own_speed() -> None:
+    performance, clock = pool_model()
+    fleet = view_of(("a", PoolName.HIGH_THROUGHPUT), ("b", PoolName.HIGH_THROUGHPUT))
+    performance.curves_for(fleet)
+    for worker_id in ("a", "b"):
+        for _ in range(20):
+            performance.on_stream_done(sample_on(worker_id, PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.5))
+    clock.now += PerformanceModel.REFRESH_S
+    performance.curves_for(fleet)
+    performance.reset_worker("b")
+    assert performance.curve("b").step(4) == pytest.approx(PRIOR.step(4) * 0.5, rel=0.05)  # type: ignore[union-attr]
+    for _ in range(20):  # cold graphs: this one is really twice as slow as its peer
+        performance.on_stream_done(sample_on("b", PoolName.HIGH_THROUGHPUT, PRIOR.step(4)))
+    clock.now += PerformanceModel.REFRESH_S
+    assert performance.curves_for(fleet)["b"].step(4) == pytest.approx(PRIOR.step(4), rel=0.1)
+
+
+def test_pools_do_not_share_what_they_learn() -> None:
+    performance, clock = pool_model()
+    fleet = view_of(("ll", PoolName.LOW_LATENCY), ("ht", PoolName.HIGH_THROUGHPUT))
+    performance.curves_for(fleet)
+    for _ in range(30):
+        performance.on_stream_done(sample_on("ll", PoolName.LOW_LATENCY, PRIOR.step(4) * 0.25))
+    clock.now += PerformanceModel.REFRESH_S
+    assert performance.curves_for(fleet)["ht"] == PRIOR
