@@ -411,7 +411,18 @@ def test_compose_replicas_share_state_through_redis() -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.parametrize("name", ["prometheus.yml", "prometheus.demo.yml"])
+def test_compose_replicas_scrape_every_replica() -> None:
+    config, mounts = prometheus_config("compose.replicas.yaml")
+    assert mounts["/etc/prometheus/prometheus.yml"].name == "prometheus.replicas.yml"
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    # One address per container from Docker's DNS, not one replica per scrape.
+    assert jobs["higgs-gateway"]["dns_sd_configs"] == [{"names": ["gateway"], "type": "A", "port": 8000, "refresh_interval": "15s"}]
+    assert "static_configs" not in jobs["higgs-gateway"]
+    single, _ = prometheus_config("compose.yaml")
+    assert scrape_targets(config)["higgs-workers"] == scrape_targets(single)["higgs-workers"]
+
+
+@pytest.mark.parametrize("name", ["prometheus.yml", "prometheus.demo.yml", "prometheus.replicas.yml"])
 def test_prometheus_configs_validate(name: str) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
