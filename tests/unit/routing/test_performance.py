@@ -281,3 +281,19 @@ def test_pools_do_not_share_what_they_learn() -> None:
         performance.on_stream_done(sample_on("ll", PoolName.LOW_LATENCY, PRIOR.step(4) * 0.25))
     clock.now += PerformanceModel.REFRESH_S
     assert performance.curves_for(fleet)["ht"] == PRIOR
+
+
+def test_a_large_fleet_recomputes_its_curves_over_several_reads() -> None:
+    """No single routing decision pays for the whole fleet's learning."""
+    performance, clock = pool_model()
+    names = [(f"w{i}", PoolName.HIGH_THROUGHPUT) for i in range(3 * PerformanceModel.RECOMPUTE_PER_READ)]
+    fleet = view_of(*names)
+    performance.curves_for(fleet)
+    for worker_id, pool in names:
+        performance.on_stream_done(sample_on(worker_id, pool, PRIOR.step(4) * 0.5))
+    clock.now += PerformanceModel.REFRESH_S
+    first = dict(performance.curves_for(fleet))
+    assert sum(curve != PRIOR for curve in first.values()) == PerformanceModel.RECOMPUTE_PER_READ
+    performance.curves()
+    latest = performance.curves()
+    assert all(curve.step(4) < PRIOR.step(4) * 0.8 for curve in latest.values())
