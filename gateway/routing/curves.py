@@ -42,10 +42,6 @@ class Curve:
     # there (balanced's cost per frame); gain_s[L] = delivered rate added (throughput's score).
     marginal_step_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
     gain_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
-    # capacity() answers by (ceiling, limit): asked for every low-latency worker per decision.
-    _capacities: dict[tuple[float, int | None], int] = field(
-        init=False, repr=False, compare=False, default_factory=dict
-    )
 
     def __post_init__(self) -> None:
         if not self.step_s or len(self.step_s) != len(self.ttfp_s):
@@ -85,13 +81,9 @@ class Curve:
 
     def capacity(self, rtf_ceiling: float, limit: int | None = None) -> int:
         """The largest load whose streams stay under ``rtf_ceiling`` (0 if none does)."""
-        key = (rtf_ceiling, limit)
-        known = self._capacities.get(key)
-        if known is None:
-            top = self.max_load if limit is None else min(limit, self.max_load)
-            # rtf_s is non-decreasing: the loads under the ceiling are a prefix.
-            known = self._capacities[key] = min(bisect.bisect_right(self.rtf_s, rtf_ceiling), top)
-        return known
+        top = self.max_load if limit is None else min(limit, self.max_load)
+        # rtf_s is non-decreasing: the loads under the ceiling are a prefix.
+        return min(bisect.bisect_right(self.rtf_s, rtf_ceiling), top)
 
     def scaled(self, step_factor: float, ttfp_factor: float) -> Curve:
         return Curve(
