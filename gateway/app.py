@@ -15,6 +15,8 @@ else differs from production.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -110,6 +112,7 @@ class GatewayApp:
         supervisors: list[PoolSupervisor],
         transport: UpstreamTransport,
         control_client: httpx.AsyncClient,
+        performance: PerformanceModel,
     ) -> None:
         self._stack = stack
         self.api = api  # the framework app inside the stack: routes and the OpenAPI schema
@@ -126,6 +129,8 @@ class GatewayApp:
         self._supervisors = supervisors
         self._transport = transport
         self._control_client = control_client
+        self.performance = performance
+        self._learning: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._stack(scope, receive, send)
@@ -141,6 +146,8 @@ class GatewayApp:
         self._health.start()
         self._load_reports.start()
         self._replicas.start()
+        # Curves are refit here, in the background, and only read by routing and metrics.
+        self._learning = asyncio.create_task(self.performance.run(self.fleet.snapshot), name="learning")
         for supervisor in self._supervisors:
             await supervisor.start()
 
@@ -153,6 +160,10 @@ class GatewayApp:
         await self._replicas.stop()
         await self._health.stop()
         await self._load_reports.stop()
+        if self._learning is not None:
+            self._learning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._learning
         await self.fleet.close()
         for supervisor in self._supervisors:
             await supervisor.stop()
@@ -317,5 +328,6 @@ def create_app(
         supervisors=supervisors,
         transport=transport,
         control_client=control_client,
+        performance=performance,
     )
     return gateway

@@ -21,7 +21,7 @@ from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
 from gateway.routing.curves import Curve
 from gateway.routing.model import Decision
-from gateway.routing.performance import PerformanceModel
+from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.types import BYTES_PER_SECOND, SlaClass, WorkerState
 from gateway.upstream.errors import RetryReason, UpstreamErrorKind
@@ -173,7 +173,7 @@ class Recorder:
         def snapshot() -> FleetSnapshot:
             now = clock()
             pools = availability.current() if availability is not None else None
-            curves = performance.curves() if performance is not None else {}
+            curves = performance.snapshot() if performance is not None else EMPTY_SNAPSHOT  # a read, never a refit
             workers = [
                 WorkerSnapshot(
                     pool=w.pool.value,
@@ -183,7 +183,7 @@ class Recorder:
                     up=w.routable,
                     report_age_s=None if w.reported_at is None else now - w.reported_at,
                     slots=w.slots,
-                    curve=_curve_points(curves.get(w.worker_id)),
+                    curve=_curve_points(curves.curve(w.worker_id, w.pool)),
                 )
                 for w in fleet.workers
                 if w.state is not WorkerState.STOPPED

@@ -95,6 +95,8 @@ class SimGateway:
             snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
             clock=self._loop.time,
         )
+        # The background refit, as in the gateway (it ends with the simulation's loop).
+        self._learning = self._loop.create_task(self.performance.run(self.loads), name="learning")
 
     def loads(self) -> LoadView:
         return LoadView(tuple(

@@ -165,10 +165,11 @@ def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve
 
 
 def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
+    from gateway.routing.performance import CurveSnapshot
     from gateway.routing.view import routing_view
 
     loads = LoadView((ll(slots=16), ht()))
-    curves = {"ll-a": LL_CURVE, "ht-a": HT_CURVE}
+    curves = CurveSnapshot.of({"ll-a": LL_CURVE, "ht-a": HT_CURVE})
     capped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": 3}))
     assert [w.slots for w in capped.workers] == [3, 64]
     uncapped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": None}))
