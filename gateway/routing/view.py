@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gateway.config import RoutingThresholds
-from gateway.routing.curves import Curve
-from gateway.routing.model import LoadView, WorkerLoad
 from gateway.routing.performance import PerformanceModel
+from gateway.types.curve import Curve
+from gateway.types.view import LoadView, WorkerLoad
 
 
 class RoutingSnapshot:
