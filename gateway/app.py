@@ -40,7 +40,6 @@ from gateway.api.speech_request import WorkerPayloads
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
-from gateway.observations import StreamObserver
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.drains import DrainStore
@@ -51,7 +50,6 @@ from gateway.pools.preparation import WorkerPreparation
 from gateway.pools.replicas import ReplicaSync
 from gateway.pools.restarts import RestartDetector
 from gateway.recorder import Recorder
-from gateway.routing import reasons
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
@@ -66,7 +64,8 @@ from gateway.security.ref_audio import RefAudioPolicy
 from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.setup import build_supervisors
-from gateway.types import PoolName, WorkerState
+from gateway.types import PoolName, WorkerState, reasons
+from gateway.types.observations import StreamObserver
 from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
 from gateway.voices.registry import VoiceRegistry

@@ -435,7 +435,7 @@ class SloConfig(Strict):
     @field_validator("latency_ttfp_target_s")
     @classmethod
     def _bucket_bound(cls, value: float) -> float:
-        from gateway.metrics import TTFP_BUCKETS  # the one list of bucket bounds
+        from gateway.types.labels import TTFP_BUCKETS  # the one list of bucket bounds
 
         if value not in TTFP_BUCKETS:
             raise ValueError(f"must be a TTFP histogram bucket bound: one of {', '.join(map(str, TTFP_BUCKETS))}")

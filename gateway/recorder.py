@@ -14,17 +14,18 @@ from dataclasses import dataclass, field
 
 from gateway.access_log import AccessLog, AccessRecord
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
-from gateway.observations import StreamObservation, StreamObserver, StreamOutcome
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.fleet import Fleet
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
-from gateway.routing.curves import Curve
-from gateway.routing.model import Decision
 from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
-from gateway.types import BYTES_PER_SECOND, SlaClass, WorkerState
-from gateway.upstream.errors import RetryReason, UpstreamErrorKind
+from gateway.types import SlaClass, WorkerState
+from gateway.types.codec import BYTES_PER_SECOND
+from gateway.types.curve import Curve
+from gateway.types.decision import Decision
+from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
+from gateway.types.observations import StreamObservation, StreamObserver, StreamOutcome
 
 
 @dataclass(slots=True)

@@ -25,24 +25,17 @@ from gateway.audio.encoder import StreamEncoder
 from gateway.audio.formats import STREAMING_HEADERS, AudioFormat, response_media_type
 from gateway.audio.sse import sse_delta, sse_done, sse_error
 from gateway.errors import GatewayError
-from gateway.metrics import DisconnectPhase
-from gateway.observations import StreamOutcome
 from gateway.recorder import Recorder, RequestRecord
 from gateway.routing.admission import Admission
-from gateway.routing.model import RequestInfo
-from gateway.types import (
-    BYTES_PER_SECOND,
-    POOL_HEADER,
-    PREDICTED_RTF_HEADER,
-    PREDICTED_TTFP_HEADER,
-    ROUTE_REASON_HEADER,
-)
+from gateway.types import POOL_HEADER, PREDICTED_RTF_HEADER, PREDICTED_TTFP_HEADER, ROUTE_REASON_HEADER
+from gateway.types.codec import BYTES_PER_SECOND, FRAMES_PER_SECOND
+from gateway.types.labels import DisconnectPhase
+from gateway.types.observations import StreamOutcome
+from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import OpenStream, Relay
 
 CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
-# Codec frames: 25 per second of audio; Higgs counts one output token per frame.
-FRAMES_PER_SECOND = 25
 EncoderFactory = Callable[[AudioFormat, float], StreamEncoder]
 SPEECH_OPENAPI = {
     "requestBody": {

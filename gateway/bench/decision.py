@@ -15,10 +15,11 @@ import time
 
 from gateway.config import RoutingThresholds
 from gateway.deploy_profile import load_deploy_profile
-from gateway.routing.model import LoadView, PolicyState, RequestInfo, WorkerLoad
+from gateway.routing.model import PolicyState
 from gateway.routing.policy import create_policy
 from gateway.routing.prior import prior_curve
 from gateway.types import PoolName, SlaClass
+from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
 
 def fleet_view(workers: int, seed: int = 0) -> LoadView:

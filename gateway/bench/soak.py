@@ -48,7 +48,8 @@ from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.timing import StepModel
 from gateway.pools.fleet import pool_specs
-from gateway.types import BYTES_PER_SECOND, SLA_CLASS_HEADER, PoolName
+from gateway.types import SLA_CLASS_HEADER, PoolName
+from gateway.types.codec import BYTES_PER_SECOND
 
 WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.types import BYTES_PER_SECOND
+from gateway.types.codec import BYTES_PER_SECOND
 
 
 def audio_seconds(pcm_bytes: int) -> float:

@@ -18,10 +18,10 @@ from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.pools.lease import Lease
 from gateway.pools.worker import Worker
-from gateway.routing.model import LoadView
 from gateway.routing.capacity import default_slots
 from gateway.types import PoolName, WorkerState
-from gateway.upstream.errors import UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.view import LoadView
 
 log = logging.getLogger("higgs_gateway.fleet")
 

@@ -33,11 +33,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from gateway.config import RoutingThresholds
-from gateway.routing import reasons
-from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
-from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo, WorkerLoad
+from gateway.routing.model import PolicyState
 from gateway.routing.outcomes import reject, wait
-from gateway.types import PoolName, SlaClass
+from gateway.types import PoolName, SlaClass, reasons
+from gateway.types.codec import FRAMES_PER_SECOND
+from gateway.types.curve import Curve, audio_seconds_for
+from gateway.types.decision import Action, Decision
+from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT

@@ -22,12 +22,13 @@ from typing import Protocol
 
 from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.errors import GatewayError
-from gateway.routing import reasons
 from gateway.routing.budget import latency_queue_budget_s
-from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo
+from gateway.routing.model import PolicyState
 from gateway.routing.policy import RoutingPolicy
 from gateway.routing.retry import RETRY_OTHER_WORKER, pick_retry_worker
-from gateway.types import DROPPED_REASON_HEADER, PoolName, SlaClass
+from gateway.types import DROPPED_REASON_HEADER, PoolName, SlaClass, reasons
+from gateway.types.decision import Action, Decision
+from gateway.types.view import LoadView, RequestInfo
 
 Clock = Callable[[], float]
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gateway.config import RoutingThresholds
-from gateway.routing import reasons
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
+from gateway.routing.model import PolicyState
 from gateway.routing.outcomes import first_free, other_pool, reject, route, wait
 from gateway.routing.picker import choose
 from gateway.routing.scorers import indifferent, most_free_slots
-from gateway.types import PoolName
+from gateway.types import PoolName, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 FLEET_SCOPE = "fleet"
 

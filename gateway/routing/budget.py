@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.config import RoutingThresholds
-from gateway.routing.model import RequestInfo
+from gateway.types.view import RequestInfo
 
 
 def latency_queue_budget_s(request: RequestInfo, thresholds: RoutingThresholds) -> float:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gateway.config import RoutingThresholds
-from gateway.routing.model import LoadView
 from gateway.types import PoolName
+from gateway.types.view import LoadView
 
 def default_slots(pool: PoolName, configured: int | None, max_num_seqs: int) -> int:
     """Slots per worker from ``pools.<pool>.slots_per_worker`` and the profile's max_num_seqs.

@@ -18,12 +18,12 @@ from gateway.deploy_profile import deep_merge
 from gateway.errors import bad_request
 from gateway.pools.fleet import Fleet
 from gateway.routing.admission import Admission
-from gateway.routing.curves import Curve
 from gateway.routing.performance import PerformanceModel
-from gateway.routing.prior import with_measured
-from gateway.types import PoolName
 from gateway.routing.policy import create_policy
+from gateway.routing.prior import with_measured
 from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError, effective_thresholds
+from gateway.types import PoolName
+from gateway.types.curve import Curve
 
 log = logging.getLogger("higgs_gateway.routing")
 

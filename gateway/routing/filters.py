@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.routing.model import WorkerLoad
+from gateway.types.view import WorkerLoad
 
 
 def routable(workers: Iterable[WorkerLoad]) -> tuple[WorkerLoad, ...]:

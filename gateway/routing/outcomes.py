@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.routing.model import Action, Decision, LoadView, PolicyState
+from gateway.routing.model import PolicyState
 from gateway.routing.picker import choose
 from gateway.types import PoolName
+from gateway.types.decision import Action, Decision
+from gateway.types.view import LoadView
 
 # A pool to try and the reason a route there carries, in the policy's order of preference.
 Option = tuple[PoolName, str]

@@ -47,10 +47,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gateway.config import LearningSettings
-from gateway.observations import StreamObservation, StreamOutcome
-from gateway.routing.curves import Curve
-from gateway.routing.model import LoadView
 from gateway.types import PoolName
+from gateway.types.codec import FRAMES_PER_SECOND
+from gateway.types.curve import Curve
+from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.view import LoadView
 
 Clock = Callable[[], float]
 
@@ -222,8 +223,8 @@ class PerformanceModel:
                 continue
             load = min(sample.load, prior.max_load)
             step = sample.seconds / sample.frames
-            # 25 frames (one second of audio) count as one sample.
-            self._add(model.step, load, step / prior.step(load), sample.frames / 25.0, now)
+            # One second of audio counts as one sample.
+            self._add(model.step, load, step / prior.step(load), sample.frames / FRAMES_PER_SECOND, now)
         model.dirty = True
         pool = self._pools.get(observation.worker_id)
         if pool is not None:  # its peers lean on what it showed

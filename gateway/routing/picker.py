@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gateway.routing.filters import candidates
-from gateway.routing.model import PolicyState, WorkerLoad
+from gateway.routing.model import PolicyState
 from gateway.routing.scorers import Scorer, fewest_in_flight
+from gateway.types.view import WorkerLoad
 
 
 def pick(workers: Iterable[WorkerLoad], scorer: Scorer, last_picked: str | None) -> WorkerLoad | None:

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.config import PolicyName, RoutingThresholds
-from gateway.routing import reasons
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.baselines import LeastLoadedPolicy, RoundRobinPolicy, SinglePoolPolicy
+from gateway.routing.model import PolicyState
 from gateway.routing.rules import RulesPolicy
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
-from gateway.types import PoolName
+from gateway.types import PoolName, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 
 class RoutingPolicy(Protocol):

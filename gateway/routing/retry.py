@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Final
 
-from gateway.routing.model import LoadView, WorkerLoad
 from gateway.types import PoolName
+from gateway.types.view import LoadView, WorkerLoad
 
 RETRY_OTHER_WORKER: Final = "retry_other_worker"
 

@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gateway.config import RoutingThresholds
-from gateway.routing import reasons
 from gateway.routing.capacity import balanced_threshold, latency_reserve
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
+from gateway.routing.model import PolicyState
 from gateway.routing.outcomes import Option, first_free, reject
-from gateway.types import PoolName, SlaClass
+from gateway.types import PoolName, SlaClass, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT

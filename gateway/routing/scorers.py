@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.routing.model import WorkerLoad
+from gateway.types.view import WorkerLoad
 
 Scorer = Callable[[WorkerLoad], int]
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gateway.config import RoutingThresholds
-from gateway.routing.curves import Curve
-from gateway.routing.model import LoadView, WorkerLoad
 from gateway.routing.performance import CurveSnapshot, PerformanceModel
+from gateway.types.curve import Curve
+from gateway.types.view import LoadView, WorkerLoad
 
 
 class RoutingSnapshot:

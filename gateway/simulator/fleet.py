@@ -22,15 +22,17 @@ from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine, EngineRequest
 from gateway.emulator.timing import StepModel, TimingParams
-from gateway.observations import PCM_BYTES_PER_FRAME, PaceMeter, StreamObservation
 from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.routing.capacity import default_slots
-from gateway.routing.model import LoadView, RequestInfo, WorkerLoad
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve
 from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, SlaClass
+from gateway.types.codec import BYTES_PER_FRAME
+from gateway.types.observations import StreamObservation
+from gateway.types.view import LoadView, RequestInfo, WorkerLoad
+from gateway.upstream.pace import PaceMeter
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,7 @@ class SimGateway:
             result.status, result.pool = 200, worker.pool.value
             while True:
                 event = await events.get()
-                size = event.frames * PCM_BYTES_PER_FRAME
+                size = event.frames * BYTES_PER_FRAME
                 at = now()
                 pace.add(size)
                 if result.ttfp_s is None:

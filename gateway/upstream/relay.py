@@ -20,13 +20,16 @@ from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
-from gateway.observations import PaceMeter, StreamObservation, StreamOutcome
 from gateway.pools.fleet import Fleet
 from gateway.pools.lease import Lease
 from gateway.pools.worker import Worker
-from gateway.routing.model import Decision, RequestInfo
 from gateway.types import SPEECH_PATH, PoolName
-from gateway.upstream.errors import RETRY_REASON, RetryReason, UpstreamError, UpstreamErrorKind
+from gateway.types.decision import Decision
+from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
+from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.view import RequestInfo
+from gateway.upstream.errors import UpstreamError
+from gateway.upstream.pace import PaceMeter
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
 from gateway.upstream.worker_errors import translate_worker_error, worker_error_message, worker_lost_a_voice
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from gateway.types import BYTES_PER_SECOND
+from gateway.types.codec import BYTES_PER_SECOND
 from tests.support.audio import reference_wav
 
 BYTES_PER_FRAME = 1920  # one 40 ms codec frame of 24 kHz mono s16le

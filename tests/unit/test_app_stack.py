@@ -9,8 +9,8 @@ import httpx
 
 from gateway.app import create_app
 from gateway.config import load_config
-from gateway.observations import StreamObservation, StreamOutcome
 from gateway.types import PoolName
+from gateway.types.observations import StreamObservation, StreamOutcome
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
 
 LL_URL, HT_URL = "http://ll.test:1", "http://ht.test:1"

@@ -20,7 +20,7 @@ from gateway.pools.health import HealthChecker
 from gateway.pools.restarts import START_TIME_CHANGED, VOICES_MISSING, RestartDetector, parse_start_time
 from gateway.pools.worker import Worker
 from gateway.types import PoolName, WorkerState
-from gateway.upstream.errors import UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.upstream.worker_errors import worker_lost_a_voice
 
 LL = PoolName.LOW_LATENCY

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from gateway.config import RoutingThresholds
-from gateway.routing.model import Decision, LoadView, RequestInfo, WorkerLoad
 from gateway.types import PoolName, SlaClass
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT

@@ -9,11 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.deploy_profile import load_deploy_profile
-from gateway.routing import reasons as r
 from gateway.routing.adaptive import TIE, AdaptivePolicy, latency_rtf_ceiling
-from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
-from gateway.routing.model import Action, LoadView, PolicyState, WorkerLoad
+from gateway.routing.model import PolicyState
 from gateway.routing.prior import prior_curve
+from gateway.types import reasons as r
+from gateway.types.codec import FRAMES_PER_SECOND
+from gateway.types.curve import Curve, audio_seconds_for
+from gateway.types.decision import Action
+from gateway.types.view import LoadView, WorkerLoad
 from tests.unit.routing.fakes import HT, LL, req, thresholds
 
 LL_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_low_latency"))

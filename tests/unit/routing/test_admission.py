@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from gateway.config import AdmissionConfig
-from gateway.routing import reasons as r
 from gateway.routing.admission import Admission, AdmissionRejected
-from gateway.routing.model import Decision, RequestInfo
 from gateway.routing.policy import create_policy
+from gateway.types import reasons as r
+from gateway.types.decision import Decision
+from gateway.types.view import RequestInfo
 from tests.unit.routing.fakes import FakeClock, FakeFleet, RecordingObserver, ht, ll, req, thresholds
 
 

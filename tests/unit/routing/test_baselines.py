@@ -7,9 +7,11 @@ from typing import get_args
 import pytest
 
 from gateway.config import PolicyName
-from gateway.routing import reasons as r
-from gateway.routing.model import Action, LoadView, PolicyState
+from gateway.routing.model import PolicyState
 from gateway.routing.policy import create_policy
+from gateway.types import reasons as r
+from gateway.types.decision import Action
+from gateway.types.view import LoadView
 from tests.unit.routing.fakes import ht, ll, req, thresholds, view
 
 ROUTE, WAIT, REJECT = Action.ROUTE, Action.WAIT, Action.REJECT

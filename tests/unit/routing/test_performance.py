@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import LearningSettings
-from gateway.routing.curves import Curve
-from gateway.observations import PCM_BYTES_PER_FRAME, PaceMeter, PaceSample, StreamObservation, StreamOutcome
 from gateway.routing.performance import PerformanceModel
 from gateway.types import PoolName
+from gateway.types.codec import BYTES_PER_FRAME
+from gateway.types.curve import Curve
+from gateway.types.observations import PaceSample, StreamObservation, StreamOutcome
+from gateway.upstream.pace import PaceMeter
 
 PRIOR = Curve(
     step_s=tuple(0.010 + 0.0002 * n for n in range(16)),
@@ -169,12 +171,12 @@ def test_pace_meter_measures_steps_whatever_the_read_sizes() -> None:
     clock = Clock()
     meter = PaceMeter(clock, lambda: 3)
     clock.now = 0.25
-    meter.add(PCM_BYTES_PER_FRAME)  # the 1-frame first chunk
+    meter.add(BYTES_PER_FRAME)  # the 1-frame first chunk
     for _ in range(6):
         clock.now += 25 * step
         for part in (20000, 20000, 8000):  # one 48000-byte chunk split across three reads
             meter.add(part)
-    assert meter.first_at == 0.25 and meter.bytes == PCM_BYTES_PER_FRAME + 6 * 48000
+    assert meter.first_at == 0.25 and meter.bytes == BYTES_PER_FRAME + 6 * 48000
     assert meter.samples and all(s.load == 3 for s in meter.samples)
     frames = sum(s.frames for s in meter.samples)
     assert math.isclose(sum(s.seconds for s in meter.samples) / frames, step, rel_tol=0.05)
@@ -189,7 +191,7 @@ def curves_after_refit(performance: PerformanceModel, view) -> dict[str, Curve]:
 
 
 def test_a_view_brings_new_workers_in_at_their_pool_prior_and_drops_gone_ones() -> None:
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
     one = WorkerLoad("a", PoolName.LOW_LATENCY, True, 0, None, 16)
@@ -224,7 +226,7 @@ def test_measured_curves_replace_the_profile_prior_where_measured() -> None:
 
 
 def test_new_priors_restart_the_workers_of_that_pool() -> None:
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
     curves_after_refit(performance, LoadView((WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16),)))
@@ -234,7 +236,7 @@ def test_new_priors_restart_the_workers_of_that_pool() -> None:
 
 
 def test_a_worker_joining_a_pool_starts_from_what_its_peers_showed() -> None:
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     clock = Clock()
     performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR}, clock=clock)
@@ -255,7 +257,7 @@ def pool_model() -> tuple[PerformanceModel, Clock]:
 
 
 def view_of(*workers: tuple[str, PoolName]):  # type: ignore[no-untyped-def]
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     return LoadView(tuple(WorkerLoad(w, pool, True, 0, None, 16) for w, pool in workers))
 

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from gateway.routing import reasons as r
+from gateway.routing.model import PolicyState
 from gateway.routing.rules import RulesPolicy, balanced_mode
-from gateway.routing.model import Action, LoadView, PolicyState, RequestInfo
+from gateway.types import reasons as r
+from gateway.types.decision import Action
+from gateway.types.view import LoadView, RequestInfo
 from tests.unit.routing.fakes import HT, LL, ht, ll, req, thresholds, view
 
 ROUTE, WAIT, REJECT = Action.ROUTE, Action.WAIT, Action.REJECT

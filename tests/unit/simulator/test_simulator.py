@@ -17,13 +17,14 @@ from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import text_order
 from gateway.bench.traces import Arrival, bursty, ramp
 from gateway.config import RoutingThresholds
-from gateway.routing import reasons
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
+from gateway.routing.model import PolicyState
 from gateway.routing.outcomes import route, wait
 from gateway.simulator.cli import main, plans_for, simulate
 from gateway.simulator.fleet import SimGateway
 from gateway.simulator.loop import run_virtual
-from gateway.types import PoolName
+from gateway.types import PoolName, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
 ADAPTIVE = next(s for s in SETUPS if s.name == "adaptive")

@@ -8,17 +8,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.routing.performance import PerformanceModel
-from gateway.routing.prior import pool_priors
-from gateway.routing.view import RoutingSnapshot
 from gateway.config import load_config
-from gateway.observations import StreamObservation
 from gateway.pools.fleet import Fleet, pool_specs
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
+from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
+from gateway.routing.prior import pool_priors
+from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, WorkerState
-from gateway.upstream.errors import RetryReason, UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
+from gateway.types.observations import StreamObservation
+from gateway.upstream.errors import UpstreamError
 
 HANG = object()  # a chunk list item: wait forever (until cancelled)
 

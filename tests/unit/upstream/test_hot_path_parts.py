@@ -14,7 +14,8 @@ from gateway.api.relay_response import ClientGone, DisconnectWatch
 from gateway.config import HealthConfig, LoadReportConfig, UpstreamConfig
 from gateway.pools.health import HealthChecker
 from gateway.pools.load_reports import LoadReporter
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
 from gateway.upstream.transport import HttpxTransport, _AiohttpResponse
 from tests.unit.upstream.fakes import ready_fleet
 

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.observations import StreamOutcome
-from gateway.routing.model import Action, Decision, RequestInfo
 from gateway.types import PoolName, SlaClass
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.decision import Action, Decision
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.observations import StreamOutcome
+from gateway.types.view import RequestInfo
+from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import Relay
 from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingObserver, cut, ready_fleet
 

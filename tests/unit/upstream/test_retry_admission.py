@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gateway.routing.model import RequestInfo
 from gateway.types import PoolName, SlaClass
+from gateway.types.view import RequestInfo
 from tests.unit.upstream.fakes import ready_fleet
 
 LATENCY = RequestInfo(SlaClass.LATENCY, None, 10)

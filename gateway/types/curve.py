@@ -12,9 +12,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-# Higgs-Audio V3's codec: 25 frames per second of audio, one frame per decode step.
-FRAMES_PER_SECOND = 25
-FRAME_SECONDS = 1.0 / FRAMES_PER_SECOND
+from gateway.types.codec import FRAMES_PER_SECOND, FRAME_SECONDS
 # English speech runs at about 15 characters per second of audio: the request's length
 # is all routing knows of its cost before it runs.
 CHARS_PER_AUDIO_SECOND = 15.0

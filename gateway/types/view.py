@@ -1,0 +1,96 @@
+"""What the routing policy sees: the request and every worker at one instant.
+
+The pools build a ``LoadView`` snapshot per decision; the policy turns (``RequestInfo``,
+``LoadView``, thresholds) into a ``types.decision.Decision``. Keeping both sides as
+frozen data is what lets the policy be a pure function with table-driven tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from gateway.types import PoolName, SlaClass
+from gateway.types.curve import Curve
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """The request as routing sees it: never the text itself, only its length."""
+
+    sla_class: SlaClass
+    ttfp_budget_ms: float | None
+    input_chars: int
+    # Set by admission once a latency request has spent its queueing budget waiting for a
+    # low-latency slot: from then on the policy may spill it to high-throughput.
+    waited_out: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoad:
+    """One worker at the instant of the decision."""
+
+    worker_id: str
+    pool: PoolName
+    routable: bool  # ready, not draining, ejected or starting
+    inflight: int  # this gateway's own leases: exact
+    reported: int | None  # the worker's own running+waiting; None when missing or stale
+    slots: int  # how many requests this worker should carry at once (a hard cap for `adaptive`)
+    curve: Curve | None = None  # its learned performance by load (None: the policy cannot predict it)
+    # The larger of the two: the worker's report also counts other gateway replicas'
+    # requests, our own count is exact and never lags behind our newest lease. Computed
+    # once: the policy reads it for every worker on every decision.
+    load: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        reported, inflight = self.reported, self.inflight
+        object.__setattr__(self, "load", inflight if reported is None or reported < inflight else reported)
+
+    @property
+    def free(self) -> int:
+        return max(0, self.slots - self.load)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadView:
+    """Every worker of both pools at one instant."""
+
+    workers: tuple[WorkerLoad, ...]
+
+    def pool(self, pool: PoolName) -> tuple[WorkerLoad, ...]:
+        return tuple(w for w in self.workers if w.pool == pool)
+
+    def routable(self, pool: PoolName) -> tuple[WorkerLoad, ...]:
+        return tuple(w for w in self.workers if w.pool == pool and w.routable)
+
+    def capacity(self, pool: PoolName) -> int:
+        return sum(w.slots for w in self.routable(pool))
+
+    def load(self, pool: PoolName) -> int:
+        return sum(w.load for w in self.pool(pool))
+
+    def free(self, pool: PoolName) -> int:
+        return sum(w.free for w in self.routable(pool))
+
+    def fleet_load(self) -> int:
+        return sum(w.load for w in self.workers)
+
+    def has_workers(self, pool: PoolName) -> bool:
+        return any(w.pool == pool and w.routable for w in self.workers)
+
+    def with_leases(self, leases: Mapping[str, int]) -> LoadView:
+        """This view as if ``leases[worker_id]`` more requests were already running there.
+
+        Admission uses it for slots it has handed out but whose lease is not taken yet.
+        Both counts grow, so ``load`` grows even when the worker's report dominates.
+        """
+        if not leases:
+            return self
+        return LoadView(tuple(_with_extra(w, leases.get(w.worker_id, 0)) for w in self.workers))
+
+
+def _with_extra(worker: WorkerLoad, extra: int) -> WorkerLoad:
+    if extra == 0:
+        return worker
+    reported = None if worker.reported is None else worker.reported + extra
+    return replace(worker, inflight=worker.inflight + extra, reported=reported)
