@@ -28,8 +28,8 @@ from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.quiet import wait_for_quiet
-from gateway.bench.targets import targets_table
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
+from gateway.bench.targets import targets_table
 from gateway.bench.traces import RAMP_MIX, Arrival, bursty, ramp
 
 
@@ -182,7 +182,7 @@ def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
 def timing_parameters() -> dict[str, Any]:
     """The emulator's timing model as this checkout defines it (recorded with each run)."""
     try:
-        from gateway.emulator.timing import TimingParams
+        from gateway.worker_timing import TimingParams
     except ImportError:  # the emulator's model is optional for reading old results
         return {}
     return {name: repr(value) for name, value in dataclasses.asdict(TimingParams()).items()}

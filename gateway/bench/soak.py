@@ -46,10 +46,10 @@ from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port
 from gateway.bench.texts import TEXTS, text_order
 from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
-from gateway.emulator.timing import StepModel
 from gateway.pools.fleet import pool_specs
 from gateway.types import SLA_CLASS_HEADER, PoolName
 from gateway.types.codec import BYTES_PER_SECOND
+from gateway.worker_timing import StepModel
 
 WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often

@@ -21,7 +21,6 @@ from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine, EngineRequest
-from gateway.emulator.timing import StepModel, TimingParams
 from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.routing.capacity import default_slots
 from gateway.routing.performance import PerformanceModel
@@ -33,6 +32,7 @@ from gateway.types.codec import BYTES_PER_FRAME
 from gateway.types.observations import StreamObservation
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 from gateway.upstream.pace import PaceMeter
+from gateway.worker_timing import StepModel, TimingParams
 
 
 @dataclass(frozen=True, slots=True)
