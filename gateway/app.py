@@ -50,12 +50,12 @@ from gateway.pools.preparation import WorkerPreparation
 from gateway.pools.replicas import ReplicaSync
 from gateway.pools.restarts import RestartDetector
 from gateway.recorder import Recorder
+from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
-from gateway.routing.retry import RETRY_OTHER_WORKER
 from gateway.routing.thresholds import ThresholdStore
 from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
@@ -187,7 +187,7 @@ def create_app(
     control_client = control_client or control_client_for(config)
 
     # Observing: every metric and access-log line goes through the recorder.
-    metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
+    metrics = GatewayMetrics(routing_reasons=reasons.ROUTE_REASONS)
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
     # Routing overrides, drains, voices and key limits shared with other replicas: with a
     # shared store (state.backend: redis) each store writes there first (its mirror).
@@ -203,11 +203,12 @@ def create_app(
     # Workers and routing.
     specs = pool_specs(config)
     fleet = Fleet(config, specs, clock=clock, drained=drains.ids)
-    admission = Admission(
+    admission: Admission[Lease] = Admission(
         config.admission,
         create_policy(thresholds.current().policy),
         thresholds=thresholds.thresholds,
         snapshot=RoutingSnapshot(fleet.snapshot, performance, thresholds.thresholds),
+        reserve=fleet.lease,  # the slot is held as the policy chooses it
         clock=clock,
         observer=recorder,
     )

@@ -129,9 +129,9 @@ class PerformanceModel:
 
     # The background refit runs this often (when anything changed).
     REFRESH_S = 0.25
-    # Curves recomputed per event-loop step of a refit (~0.3 ms each at 64 loads): 64
+    # Curves recomputed per event-loop step of a refit (0.3-1.5 ms each at 64 loads): 64
     # learning workers spread their ~20 ms over several steps instead of one long stall.
-    RECOMPUTE_PER_STEP = 8
+    RECOMPUTE_PER_STEP = 2
 
     def __init__(
         self,

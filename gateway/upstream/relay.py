@@ -6,7 +6,8 @@ times, by default once), which admission picks (``Admission.retry``) so a slot i
 to a queued request is never handed out twice. After the first byte, the bytes already
 sent cannot be taken back: the speech pipeline ends the stream instead.
 
-Each attempt is an ``OpenStream`` that owns its lease and its upstream response;
+Each attempt is an ``OpenStream`` that owns its reservation (the slot admission took for
+it: the lease) and its upstream response;
 ``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
 """
 
@@ -23,8 +24,9 @@ from gateway.errors import GatewayError
 from gateway.pools.fleet import Fleet
 from gateway.pools.lease import Lease
 from gateway.pools.worker import Worker
-from gateway.types import SPEECH_PATH, PoolName
+from gateway.types import SPEECH_PATH
 from gateway.types.decision import Decision
+from gateway.types.reservation import Reservation
 from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
 from gateway.types.observations import StreamObservation, StreamOutcome
 from gateway.types.view import RequestInfo
@@ -47,7 +49,7 @@ class RelayObserver(Protocol):
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
-    def retry(self, request: RequestInfo, tried: Set[str], prefer: PoolName | None) -> Decision | None: ...
+    def retry(self, request: RequestInfo, tried: Set[str]) -> Reservation[Lease] | None: ...
 
 
 class OpenStream:
@@ -63,9 +65,9 @@ class OpenStream:
         "load_at_dispatch", "dispatched_at", "pace", "_closed",
     )  # fmt: skip
 
-    def __init__(self, lease: Lease, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
-        self.lease = lease
-        self.decision = decision
+    def __init__(self, reservation: Reservation[Lease], attempts: int, observer: RelayObserver, clock: Clock) -> None:
+        self.lease = lease = reservation.slot
+        self.decision: Decision = reservation.decision
         self.attempts = attempts
         self.response: UpstreamResponse | None = None
         self.first_chunk = b""
@@ -146,19 +148,18 @@ class Relay:
         self._observer = observer
         self._clock = clock
 
-    async def open(self, decision: Decision, request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+    async def open(self, reservation: Reservation[Lease], request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
-        Leases ``decision``'s worker before its first await (admission's hand-out
-        contract). Raises ``GatewayError`` when every attempt failed; on any exception
+        Owns ``reservation`` (a slot admission already holds) and each retry's from here.
+        Raises ``GatewayError`` when every attempt failed; on any exception
         (cancellation included) every lease it took is released.
         """
         tried: set[str] = set()
         attempts = 0
         while True:
             attempts += 1
-            assert decision.worker_id is not None
-            stream = OpenStream(self._fleet.lease(decision.worker_id), decision, attempts, self._observer, self._clock)
+            stream = OpenStream(reservation, attempts, self._observer, self._clock)
             worker = stream.worker
             tried.add(worker.worker_id)
             try:
@@ -177,13 +178,12 @@ class Relay:
             reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
-            # Own pool first: the pool the policy chose for this request, not a retry's.
-            retry = self._admission.retry(request, tried, decision.pool) if may_retry else None
+            retry = self._admission.retry(request, tried) if may_retry else None
             if retry is None:
                 raise _exhausted(failure)
             assert reason is not None
             self._observer.retried(reason)
-            decision = retry
+            reservation = retry
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""

@@ -117,6 +117,7 @@ def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str,
         create_policy("adaptive"),
         thresholds=lambda: config.routing.thresholds,
         snapshot=RoutingSnapshot(fleet.snapshot, PerformanceModel(priors=pool_priors(config)), lambda: config.routing.thresholds),
+        reserve=fleet.lease,
         clock=lambda: 100.0,
     )
     fleet.on_capacity_change(admission.capacity_changed)
