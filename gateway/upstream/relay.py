@@ -20,9 +20,6 @@ from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
-from gateway.pools.fleet import Fleet
-from gateway.pools.lease import Lease
-from gateway.pools.worker import Worker
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
 from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
@@ -36,8 +33,40 @@ from gateway.upstream.worker_errors import translate_worker_error, worker_error_
 Clock = Callable[[], float]
 
 
+class UpstreamWorker(Protocol):
+    """A worker as the relay uses it (the fleet's ``Worker``)."""
+
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def pool(self) -> PoolName: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def inflight(self) -> int: ...
+
+
+class HeldSlot(Protocol):
+    """A lease on one worker slot (the fleet's ``Lease``): released exactly once."""
+
+    @property
+    def worker(self) -> UpstreamWorker: ...
+    def release(self) -> None: ...
+
+
+class Leases(Protocol):
+    def lease(self, worker_id: str) -> HeldSlot: ...
+
+
+class AttemptReports(Protocol):
+    """Where the relay says how an attempt went (the fleet's ``WorkerHealth``)."""
+
+    def request_succeeded(self, worker: UpstreamWorker) -> None: ...
+    def request_failed(self, worker: UpstreamWorker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None: ...
+
+
 class RelayObserver(Protocol):
-    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None: ...
+    def upstream_error(self, worker: UpstreamWorker, kind: UpstreamErrorKind) -> None: ...
 
     def retried(self, reason: RetryReason) -> None: ...
 
@@ -63,7 +92,7 @@ class OpenStream:
         "load_at_dispatch", "dispatched_at", "pace", "_closed",
     )  # fmt: skip
 
-    def __init__(self, lease: Lease, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
+    def __init__(self, lease: HeldSlot, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
         self.lease = lease
         self.decision = decision
         self.attempts = attempts
@@ -78,7 +107,7 @@ class OpenStream:
         self._closed = False
 
     @property
-    def worker(self) -> Worker:
+    def worker(self) -> UpstreamWorker:
         return self.lease.worker
 
     def received(self, chunk: bytes) -> None:
@@ -133,14 +162,16 @@ class Relay:
     def __init__(
         self,
         transport: UpstreamTransport,
-        fleet: Fleet,
+        leases: Leases,
+        reports: AttemptReports,
         admission: RetryAdmission,
         config: UpstreamConfig,
         observer: RelayObserver,
         clock: Clock = time.monotonic,
     ) -> None:
         self._transport = transport
-        self._fleet = fleet
+        self._leases = leases
+        self._reports = reports
         self._admission = admission
         self._config = config
         self._observer = observer
@@ -158,7 +189,7 @@ class Relay:
         while True:
             attempts += 1
             assert decision.worker_id is not None
-            stream = OpenStream(self._fleet.lease(decision.worker_id), decision, attempts, self._observer, self._clock)
+            stream = OpenStream(self._leases.lease(decision.worker_id), decision, attempts, self._observer, self._clock)
             worker = stream.worker
             tried.add(worker.worker_id)
             try:
@@ -170,9 +201,9 @@ class Relay:
                 await stream.close(outcome)
                 raise
             else:
-                self._fleet.request_succeeded(worker)
+                self._reports.request_succeeded(worker)
                 return stream
-            self._fleet.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
+            self._reports.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
             self._observer.upstream_error(worker, failure.kind)
             reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
@@ -188,7 +219,7 @@ class Relay:
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
-        self._fleet.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
+        self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
         self._observer.upstream_error(stream.worker, kind)
         return kind
 

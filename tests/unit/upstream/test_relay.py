@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
 from gateway.types import PoolName, SlaClass
 from gateway.types.decision import Action, Decision
@@ -28,11 +29,11 @@ def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) ->
     fleet, admission = ready_fleet(tmp_path, upstream=upstream)
     transport = FakeTransport(script)
     observer = RecordingObserver()
-    return Relay(transport, fleet, admission, fleet._config.upstream, observer), transport, observer, fleet
+    return Relay(transport, fleet.leases, fleet.health, admission, UpstreamConfig(**upstream), observer), transport, observer, fleet
 
 
 def inflight(fleet: Any) -> dict[str, int]:
-    return {w.worker_id: w.inflight for w in fleet.workers}
+    return {w.worker_id: w.inflight for w in fleet.view.workers}
 
 
 async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Pat
         await relay.open(TO_LL0, INFO, PAYLOAD)
     assert (caught.value.status, caught.value.param) == (400, "instructions")
     assert transport.calls == [LL_URL] and observer.errors == [("ll-0", "status_4xx")]
-    worker = fleet.get("ll-0")
+    worker = fleet.members.get("ll-0")
     assert worker.consecutive_failures == 0  # a 4xx does not count toward ejection
 
 
@@ -131,7 +132,7 @@ async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_pr
     stream = await relay.open(TO_LL0, INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL] and stream.worker.worker_id == "ll-1"
     assert observer.errors == [("ll-0", "voice_missing")] and observer.retries == ["voice_missing"]
-    lost = fleet.get("ll-0")
+    lost = fleet.members.get("ll-0")
     assert not lost.routable and lost.restarts == 1  # unroutable until its voices are replayed
     await stream.close(StreamOutcome.COMPLETED)
 
@@ -141,7 +142,7 @@ async def test_503_never_counts_toward_ejection_but_500_does(tmp_path: Path) -> 
     for _ in range(2):
         with pytest.raises(GatewayError):
             await relay.open(TO_LL0, INFO, PAYLOAD)
-    assert fleet.get("ll-0").consecutive_failures == 1
+    assert fleet.members.get("ll-0").consecutive_failures == 1
 
 
 async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_path: Path) -> None:
@@ -175,7 +176,7 @@ async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_p
     assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
     await stream.close(StreamOutcome.CUT)
     assert observer.errors == [("ll-0", "stream_error")] and observer.retries == []
-    assert fleet.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
+    assert fleet.members.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
 
 
 async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: Path) -> None:
