@@ -15,6 +15,8 @@ else differs from production.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -43,6 +45,7 @@ from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.drains import DrainStore
 from gateway.pools.fleet import Fleet
 from gateway.pools.health import HealthChecker
+from gateway.pools.lease import Lease
 from gateway.pools.load_reports import LoadReporter
 from gateway.pools.preparation import WorkerPreparation
 from gateway.pools.restarts import RestartDetector
@@ -54,7 +57,6 @@ from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
-from gateway.routing.retry import RETRY_OTHER_WORKER
 from gateway.routing.thresholds import ThresholdStore
 from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
@@ -111,6 +113,7 @@ class GatewayApp:
         supervisors: list[PoolSupervisor],
         transport: UpstreamTransport,
         control_client: httpx.AsyncClient,
+        performance: PerformanceModel,
     ) -> None:
         self._stack = stack
         self.api = api  # the framework app inside the stack: routes and the OpenAPI schema
@@ -127,6 +130,8 @@ class GatewayApp:
         self._supervisors = supervisors
         self._transport = transport
         self._control_client = control_client
+        self.performance = performance
+        self._learning: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._stack(scope, receive, send)
@@ -142,6 +147,8 @@ class GatewayApp:
         self._health.start()
         self._load_reports.start()
         self._replicas.start()
+        # Curves are refit here, in the background, and only read by routing and metrics.
+        self._learning = asyncio.create_task(self.performance.run(self.fleet.view.snapshot), name="learning")
         for supervisor in self._supervisors:
             await supervisor.start()
 
@@ -154,6 +161,10 @@ class GatewayApp:
         await self._replicas.stop()
         await self._health.stop()
         await self._load_reports.stop()
+        if self._learning is not None:
+            self._learning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._learning
         await self.fleet.readiness.close()
         for supervisor in self._supervisors:
             await supervisor.stop()
@@ -178,7 +189,7 @@ def create_app(
     control_client = control_client or control_client_for(config)
 
     # Observing: every metric and access-log line goes through the recorder.
-    metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
+    metrics = GatewayMetrics(routing_reasons=reasons.ROUTE_REASONS)
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
     # Routing overrides, drains, voices and key limits shared with other replicas: with a
     # shared store (state.backend: redis) each store writes there first (its mirror).
@@ -196,11 +207,12 @@ def create_app(
     # Workers and routing.
     specs = pool_specs(config, profiles)
     fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
-    admission = Admission(
+    admission: Admission[Lease] = Admission(
         config.admission,
         create_policy(thresholds.current().policy),
         thresholds=thresholds.thresholds,
         snapshot=RoutingSnapshot(fleet.view.snapshot, performance, thresholds.thresholds),
+        reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
         clock=clock,
         observer=recorder,
     )
@@ -255,7 +267,7 @@ def create_app(
 
     # The request path.
     api_keys = ApiKeyGate(ApiKeyAuth(config.auth, limiter=shared_state.rate_limiter), config.auth.open_listings, recorder)
-    relay = Relay(transport, fleet.leases, fleet.health, admission, config.upstream, recorder, clock=clock)
+    relay = Relay(transport, fleet.health, admission, config.upstream, recorder, clock=clock)
     speech = SpeechPipeline(
         auth=api_keys,
         admission=admission,
@@ -320,5 +332,6 @@ def create_app(
         supervisors=supervisors,
         transport=transport,
         control_client=control_client,
+        performance=performance,
     )
     return gateway

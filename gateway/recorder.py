@@ -18,7 +18,7 @@ from gateway.pools.availability import PoolAvailability
 from gateway.pools.view import FleetView
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
-from gateway.routing.performance import PerformanceModel
+from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.types import SlaClass, WorkerState
 from gateway.types.codec import BYTES_PER_SECOND
@@ -174,7 +174,7 @@ class Recorder:
         def snapshot() -> FleetSnapshot:
             now = clock()
             pools = availability.current() if availability is not None else None
-            curves = performance.curves() if performance is not None else {}
+            curves = performance.snapshot() if performance is not None else EMPTY_SNAPSHOT  # a read, never a refit
             workers = [
                 WorkerSnapshot(
                     pool=w.pool.value,
@@ -184,7 +184,7 @@ class Recorder:
                     up=w.routable,
                     report_age_s=None if w.reported_at is None else now - w.reported_at,
                     slots=w.slots,
-                    curve=_curve_points(curves.get(w.worker_id)),
+                    curve=_curve_points(curves.curve(w.worker_id, w.pool)),
                 )
                 for w in fleet.workers
                 if w.state is not WorkerState.STOPPED

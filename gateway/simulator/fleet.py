@@ -11,7 +11,7 @@ engine says, so a simulated TTFP lacks the gateway's own ~2 ms per request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.bench.client import RequestResult, RequestSpec
@@ -71,6 +71,25 @@ class SimWorker:
         )
 
 
+class SimSlot:
+    """The simulator's lease: one place on a simulated worker, released once."""
+
+    __slots__ = ("worker", "_on_release", "_released")
+
+    def __init__(self, worker: SimWorker, on_release: Callable[[], None]) -> None:
+        worker.inflight += 1
+        self.worker = worker
+        self._on_release = on_release
+        self._released = False
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self.worker.inflight -= 1
+        self._on_release()
+
+
 class SimGateway:
     """Admission + policy + learning over simulated workers; a ``SpeechClient`` for the bench."""
 
@@ -90,13 +109,16 @@ class SimGateway:
             self.workers[worker.worker_id] = worker
         priors = {w.pool: prior_curve(w.profile) for w in self.workers.values()}
         self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors)
-        self.admission = Admission(
+        self.admission: Admission[SimSlot] = Admission(
             admission or AdmissionConfig(),
             create_policy(policy) if isinstance(policy, str) else policy,
             thresholds=lambda: self.thresholds,
             snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
+            reserve=lambda worker_id: SimSlot(self.workers[worker_id], self.admission.capacity_changed),
             clock=self._loop.time,
         )
+        # The background refit, as in the gateway (it ends with the simulation's loop).
+        self._learning = self._loop.create_task(self.performance.run(self.loads), name="learning")
 
     def loads(self) -> LoadView:
         return LoadView(tuple(
@@ -111,13 +133,12 @@ class SimGateway:
         sla = spec.sla_class
         request = RequestInfo(sla or SlaClass.BALANCED, None, len(spec.text))
         try:
-            decision = await self.admission.admit(request)
+            reservation = await self.admission.admit(request)
         except AdmissionRejected as exc:
             result.status, result.error = exc.status, f"http_{exc.status}"
             result.e2e_s = now() - sent
             return result
-        worker = self.workers[decision.worker_id or ""]
-        worker.inflight += 1  # the lease, taken before the next await as admission requires
+        decision, worker = reservation.decision, reservation.slot.worker  # the slot is already held
         engine_request = worker.request(spec.text)
         dispatch_load, dispatched_at = worker.inflight, now()
         pace = PaceMeter(now, lambda: worker.inflight)  # what the relay measures, the same way
@@ -137,8 +158,7 @@ class SimGateway:
                     break
         finally:
             worker.driver.release(engine_request)
-            worker.inflight -= 1
-            self.admission.capacity_changed()
+            reservation.release()  # wakes admission's queue, as the fleet's lease does
         ttfp = None if pace.first_at is None else pace.first_at - dispatched_at
         self.performance.on_stream_done(StreamObservation(
             worker.worker_id, worker.pool, dispatch_load, ttfp, tuple(pace.samples), bytes=pace.bytes,

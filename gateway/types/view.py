@@ -24,6 +24,8 @@ class RequestInfo:
     # Set by admission once a latency request has spent its queueing budget waiting for a
     # low-latency slot: from then on the policy may spill it to high-throughput.
     waited_out: bool = False
+    # A retry after a failed first byte: the workers it already tried (never chosen again).
+    tried: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +43,15 @@ class WorkerLoad:
     # requests, our own count is exact and never lags behind our newest lease. Computed
     # once: the policy reads it for every worker on every decision.
     load: int = field(init=False)
+    # The hard cap a predicting policy never passes: the operator's slots, and never more
+    # than the engine runs at once (its curve's max_num_seqs). The one place it is written.
+    cap: int = field(init=False)
 
     def __post_init__(self) -> None:
-        reported, inflight = self.reported, self.inflight
+        reported, inflight, slots, curve = self.reported, self.inflight, self.slots, self.curve
         object.__setattr__(self, "load", inflight if reported is None or reported < inflight else reported)
+        cap = slots if curve is None else (min(slots, curve.max_load) if slots > 0 else curve.max_load)
+        object.__setattr__(self, "cap", cap)
 
     @property
     def free(self) -> int:

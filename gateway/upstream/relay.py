@@ -6,7 +6,8 @@ times, by default once), which admission picks (``Admission.retry``) so a slot i
 to a queued request is never handed out twice. After the first byte, the bytes already
 sent cannot be taken back: the speech pipeline ends the stream instead.
 
-Each attempt is an ``OpenStream`` that owns its lease and its upstream response;
+Each attempt is an ``OpenStream`` that owns its reservation (the slot admission took for
+it: the lease) and its upstream response;
 ``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
 """
 
@@ -24,6 +25,7 @@ from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
 from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
 from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.pace import PaceMeter
@@ -54,10 +56,6 @@ class HeldSlot(Protocol):
     def release(self) -> None: ...
 
 
-class Leases(Protocol):
-    def lease(self, worker_id: str) -> HeldSlot: ...
-
-
 class AttemptReports(Protocol):
     """Where the relay says how an attempt went (the fleet's ``WorkerHealth``)."""
 
@@ -76,7 +74,7 @@ class RelayObserver(Protocol):
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
-    def retry(self, request: RequestInfo, tried: Set[str], prefer: PoolName | None) -> Decision | None: ...
+    def retry(self, request: RequestInfo, tried: Set[str]) -> Reservation[HeldSlot] | None: ...
 
 
 class OpenStream:
@@ -92,9 +90,9 @@ class OpenStream:
         "load_at_dispatch", "dispatched_at", "pace", "_closed",
     )  # fmt: skip
 
-    def __init__(self, lease: HeldSlot, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
-        self.lease = lease
-        self.decision = decision
+    def __init__(self, reservation: Reservation[HeldSlot], attempts: int, observer: RelayObserver, clock: Clock) -> None:
+        self.lease = lease = reservation.slot
+        self.decision: Decision = reservation.decision
         self.attempts = attempts
         self.response: UpstreamResponse | None = None
         self.first_chunk = b""
@@ -162,7 +160,6 @@ class Relay:
     def __init__(
         self,
         transport: UpstreamTransport,
-        leases: Leases,
         reports: AttemptReports,
         admission: RetryAdmission,
         config: UpstreamConfig,
@@ -170,26 +167,24 @@ class Relay:
         clock: Clock = time.monotonic,
     ) -> None:
         self._transport = transport
-        self._leases = leases
         self._reports = reports
         self._admission = admission
         self._config = config
         self._observer = observer
         self._clock = clock
 
-    async def open(self, decision: Decision, request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+    async def open(self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
-        Leases ``decision``'s worker before its first await (admission's hand-out
-        contract). Raises ``GatewayError`` when every attempt failed; on any exception
+        Owns ``reservation`` (a slot admission already holds) and each retry's from here.
+        Raises ``GatewayError`` when every attempt failed; on any exception
         (cancellation included) every lease it took is released.
         """
         tried: set[str] = set()
         attempts = 0
         while True:
             attempts += 1
-            assert decision.worker_id is not None
-            stream = OpenStream(self._leases.lease(decision.worker_id), decision, attempts, self._observer, self._clock)
+            stream = OpenStream(reservation, attempts, self._observer, self._clock)
             worker = stream.worker
             tried.add(worker.worker_id)
             try:
@@ -208,13 +203,12 @@ class Relay:
             reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
-            # Own pool first: the pool the policy chose for this request, not a retry's.
-            retry = self._admission.retry(request, tried, decision.pool) if may_retry else None
+            retry = self._admission.retry(request, tried) if may_retry else None
             if retry is None:
                 raise _exhausted(failure)
             assert reason is not None
             self._observer.retried(reason)
-            decision = retry
+            reservation = retry
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""

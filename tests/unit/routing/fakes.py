@@ -49,6 +49,8 @@ class FakeFleet:
     """Workers whose in-flight counts move only through lease() and release()."""
 
     workers: dict[str, WorkerLoad] = field(default_factory=dict)
+    taken: int = 0  # slots ever reserved
+    released: int = 0  # slots released through their reservation
 
     @classmethod
     def of(cls, *workers: WorkerLoad) -> FakeFleet:
@@ -57,11 +59,13 @@ class FakeFleet:
     def snapshot(self) -> LoadView:
         return LoadView(tuple(self.workers.values()))
 
-    def lease(self, decision: Decision) -> None:
-        assert decision.worker_id is not None
-        worker = self.workers[decision.worker_id]
+    def reserve(self, worker_id: str) -> FakeSlot:
+        """Admission's ``reserve``: the slot is counted the moment it is taken."""
+        worker = self.workers[worker_id]
         assert worker.load < worker.slots, f"{worker.worker_id} over its slots"
-        self.workers[worker.worker_id] = replace(worker, inflight=worker.inflight + 1)
+        self.workers[worker_id] = replace(worker, inflight=worker.inflight + 1)
+        self.taken += 1
+        return FakeSlot(self, worker_id)
 
     def release(self, worker_id: str) -> None:
         worker = self.workers[worker_id]
@@ -72,6 +76,21 @@ class FakeFleet:
 
     def inflight(self, worker_id: str) -> int:
         return self.workers[worker_id].inflight
+
+
+@dataclass(eq=False)
+class FakeSlot:
+    """A held slot; releasing it twice would be a bug in its owner, so it fails loudly."""
+
+    fleet: FakeFleet
+    worker_id: str
+    done: bool = False
+
+    def release(self) -> None:
+        assert not self.done, f"slot on {self.worker_id} released twice"
+        self.done = True
+        self.fleet.released += 1
+        self.fleet.release(self.worker_id)
 
 
 @dataclass

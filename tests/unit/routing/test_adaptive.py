@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.deploy_profile import load_deploy_profile
-from gateway.routing.adaptive import TIE, AdaptivePolicy, latency_rtf_ceiling
-from gateway.routing.model import PolicyState
+from gateway.routing.adaptive import AdaptivePolicy
+from gateway.routing.classes.latency import latency_grade_rtf as latency_rtf_ceiling
+from gateway.routing.picker import TIE
 from gateway.routing.prior import prior_curve
 from gateway.types import reasons as r
 from gateway.types.codec import FRAMES_PER_SECOND
@@ -32,8 +33,7 @@ def ht(worker_id: str = "ht-a", load: int = 0, slots: int = 64, curve: Curve = H
 
 
 def decide(request, *workers: WorkerLoad, **knobs: object):
-    decision, _ = AdaptivePolicy().decide(request, LoadView(workers), thresholds(**knobs), PolicyState())
-    return decision
+    return AdaptivePolicy().decide(request, LoadView(workers), thresholds(**knobs))
 
 
 def test_an_idle_fleet_serves_every_class_from_low_latency_first() -> None:
@@ -147,7 +147,7 @@ workers = st.builds(
 def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve: int, chars: int) -> None:
     request = replace(req(sla, waited_out), input_chars=chars)
     knobs = thresholds(reserve_for_latency=reserve)
-    decision, _ = AdaptivePolicy().decide(request, LoadView(tuple(fleet)), knobs, PolicyState())
+    decision = AdaptivePolicy().decide(request, LoadView(tuple(fleet)), knobs)
     assert decision.reason in (*r.ROUTE_REASONS, *r.WAIT_REASONS, *r.REJECT_REASONS)
     if not any(w.routable for w in fleet):
         assert decision.action == Action.REJECT
@@ -168,10 +168,11 @@ def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve
 
 
 def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
+    from gateway.routing.performance import CurveSnapshot
     from gateway.routing.view import routing_view
 
     loads = LoadView((ll(slots=16), ht()))
-    curves = {"ll-a": LL_CURVE, "ht-a": HT_CURVE}
+    curves = CurveSnapshot.of({"ll-a": LL_CURVE, "ht-a": HT_CURVE})
     capped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": 3}))
     assert [w.slots for w in capped.workers] == [3, 64]
     uncapped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": None}))
@@ -181,11 +182,11 @@ def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
 
 
 def test_identical_idle_workers_take_turns() -> None:
-    policy, state = AdaptivePolicy(), PolicyState()
+    policy = AdaptivePolicy()
     fleet = LoadView((ll(), ht("ht-a"), ht("ht-b")))
     picked = []
     for _ in range(4):
-        decision, state = policy.decide(req("throughput"), LoadView((ll(load=16), *fleet.workers[1:])), thresholds(), state)
+        decision = policy.decide(req("throughput"), LoadView((ll(load=16), *fleet.workers[1:])), thresholds())
         picked.append(decision.worker_id)
     assert picked == ["ht-a", "ht-b", "ht-a", "ht-b"]
 
@@ -209,7 +210,7 @@ def test_curve_tables_match_their_definitions() -> None:
 def test_balanced_picks_the_lowest_cost_within_the_tie_window(fleet: list[WorkerLoad], chars: int) -> None:
     """The policy's fast loop against the cost written out: own time plus delay imposed."""
     knobs = thresholds(reserve_for_latency=0)
-    decision, _ = AdaptivePolicy().decide(replace(req("balanced"), input_chars=chars), LoadView(tuple(fleet)), knobs, PolicyState())
+    decision = AdaptivePolicy().decide(replace(req("balanced"), input_chars=chars), LoadView(tuple(fleet)), knobs)
     if decision.action != Action.ROUTE:
         return
     frames = audio_seconds_for(chars) * FRAMES_PER_SECOND
@@ -226,5 +227,5 @@ def test_balanced_picks_the_lowest_cost_within_the_tie_window(fleet: list[Worker
 
     chosen = next(w for w in fleet if w.worker_id == decision.worker_id)
     best = min(cost(w) for w in fleet if eligible(w))
-    # Each near-tie handed to the next worker in turn may move the pick up to TIE further.
-    assert eligible(chosen) and cost(chosen) <= best * (1 + TIE) ** len(fleet) + 1e-12
+    # One tie rule: anything within TIE of the best is a tie, nothing further.
+    assert eligible(chosen) and cost(chosen) <= best * (1 + TIE) + 1e-12

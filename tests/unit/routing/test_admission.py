@@ -25,6 +25,7 @@ def make(
         create_policy(policy),  # type: ignore[arg-type]
         lambda: thresholds(**(knobs or {})),
         fleet.snapshot,
+        fleet.reserve,
         clock=clock or FakeClock(),
         observer=observer,
     )
@@ -38,8 +39,10 @@ async def settle() -> None:
 
 def client(admission: Admission, fleet: FakeFleet, request: RequestInfo, served: list) -> asyncio.Task[Decision]:
     async def run() -> Decision:
-        decision = await admission.admit(request)
-        fleet.lease(decision)  # synchronously, as the contract requires
+        reservation = await admission.admit(request)
+        decision = reservation.decision
+        # The slot is already held: nothing to take, whatever ran before this line.
+        assert fleet.inflight(reservation.worker_id) >= 1
         served.append((request.sla_class.value, decision.worker_id, decision.reason, request.ttfp_budget_ms))
         return decision
 
@@ -63,8 +66,10 @@ async def test_fast_path_returns_without_suspending() -> None:
     coro = admission.admit(req("latency"))
     with pytest.raises(StopIteration) as done:
         coro.send(None)
-    decision = done.value.value
+    reservation = done.value.value
+    decision = reservation.decision
     assert (decision.worker_id, decision.reason) == ("ll-a", r.LL_SLOT_FREE)
+    assert fleet.inflight("ll-a") == 1 and fleet.taken == 1  # held before admit returned
     assert observer.waits == [("latency", 0.0)]
     assert observer.decisions == [("latency", r.LL_SLOT_FREE)]
     assert admission.queue_depths() == {sla: 0 for sla in admission.queue_depths()}
@@ -158,15 +163,15 @@ async def test_latency_spills_on_its_own_timer() -> None:
     """No capacity change at all: the waiter wakes itself when its budget is spent (real clock)."""
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
     admission, _ = make(fleet, clock=asyncio.get_running_loop().time, knobs={"latency_queue_budget_ms": 5})
-    decision = await asyncio.wait_for(admission.admit(req("latency")), timeout=10)
-    assert decision.reason == r.SPILL_LL_FULL
+    reservation = await asyncio.wait_for(admission.admit(req("latency")), timeout=10)
+    assert reservation.decision.reason == r.SPILL_LL_FULL
 
 
 async def test_latency_with_zero_budget_spills_at_once() -> None:
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
     admission, _ = make(fleet)
-    decision = await admission.admit(req("latency", ttfp_ms=0))
-    assert decision.reason == r.SPILL_LL_FULL
+    reservation = await admission.admit(req("latency", ttfp_ms=0))
+    assert reservation.decision.reason == r.SPILL_LL_FULL
 
 
 async def test_latency_keeps_waiting_after_budget_until_deadline() -> None:
@@ -232,6 +237,7 @@ async def test_slot_handed_to_a_cancelled_waiter_goes_to_the_next() -> None:
     assert first.cancelled()
     assert second.done() and second.result().worker_id == "ll-a"
     assert fleet.inflight("ll-a") == 1
+    assert (fleet.taken, fleet.released) == (2, 1)  # first's slot released once, by admission
     assert admission.queue_depths()["balanced"] == 0
 
 

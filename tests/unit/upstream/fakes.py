@@ -118,6 +118,7 @@ def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str,
         create_policy("adaptive"),
         thresholds=lambda: config.routing.thresholds,
         snapshot=RoutingSnapshot(fleet.view.snapshot, PerformanceModel(priors=pool_priors(load_pool_profiles(config))), lambda: config.routing.thresholds),
+        reserve=fleet.leases.lease,
         clock=lambda: 100.0,
     )
     fleet.events.on_capacity_change(admission.capacity_changed)

@@ -1,11 +1,12 @@
-"""Retries go through admission: a slot handed to a queued request is never handed out again."""
+"""Retries go through admission and the policy: a slot handed to a queued request is never
+handed out again, and a retry obeys its class's caps, ceilings and the latency reserve."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-from gateway.types import PoolName, SlaClass
+from gateway.types import SlaClass
 from gateway.types.view import RequestInfo
 from tests.unit.upstream.fakes import ready_fleet
 
@@ -25,27 +26,45 @@ async def test_a_retry_cannot_take_the_slot_just_handed_to_a_waiter(tmp_path: Pa
 
     # ll-1's request ends: admission hands its slot to the waiter, whose task has not run yet.
     finishing.release()
-    assert waiter.done() is False and fleet.members.get("ll-1").inflight == 0
+    # ...and holds it for the waiter the moment it chooses it (the task has not run yet).
+    assert waiter.done() is False and fleet.members.get("ll-1").inflight == 1
     # In the same instant the request on ll-0 fails before its first byte and asks to retry.
     failing.release()
-    assert admission.retry(LATENCY, {"ll-0"}, PoolName.LOW_LATENCY) is None  # ll-1 is the waiter's
+    assert admission.retry(LATENCY, {"ll-0"}) is None  # ll-1 is the waiter's
 
-    decision = await waiter
-    assert decision.worker_id == "ll-1"
-    fleet.leases.lease("ll-1")  # what the waiter's relay does, before its next await
+    reservation = await waiter
+    assert reservation.worker_id == "ll-1" and reservation.slot.worker.worker_id == "ll-1"
     assert {w.worker_id: w.inflight for w in fleet.view.workers} == {"ll-0": 0, "ll-1": 1, "ht-0": 1}
 
 
-async def test_a_retry_prefers_the_requests_own_pool_then_the_least_loaded(tmp_path: Path) -> None:
+async def test_a_retry_is_placed_by_its_class_and_never_on_a_tried_worker(tmp_path: Path) -> None:
     fleet, admission = ready_fleet(tmp_path)
-    fleet.leases.lease("ll-1")
-    decision = admission.retry(THROUGHPUT, {"ll-0"}, PoolName.LOW_LATENCY)
-    assert decision is not None and (decision.worker_id, decision.reason) == ("ll-1", "retry_other_worker")
-    decision = admission.retry(THROUGHPUT, {"ll-0", "ll-1"}, PoolName.LOW_LATENCY)
-    assert decision is not None and decision.worker_id == "ht-0"
+    # latency: the fastest untried low-latency worker, the slot held on return.
+    retry = admission.retry(LATENCY, {"ll-0"})
+    assert retry is not None and (retry.worker_id, retry.decision.reason) == ("ll-1", "retry_other_worker")
+    assert fleet.members.get("ll-1").inflight == 1
+    # Every low-latency worker tried: a latency retry has waited already, so it spills.
+    retry = admission.retry(LATENCY, {"ll-0", "ll-1"})
+    assert retry is not None and retry.worker_id == "ht-0"
+    assert admission.retry(LATENCY, {"ll-0", "ll-1", "ht-0"}) is None
+
+
+async def test_a_throughput_retry_leaves_the_latency_reserve(tmp_path: Path) -> None:
+    """The reserve holds for retries too: a batch retry cannot take low-latency's last places."""
+    fleet, admission = ready_fleet(tmp_path)
+    ht_slots = fleet.members.get("ht-0").slots
+    held = [fleet.leases.lease("ht-0") for _ in range(ht_slots)]  # high-throughput full
+    ll_slots = fleet.members.get("ll-1").slots
+    held += [fleet.leases.lease("ll-1") for _ in range(ll_slots - 2)]  # ll-1 down to its reserve (2)
+    assert admission.retry(THROUGHPUT, {"ll-0"}) is None  # only reserved places left
+    retry = admission.retry(LATENCY, {"ll-0"})  # latency may use them
+    assert retry is not None and retry.worker_id == "ll-1"
+    retry.release()
+    for lease in held:
+        lease.release()
 
 
 async def test_no_retry_once_the_gateway_is_shutting_down(tmp_path: Path) -> None:
     fleet, admission = ready_fleet(tmp_path)
     admission.close()
-    assert admission.retry(THROUGHPUT, {"ll-0"}, PoolName.LOW_LATENCY) is None
+    assert admission.retry(THROUGHPUT, {"ll-0"}) is None
