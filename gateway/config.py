@@ -24,6 +24,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gateway.deploy_profile import deep_merge
+from gateway.host_rules import parse_host_rule
 from gateway.types import PoolName
 
 DEFAULT_MODEL = "bosonai/higgs-audio-v3-tts-4b"
@@ -141,7 +143,7 @@ class PoolConfig(Strict):
     workers: list[str] = Field(default_factory=list)  # static base URLs
     launch: LaunchConfig | None = None
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
-    # None = default per pool (low_latency: 4, high_throughput: the profile's max_num_seqs).
+    # None = the profile's max_num_seqs (gateway/pools/specs.py, default_slots).
     slots_per_worker: int | None = Field(None, gt=0)
     # Warm-up of workers this pool does not launch. None = the defaults for discovered
     # workers and none for static URLs (their operator warms them); supervised workers
@@ -380,8 +382,6 @@ class AuthConfig(Strict):
     @field_validator("ref_audio_url_hosts")
     @classmethod
     def _host_entries(cls, entries: list[str]) -> list[str]:
-        from gateway.security.ref_audio import parse_host_rule  # the one parser of these entries
-
         for entry in entries:
             parse_host_rule(entry)  # ValueError names the bad entry
         return entries
@@ -512,8 +512,6 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             raise ConfigError(f"{path}: the config must be a mapping at the top level")
         document = loaded
     if overrides:
-        from gateway.deploy_profile import deep_merge
-
         document = deep_merge(document, overrides)
     admin_token = os.environ.get(f"{ENV_PREFIX}ADMIN_TOKEN")
     if admin_token:

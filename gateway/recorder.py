@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from gateway.access_log import AccessLog, AccessRecord
 from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
 from gateway.pools.availability import PoolAvailability
-from gateway.pools.fleet import Fleet
+from gateway.pools.view import FleetView
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
 from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
@@ -164,7 +164,7 @@ class Recorder:
     # ---- live gauges, read at scrape time ---------------------------------------------
     def watch_fleet(
         self,
-        fleet: Fleet,
+        fleet: FleetView,
         admission: Admission,
         thresholds: ThresholdStore,
         clock: Callable[[], float],

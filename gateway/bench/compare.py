@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.bench import report
+from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
@@ -79,8 +80,6 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gateway.bench.cli import int_list
-
     names = [name.strip() for name in args.setups.split(",") if name.strip()]
     unknown = set(names) - {s.name for s in SETUPS}
     if unknown:

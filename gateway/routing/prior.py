@@ -13,8 +13,8 @@ import bisect
 import math
 from collections.abc import Mapping
 
-from gateway.config import GatewayConfig, MeasuredCurve
-from gateway.deploy_profile import DeployProfile, load_deploy_profile
+from gateway.config import MeasuredCurve
+from gateway.deploy_profile import DeployProfile
 from gateway.types import PoolName
 from gateway.types.codec import FRAMES_PER_SECOND
 from gateway.types.curve import Curve
@@ -71,13 +71,9 @@ def _running_max(values: list[float]) -> list[float]:
     return out
 
 
-def pool_priors(config: GatewayConfig) -> dict[PoolName, Curve]:
-    """Each pool's prior, from its deploy profile with the pool's stage overrides."""
-    priors = {}
-    for name, pool in config.pools.items():
-        profile = load_deploy_profile(pool.profile, pool.launch.stage_overrides if pool.launch else None)
-        priors[name] = prior_curve(profile)
-    return priors
+def pool_priors(profiles: Mapping[PoolName, DeployProfile]) -> dict[PoolName, Curve]:
+    """Each pool's prior, from its deploy profile (with the pool's stage overrides)."""
+    return {name: prior_curve(profile) for name, profile in profiles.items()}
 
 
 def measured_prior(base: Curve, measured: MeasuredCurve) -> Curve:
@@ -90,8 +86,6 @@ def measured_prior(base: Curve, measured: MeasuredCurve) -> Curve:
 
 def with_measured(priors: Mapping[PoolName, Curve], measured: Mapping[PoolName, MeasuredCurve]) -> dict[PoolName, Curve]:
     return {pool: measured_prior(curve, measured[pool]) if pool in measured else curve for pool, curve in priors.items()}
-
-
 
 
 def _corrected(base: tuple[float, ...], points: dict[int, float]) -> list[float]:

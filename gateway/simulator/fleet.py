@@ -21,8 +21,8 @@ from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine, EngineRequest
+from gateway.pools.specs import default_slots
 from gateway.routing.admission import Admission, AdmissionRejected
-from gateway.routing.capacity import default_slots
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve

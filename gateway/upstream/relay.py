@@ -21,14 +21,11 @@ from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
-from gateway.pools.fleet import Fleet
-from gateway.pools.lease import Lease
-from gateway.pools.worker import Worker
-from gateway.types import SPEECH_PATH
+from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
-from gateway.types.reservation import Reservation
 from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
 from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.pace import PaceMeter
@@ -38,8 +35,36 @@ from gateway.upstream.worker_errors import translate_worker_error, worker_error_
 Clock = Callable[[], float]
 
 
+class UpstreamWorker(Protocol):
+    """A worker as the relay uses it (the fleet's ``Worker``)."""
+
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def pool(self) -> PoolName: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def inflight(self) -> int: ...
+
+
+class HeldSlot(Protocol):
+    """A lease on one worker slot (the fleet's ``Lease``): released exactly once."""
+
+    @property
+    def worker(self) -> UpstreamWorker: ...
+    def release(self) -> None: ...
+
+
+class AttemptReports(Protocol):
+    """Where the relay says how an attempt went (the fleet's ``WorkerHealth``)."""
+
+    def request_succeeded(self, worker: UpstreamWorker) -> None: ...
+    def request_failed(self, worker: UpstreamWorker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None: ...
+
+
 class RelayObserver(Protocol):
-    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None: ...
+    def upstream_error(self, worker: UpstreamWorker, kind: UpstreamErrorKind) -> None: ...
 
     def retried(self, reason: RetryReason) -> None: ...
 
@@ -49,7 +74,7 @@ class RelayObserver(Protocol):
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
-    def retry(self, request: RequestInfo, tried: Set[str]) -> Reservation[Lease] | None: ...
+    def retry(self, request: RequestInfo, tried: Set[str]) -> Reservation[HeldSlot] | None: ...
 
 
 class OpenStream:
@@ -65,7 +90,7 @@ class OpenStream:
         "load_at_dispatch", "dispatched_at", "pace", "_closed",
     )  # fmt: skip
 
-    def __init__(self, reservation: Reservation[Lease], attempts: int, observer: RelayObserver, clock: Clock) -> None:
+    def __init__(self, reservation: Reservation[HeldSlot], attempts: int, observer: RelayObserver, clock: Clock) -> None:
         self.lease = lease = reservation.slot
         self.decision: Decision = reservation.decision
         self.attempts = attempts
@@ -80,7 +105,7 @@ class OpenStream:
         self._closed = False
 
     @property
-    def worker(self) -> Worker:
+    def worker(self) -> UpstreamWorker:
         return self.lease.worker
 
     def received(self, chunk: bytes) -> None:
@@ -135,20 +160,20 @@ class Relay:
     def __init__(
         self,
         transport: UpstreamTransport,
-        fleet: Fleet,
+        reports: AttemptReports,
         admission: RetryAdmission,
         config: UpstreamConfig,
         observer: RelayObserver,
         clock: Clock = time.monotonic,
     ) -> None:
         self._transport = transport
-        self._fleet = fleet
+        self._reports = reports
         self._admission = admission
         self._config = config
         self._observer = observer
         self._clock = clock
 
-    async def open(self, reservation: Reservation[Lease], request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+    async def open(self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
         Owns ``reservation`` (a slot admission already holds) and each retry's from here.
@@ -171,9 +196,9 @@ class Relay:
                 await stream.close(outcome)
                 raise
             else:
-                self._fleet.request_succeeded(worker)
+                self._reports.request_succeeded(worker)
                 return stream
-            self._fleet.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
+            self._reports.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
             self._observer.upstream_error(worker, failure.kind)
             reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
@@ -188,7 +213,7 @@ class Relay:
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
-        self._fleet.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
+        self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
         self._observer.upstream_error(stream.worker, kind)
         return kind
 

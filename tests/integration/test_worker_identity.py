@@ -92,7 +92,7 @@ async def test_a_pod_back_at_another_address_keeps_its_series_and_gets_its_voice
         gateway = create_app(config, discovery_factory=factory)
         await gateway.start()
         try:
-            worker = lambda: gateway.fleet.get(WORKER_ID)  # noqa: E731
+            worker = lambda: gateway.fleet.members.get(WORKER_ID)  # noqa: E731
             await eventually(lambda: worker() is not None and worker().routable, what="the pod routable")
             assert worker().url == before.url
             await gateway.voices.add("pod-voice", reference_wav(), consent="yes")

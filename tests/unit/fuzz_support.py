@@ -283,11 +283,11 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
         )
         await runtime.start()
         for _ in range(400):  # both workers answer probes, get voices replayed, become routable
-            if all(runtime.fleet.routable_count(pool) for pool in PoolName):
+            if all(runtime.fleet.view.routable_count(pool) for pool in PoolName):
                 break
             await asyncio.sleep(0.025)
         else:
-            raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.describe()}")
+            raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.view.describe()}")
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=runtime), base_url="http://gateway.test")
         return runtime, client
 

@@ -59,7 +59,7 @@ async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: P
     await app.start()
     try:
         for _ in range(200):  # the health checker's first probes make both workers routable
-            if all(app.fleet.routable_count(pool) for pool in PoolName):
+            if all(app.fleet.view.routable_count(pool) for pool in PoolName):
                 break
             await asyncio.sleep(0.01)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
@@ -82,6 +82,6 @@ async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: P
     assert models.headers["access-control-allow-origin"] == ORIGIN
     [seen] = observations.seen
     assert (seen.worker_id, seen.pool, seen.outcome, seen.bytes) == (
-        app.fleet.get(seen.worker_id).worker_id, PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
+        app.fleet.members.get(seen.worker_id).worker_id, PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
     )
-    assert all(w.inflight == 0 for w in app.fleet.workers)
+    assert all(w.inflight == 0 for w in app.fleet.view.workers)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from gateway.config import DiscoveryConfig, PoolConfig
-from gateway.pools.discovery import StaticDiscovery, create_discovery, endpoint_worker_id
+from gateway.pools.discovery import StaticDiscovery, create_discovery
+from gateway.pools.sources import endpoint_worker_id
 from gateway.pools.discovery_dns import DnsDiscovery, getaddrinfo_resolver
 from gateway.pools.discovery_k8s import KubernetesDiscovery, OfficialResourceApi, WatchExpired
 from gateway.types import PoolName

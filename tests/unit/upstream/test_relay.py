@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 
+from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
+from gateway.pools.lease import Lease
 from gateway.types import PoolName, SlaClass
 from gateway.types.decision import Action, Decision
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.types.observations import StreamOutcome
+from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
-from gateway.pools.lease import Lease
-from gateway.types.reservation import Reservation
 from gateway.upstream.relay import Relay
 from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingObserver, cut, ready_fleet
 
@@ -30,16 +31,16 @@ def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) ->
     fleet, admission = ready_fleet(tmp_path, upstream=upstream)
     transport = FakeTransport(script)
     observer = RecordingObserver()
-    return Relay(transport, fleet, admission, fleet._config.upstream, observer), transport, observer, fleet
+    return Relay(transport, fleet.health, admission, UpstreamConfig(**upstream), observer), transport, observer, fleet
 
 
 def on_ll0(fleet: Any) -> Reservation[Lease]:
     """What admission hands the pipeline: the decision and its slot, already held."""
-    return Reservation(TO_LL0, fleet.lease("ll-0"))
+    return Reservation(TO_LL0, fleet.leases.lease("ll-0"))
 
 
 def inflight(fleet: Any) -> dict[str, int]:
-    return {w.worker_id: w.inflight for w in fleet.workers}
+    return {w.worker_id: w.inflight for w in fleet.view.workers}
 
 
 async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> None:
@@ -125,7 +126,7 @@ async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Pat
         await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert (caught.value.status, caught.value.param) == (400, "instructions")
     assert transport.calls == [LL_URL] and observer.errors == [("ll-0", "status_4xx")]
-    worker = fleet.get("ll-0")
+    worker = fleet.members.get("ll-0")
     assert worker.consecutive_failures == 0  # a 4xx does not count toward ejection
 
 
@@ -138,7 +139,7 @@ async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_pr
     stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL] and stream.worker.worker_id == "ll-1"
     assert observer.errors == [("ll-0", "voice_missing")] and observer.retries == ["voice_missing"]
-    lost = fleet.get("ll-0")
+    lost = fleet.members.get("ll-0")
     assert not lost.routable and lost.restarts == 1  # unroutable until its voices are replayed
     await stream.close(StreamOutcome.COMPLETED)
 
@@ -148,7 +149,7 @@ async def test_503_never_counts_toward_ejection_but_500_does(tmp_path: Path) -> 
     for _ in range(2):
         with pytest.raises(GatewayError):
             await relay.open(on_ll0(fleet), INFO, PAYLOAD)
-    assert fleet.get("ll-0").consecutive_failures == 1
+    assert fleet.members.get("ll-0").consecutive_failures == 1
 
 
 async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_path: Path) -> None:
@@ -182,7 +183,7 @@ async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_p
     assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
     await stream.close(StreamOutcome.CUT)
     assert observer.errors == [("ll-0", "stream_error")] and observer.retries == []
-    assert fleet.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
+    assert fleet.members.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
 
 
 async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: Path) -> None:
