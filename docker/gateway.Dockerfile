@@ -22,7 +22,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=build /wheels /wheels
-# The `kubernetes` extra: the official client for in-cluster worker discovery.
+# The `kubernetes` extra: the asyncio client (lightkube) for in-cluster worker discovery.
 RUN pip install "$(ls /wheels/higgs_gateway-*.whl)[kubernetes]" && rm -rf /wheels
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it and volumes can be chowned to it.
