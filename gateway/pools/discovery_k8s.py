@@ -43,6 +43,7 @@ except ImportError as exc:  # the module is imported only when a pool uses this 
 log = logging.getLogger("higgs_gateway.discovery.kubernetes")
 
 # The seam tests use: an API client pointed at a fake API server (``create_discovery(kube_api=...)``).
+# Discovery closes the client it was given when it stops.
 ResourceApi: TypeAlias = AsyncClient
 Kind = Literal["endpointslices", "pods"]
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # set on every EndpointSlice of a Service
@@ -157,7 +158,6 @@ class KubernetesDiscovery:
         # requirement without an operator ("exists") as its bare key.
         self._labels: dict[str, None] = {selector: None}
         self._namespace = config.namespace
-        self._owns_api = api is None
         # In a pod: its service account; elsewhere: the local kubeconfig.
         self._api = api or AsyncClient(config=KubeConfig.from_env(), namespace=config.namespace)
         self._where = f"{self._kind} {selector!r} in namespace {config.namespace}"
@@ -183,8 +183,7 @@ class KubernetesDiscovery:
 
     async def stop(self) -> None:
         await self._loop.stop()
-        if self._owns_api:
-            await self._api.close()
+        await self._api.close()
 
     async def _run(self) -> None:
         while True:

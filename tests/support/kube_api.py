@@ -89,6 +89,7 @@ class FakeKubeApi:
         self.version = 100
         self.calls: list[Call] = []
         self.failures = 0  # requests answered with a failure (outage, scripted)
+        self.listed = 0  # lists answered with the collection
         self._objects: dict[tuple[Kind, str], dict[str, Any]] = {}
         self._history: list[tuple[int, Kind, str, dict[str, Any]]] = []  # (version, kind, type, object)
         self._oldest = 0  # a watch from before this version is answered 410 (compacted)
@@ -265,6 +266,7 @@ class FakeKubeApi:
             if item_kind == kind and selects(selector, item["metadata"].get("labels") or {})
         ]
         api_version, kind_name = KINDS[kind]
+        self.listed += 1
         return json_response({
             "apiVersion": api_version, "kind": f"{kind_name}List",
             "metadata": {"resourceVersion": str(self.version)}, "items": items,
