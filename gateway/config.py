@@ -189,25 +189,25 @@ class RoutingThresholds(Strict):
     balanced_rtf_ceiling: float = Field(0.9, gt=0)
     # `throughput` requests may push a worker to this RTF; None = up to max_num_seqs.
     throughput_rtf_ceiling: float | None = Field(None, gt=0)
+    # --- every policy ----------------------------------------------------------------
     # Hard caps per worker by pool, overriding pools.<pool>.slots_per_worker at run time.
     # null removes a cap set earlier (a patch deep-merges into the overrides).
     max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)] | None] = Field(default_factory=dict)
-
-    # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
-    # None = the low-latency pool's capacity (its routable workers x slots_per_worker).
-    balanced_threshold: int | None = Field(None, ge=0)
-    # Once over the threshold, `balanced` returns to low-latency only below threshold - hysteresis.
-    balanced_hysteresis: int = Field(2, ge=0)
     # Requests per low-latency worker that `balanced` and `throughput` (rules: `throughput`)
     # must leave room for, so a `latency` request arriving in a burst is placed at once.
     reserve_for_latency: int = Field(2, ge=0)
-
-    # --- rules (the first build's threshold policy, kept as a baseline) ---------------
     # How long a `latency` request may wait for a low-latency slot before spilling, when it
     # sends no x-sla-ttfp-ms budget.
     latency_queue_budget_ms: float = Field(150.0, ge=0)
     # Part of an x-sla-ttfp-ms budget that may be spent queueing (the rest is the worker's TTFP).
     ttfp_budget_queue_fraction: float = Field(0.5, ge=0, le=1)
+
+    # --- rules (the first build's threshold policy, kept as a baseline) ---------------
+    # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
+    # None = the low-latency pool's capacity (its routable workers x slots_per_worker).
+    balanced_threshold: int | None = Field(None, ge=0)
+    # Once over the threshold, `balanced` returns to low-latency only below threshold - hysteresis.
+    balanced_hysteresis: int = Field(2, ge=0)
 
 
 class LearningSettings(Strict):

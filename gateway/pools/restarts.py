@@ -14,7 +14,7 @@ and every request naming one would fail. What the released worker offers to tell
 The health checker runs ``check`` after each good probe of a routable worker; on a
 restart the fleet makes it unroutable until its voices are replayed. The request path
 has a last line of defence of its own: a worker answering "Unknown voice" for a voice
-the gateway registered is treated the same way (see ``Fleet.request_failed``).
+the gateway registered is treated the same way (see ``WorkerHealth.request_failed``).
 """
 
 from __future__ import annotations

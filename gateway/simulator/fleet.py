@@ -3,7 +3,7 @@
 Workers are the emulator's own engines (the same timing model and deploy profiles as
 ``higgs-gateway emulate``), warmed like a supervised worker. The gateway side is the real
 thing wherever routing is concerned: ``Admission``, the policy, the performance model
-learning from ``PaceTracker`` observations, ``routing_view``. What it leaves out is HTTP:
+learning from what ``PaceMeter`` measures, ``routing_view``. What it leaves out is HTTP:
 requests go straight to the engine, and audio comes back as chunk events at the times the
 engine says, so a simulated TTFP lacks the gateway's own ~2 ms per request.
 """

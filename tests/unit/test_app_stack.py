@@ -9,6 +9,7 @@ import httpx
 
 from gateway.app import create_app
 from gateway.config import load_config
+from gateway.pools.sources import url_worker_id
 from gateway.types import PoolName
 from gateway.types.observations import StreamObservation, StreamOutcome
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
@@ -81,7 +82,8 @@ async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: P
     assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ORIGIN
     assert models.headers["access-control-allow-origin"] == ORIGIN
     [seen] = observations.seen
+    assert response.headers["x-gateway-pool"] == PoolName.LOW_LATENCY
     assert (seen.worker_id, seen.pool, seen.outcome, seen.bytes) == (
-        app.fleet.members.get(seen.worker_id).worker_id, PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
+        url_worker_id(PoolName.LOW_LATENCY, LL_URL), PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
     )
     assert all(w.inflight == 0 for w in app.fleet.view.workers)

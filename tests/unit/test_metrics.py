@@ -8,7 +8,6 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.config import RoutingThresholds
 from gateway.metrics import FleetSnapshot, GatewayMetrics, RetryReason, UpstreamErrorKind, WorkerSnapshot
 from gateway.types import reasons
 from gateway.types.labels import NO_POOL, TTFP_BUCKETS, DisconnectPhase, EjectionReason, RejectReason

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from gateway.config import RoutingThresholds
 from gateway.types import PoolName, SlaClass
+from gateway.types.curve import Curve
 from gateway.types.decision import Decision
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
@@ -107,3 +108,13 @@ class RecordingObserver:
 
     def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
         self.decisions.append((sla_class.value, decision.reason))
+
+
+def scaled(curve: Curve, step_factor: float, ttfp_factor: float) -> Curve:
+    """A worker ``step_factor`` times slower per step (and ``ttfp_factor`` to first packet)."""
+    return Curve(tuple(s * step_factor for s in curve.step_s), tuple(t * ttfp_factor for t in curve.ttfp_s))
+
+
+def capacity(curve: Curve, rtf_ceiling: float, limit: int) -> int:
+    """The test's oracle: the largest load whose streams stay under ``rtf_ceiling``."""
+    return sum(1 for load in range(1, min(limit, curve.max_load) + 1) if curve.rtf(load) <= rtf_ceiling)

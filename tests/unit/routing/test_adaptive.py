@@ -18,7 +18,7 @@ from gateway.types.codec import FRAMES_PER_SECOND
 from gateway.types.curve import Curve, audio_seconds_for
 from gateway.types.decision import Action
 from gateway.types.view import LoadView, WorkerLoad
-from tests.unit.routing.fakes import HT, LL, req, thresholds
+from tests.unit.routing.fakes import HT, LL, capacity, req, scaled, thresholds
 
 LL_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_low_latency"))
 HT_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_high_throughput"))
@@ -63,11 +63,11 @@ def test_balanced_keeps_the_reserve_below_the_low_latency_cap() -> None:
 
 def test_throughput_leaves_latency_grade_room_on_low_latency() -> None:
     ceiling = latency_rtf_ceiling(thresholds(), [ll(), ht()])
-    capacity = LL_CURVE.capacity(ceiling, 16)
+    most = capacity(LL_CURVE, ceiling, 16)
     full_ht = ht(load=64)
-    ok = decide(req("throughput"), ll(load=capacity - 3), full_ht, reserve_for_latency=2)
+    ok = decide(req("throughput"), ll(load=most - 3), full_ht, reserve_for_latency=2)
     assert (ok.action, ok.pool) == (Action.ROUTE, LL)
-    held = decide(req("throughput"), ll(load=capacity - 2), full_ht, reserve_for_latency=2)
+    held = decide(req("throughput"), ll(load=most - 2), full_ht, reserve_for_latency=2)
     assert (held.action, held.reason) == (Action.WAIT, r.QUEUED_LL_RESERVED)
 
 
@@ -104,7 +104,7 @@ def test_no_routable_worker_is_a_reject() -> None:
 
 
 def test_a_worker_learned_to_be_slow_gets_less_work() -> None:
-    slow = ht("ht-slow", load=4, curve=HT_CURVE.scaled(2.0, 2.0))
+    slow = ht("ht-slow", load=4, curve=scaled(HT_CURVE, 2.0, 2.0))
     fast = ht("ht-fast", load=4)
     assert decide(req("balanced"), slow, fast).worker_id == "ht-fast"
     assert decide(req("throughput"), slow, fast).worker_id == "ht-fast"
@@ -123,9 +123,9 @@ def test_balanced_ceiling_bounds_every_stream() -> None:
 
 workers = st.builds(
     lambda pool, load, slots, routable, factor, index: (
-        ll(f"ll-{index}", load, min(slots, 16), LL_CURVE.scaled(factor, factor), routable)
+        ll(f"ll-{index}", load, min(slots, 16), scaled(LL_CURVE, factor, factor), routable)
         if pool == "ll"
-        else ht(f"ht-{index}", load, slots, HT_CURVE.scaled(factor, factor), routable)
+        else ht(f"ht-{index}", load, slots, scaled(HT_CURVE, factor, factor), routable)
     ),
     st.sampled_from(["ll", "ht"]),
     st.integers(0, 70),
@@ -164,7 +164,7 @@ def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve
         assert chosen.load + 1 + reserve <= min(chosen.slots, 16)  # the reserve is held
     if chosen.pool == LL and sla == "throughput" and reserve:
         ceiling = latency_rtf_ceiling(knobs, [w for w in fleet if w.routable])
-        assert chosen.load + 1 + reserve <= chosen.curve.capacity(ceiling, min(chosen.slots, 16))
+        assert chosen.load + 1 + reserve <= capacity(chosen.curve, ceiling, min(chosen.slots, 16))
 
 
 def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
@@ -198,7 +198,7 @@ def test_without_high_throughput_the_reserve_does_not_strand_other_classes() -> 
 
 
 def test_curve_tables_match_their_definitions() -> None:
-    for curve in (LL_CURVE, HT_CURVE, LL_CURVE.scaled(1.7, 0.8)):
+    for curve in (LL_CURVE, HT_CURVE, scaled(LL_CURVE, 1.7, 0.8)):
         for load in range(1, curve.max_load + 1):
             extra = (load - 1) * (curve.step(load) - curve.step(load - 1)) if load > 1 else 0.0
             assert curve.marginal_step_s[load - 1] == pytest.approx(curve.step(load) + extra)

@@ -16,6 +16,7 @@ from gateway.types.codec import BYTES_PER_FRAME
 from gateway.types.curve import Curve
 from gateway.types.observations import PaceSample, StreamObservation, StreamOutcome
 from gateway.upstream.pace import PaceMeter
+from tests.unit.routing.fakes import scaled
 
 PRIOR = Curve(
     step_s=tuple(0.010 + 0.0002 * n for n in range(16)),
@@ -143,8 +144,12 @@ def test_curves_stay_monotone_and_bounded(samples: list[tuple[int, float, float]
 
 
 def test_unknown_workers_are_ignored() -> None:
-    performance, _ = model()
-    performance.on_stream_done(StreamObservation("gone", PoolName.LOW_LATENCY, 1, 0.2))
+    performance, clock = model()
+    slow = stream(1, PRIOR.step(1) * 3.0, ttfp=0.9)
+    for _ in range(20):
+        performance.on_stream_done(StreamObservation("gone", PoolName.LOW_LATENCY, 1, slow.ttfp_s, slow.pace))
+    assert refreshed(performance, clock) == PRIOR  # a known worker of the same pool learned nothing
+    assert performance.curve("gone") is None
 
 
 def test_only_completed_streams_teach_it() -> None:
@@ -230,7 +235,7 @@ def test_new_priors_restart_the_workers_of_that_pool() -> None:
 
     performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
     curves_after_refit(performance, LoadView((WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16),)))
-    faster = PRIOR.scaled(0.5, 0.5)
+    faster = scaled(PRIOR, 0.5, 0.5)
     performance.set_priors({PoolName.LOW_LATENCY: faster})
     assert performance.curve("w") == faster
 
