@@ -25,6 +25,7 @@ from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import Curve
 from gateway.types.decision import Decision
 from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
+from gateway.types.labels import EjectionReason, RejectReason, RestartReason
 from gateway.types.observations import StreamObservation, StreamObserver, StreamOutcome
 
 
@@ -80,7 +81,7 @@ class Recorder:
 
     # ---- API keys ---------------------------------------------------------------------
     def rate_limited(self, sla_class: SlaClass) -> None:
-        self.metrics.rejections.labels(sla_class.value, "rate_limited").inc()
+        self.metrics.rejections.labels(sla_class.value, RejectReason.RATE_LIMITED).inc()
 
     # ---- relay (RelayObserver) ----------------------------------------------------------
     def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None:
@@ -102,11 +103,11 @@ class Recorder:
             observer.on_stream_done(observation)
 
     # ---- fleet ------------------------------------------------------------------------
-    def worker_ejected(self, worker: Worker, reason: str) -> None:
+    def worker_ejected(self, worker: Worker, reason: EjectionReason) -> None:
         self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
 
-    def worker_restarted(self, worker: Worker, reason: str) -> None:
-        """A new process behind a worker id (``RestartReason`` values)."""
+    def worker_restarted(self, worker: Worker, reason: RestartReason) -> None:
+        """A new process behind a worker id."""
         self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
 
     def load_tracking_fallback(self, worker: Worker) -> None:
