@@ -37,13 +37,16 @@ class AdaptivePolicy:
         self._ties = TieBreak()
 
     def decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
-        workers = Untried(request.tried).keep(PREDICTABLE.keep(view.workers))
+        fleet = PREDICTABLE.keep(view.workers)
+        # A retry's tried workers are out of the candidates, not out of the fleet: the
+        # reserve and the degraded reasons still see them.
+        workers = Untried(request.tried).keep(fleet)
         if not workers:
             return reject(reasons.NO_WORKERS)
-        context = Context(workers, thresholds, latency_reserve(thresholds, workers))
+        context = Context(workers, fleet, thresholds, latency_reserve(thresholds, fleet))
         decision = place(CLASSES[request.sla_class].plan(request, context), workers, self._ties, FLEET_SCOPE)
         if decision.action is Action.ROUTE:
-            decision = _degraded_reason(decision, workers)
+            decision = _degraded_reason(decision, fleet)
         return decision
 
 

@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError
 from redis.asyncio.retry import Retry
 
-from gateway.config import StateConfig
+from gateway.config import ConfigError, StateConfig
 from gateway.state.backend import ChangeKind, ChangeListener, RoutingUpdate, StoredVoice
 from gateway.state.errors import StateUnavailable
 from gateway.voices.names import name_key
@@ -70,6 +70,11 @@ redis.call('DEL', KEYS[2])
 redis.call('PUBLISH', KEYS[3], 'voices')
 return meta
 """
+# A voice's metadata and audio in one consistent read. A script, not MULTI/EXEC: a Redis at
+# its maxmemory refuses every command queued in a transaction, reads included.
+_READ_VOICE = """
+return {redis.call('HGET', KEYS[1], ARGV[1]), redis.call('GET', KEYS[2])}
+"""
 # One fleet-wide token bucket per key, on the server's clock (replicas' clocks may differ).
 # Returns the seconds until a token is available as a string ("0" = taken): Lua numbers
 # would be truncated to integers on the way back.
@@ -102,11 +107,28 @@ def connect(config: StateConfig, *, timeout_s: float | None) -> Redis:
         "retry": Retry(NoBackoff(), 0),
         "decode_responses": False,
     }
+    password = redis_password(config)
+    if password is not None:
+        options["password"] = password
     if url.lower().startswith("rediss://"):
         options["ssl_cert_reqs"] = "required" if config.tls_verify else "none"
         if config.tls_ca_file is not None:
             options["ssl_ca_certs"] = str(config.tls_ca_file)
     return Redis.from_url(url, **options)
+
+
+def redis_password(config: StateConfig) -> str | None:
+    """The password kept out of the URL, if any. The file is read on every call, so a
+    rotated Secret applies to the next connection."""
+    if config.redis_password is not None:
+        return config.redis_password.get_secret_value()
+    if config.redis_password_file is None:
+        return None
+    try:
+        # Secrets written with `echo` or an editor end with a newline that is no part of it.
+        return config.redis_password_file.read_text().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"state.redis_password_file: cannot read {config.redis_password_file}: {exc}") from exc
 
 
 class RedisStateBackend:
@@ -129,6 +151,7 @@ class RedisStateBackend:
         self._routing_set = self._client.register_script(_ROUTING_SET)
         self._put_voice = self._client.register_script(_PUT_VOICE)
         self._delete_voice = self._client.register_script(_DELETE_VOICE)
+        self._read_voice = self._client.register_script(_READ_VOICE)
         self._take_token = self._client.register_script(_TAKE_TOKEN)
         self._up = False
         self._follower: asyncio.Task[None] | None = None
@@ -238,13 +261,7 @@ class RedisStateBackend:
     async def read_voice(self, name: str) -> StoredVoice | None:
         key = name_key(name)
 
-        async def read() -> list[Any]:
-            async with self._client.pipeline(transaction=True) as pipe:  # one consistent snapshot
-                pipe.hget(self._voices_key, key)
-                pipe.get(self._voice_prefix + key)
-                return list(await pipe.execute())
-
-        meta, audio = await self._call(read())
+        meta, audio = await self._call(self._read_voice(keys=[self._voices_key, self._voice_prefix + key], args=[key]))
         if meta is None or audio is None:
             return None
         return StoredVoice(json.loads(meta), bytes(audio))
@@ -276,6 +293,13 @@ class RedisStateBackend:
         """One Redis call, bounded by ``state.timeout_s``; any failure is StateUnavailable."""
         try:
             return await asyncio.wait_for(operation, self._config.timeout_s)
+        except OutOfMemoryError as exc:
+            # Reachable but full (maxmemory, nothing left it may evict): this write is
+            # refused, reads and deletes still work, so the store is not marked down.
+            raise StateUnavailable(
+                "The shared state store is full (Redis maxmemory); nothing was changed. "
+                "Delete unused voices or give Redis more memory."
+            ) from exc
         except (RedisError, OSError, asyncio.TimeoutError) as exc:
             self._set_up(False)
             raise StateUnavailable() from exc

@@ -21,7 +21,8 @@ from gateway.types.view import RequestInfo, WorkerLoad
 class Context:
     """What a plan is built from besides the request: the candidates and the knobs."""
 
-    workers: Sequence[WorkerLoad]  # routable, with a curve, not tried by this request
+    workers: Sequence[WorkerLoad]  # the candidates: routable, with a curve, not tried by this request
+    fleet: Sequence[WorkerLoad]  # every routable worker with a curve (a retry's tried ones too)
     thresholds: RoutingThresholds
     latency_reserve: int  # places per low-latency worker kept for `latency` right now
 

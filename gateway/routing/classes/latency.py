@@ -38,7 +38,7 @@ _ON_LOW_LATENCY = InPool(LL)
 
 def plan(request: RequestInfo, context: Context) -> Plan:
     anywhere = (WITHIN_CAP, UnderRtfCeiling(context.thresholds.balanced_rtf_ceiling))
-    if not any(w.pool is LL for w in context.workers):
+    if not any(w.pool is LL for w in context.fleet):  # none at all (a retry's tried ones count)
         return Plan((Stage(anywhere, predicted_ttfp, reasons.NO_LL_WORKERS),), reasons.QUEUED_ALL_FULL)
     fastest = Stage((_ON_LOW_LATENCY, WITHIN_CAP), predicted_ttfp, reasons.FASTEST_TTFP)
     if not request.waited_out:
@@ -61,7 +61,7 @@ def latency_grade_rtf(thresholds: RoutingThresholds, workers: Sequence[WorkerLoa
     if thresholds.latency_rtf_ceiling is not None:
         return thresholds.latency_rtf_ceiling
     idle = [w.curve.rtf_s[0] for w in workers if w.curve is not None and w.pool is LL]
-    return min(idle or [w.curve.rtf_s[0] for w in workers if w.curve is not None]) * LATENCY_RTF_MARGIN
+    return min(idle or [w.curve.rtf_s[0] for w in workers if w.curve is not None] or [float("inf")]) * LATENCY_RTF_MARGIN
 
 
 RULES = SlaRules(SlaClass.LATENCY, plan, spill_after_s=queue_budget_s)

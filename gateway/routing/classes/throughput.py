@@ -25,7 +25,7 @@ from gateway.types.view import RequestInfo
 def plan(request: RequestInfo, context: Context) -> Plan:
     thresholds = context.thresholds
     ceiling = thresholds.throughput_rtf_ceiling
-    reserve = LeavesLatencyReserve(context.latency_reserve, latency_grade_rtf(thresholds, context.workers))
+    reserve = LeavesLatencyReserve(context.latency_reserve, latency_grade_rtf(thresholds, context.fleet))
     room = (WITHIN_CAP, reserve) if ceiling is None else (WITHIN_CAP, UnderRtfCeiling(ceiling), reserve)
     return Plan((Stage(room, throughput_lost, reasons.MOST_THROUGHPUT),), reasons.QUEUED_ALL_FULL)
 

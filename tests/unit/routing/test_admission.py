@@ -299,3 +299,28 @@ async def test_set_policy_reevaluates_waiters() -> None:
     admission.set_policy(create_policy("high_throughput_only"))
     await settle()
     assert (task.result().worker_id, task.result().reason) == ("ht-a", r.HIGH_THROUGHPUT_ONLY)
+
+
+async def test_admission_returns_the_slot_held_and_its_owner_releases_it_once() -> None:
+    """Fast path and queue alike: the answer is a Reservation whose slot is already counted;
+    every slot taken is released exactly once (the fake fails on a second release)."""
+    from gateway.types.reservation import Reservation
+
+    fleet = FakeFleet.of(ll("ll-a", slots=1), ht("ht-a", slots=1))
+    admission, _ = make(fleet, knobs={"reserve_for_latency": 0})
+    first = await admission.admit(req())
+    assert isinstance(first, Reservation) and fleet.inflight(first.worker_id) == 1
+    second = await admission.admit(req())
+    assert {first.worker_id, second.worker_id} == {"ll-a", "ht-a"}
+    queued = asyncio.ensure_future(admission.admit(req()))
+    await settle()
+    assert not queued.done()
+    first.release()  # its owner is done with it: the waiter gets the slot, held at once
+    admission.capacity_changed()
+    assert fleet.inflight(first.worker_id) == 1 and fleet.taken == 3
+    third = await queued
+    assert third.worker_id == first.worker_id
+    second.release()
+    third.release()
+    assert fleet.taken == fleet.released == 3
+    assert all(w.inflight == 0 for w in fleet.workers.values())
