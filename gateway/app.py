@@ -23,6 +23,7 @@ from functools import partial
 import httpx
 from fastapi import FastAPI
 from httpx_aiohttp import AiohttpTransport
+from prometheus_client import disable_created_metrics
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -177,6 +178,10 @@ def create_app(
     control_client = control_client or control_client_for(config)
 
     # Observing: every metric and access-log line goes through the recorder.
+    # No ``*_created`` series: in the classic text format each counter and histogram child
+    # would export a second series holding its creation time. prometheus_client's switch is
+    # process-wide and read at scrape time, so it is thrown here, not at import.
+    disable_created_metrics()
     metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
     # Routing overrides, drains, voices and key limits shared with other replicas: with a

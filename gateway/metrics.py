@@ -12,6 +12,7 @@ Each ``GatewayMetrics`` owns its registry (no process-wide default), so two apps
 process (tests, benchmarks) never share or collide on series. Label values are bounded
 vocabularies (pools, SLA classes, the enums below, HTTP status codes, worker ids);
 never request ids, voices or text. docs/observability.md documents every series.
+The composition root turns off prometheus_client's ``*_created`` series (process-wide).
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ class GatewayMetrics:
             ["sla_class", "pool"], buckets=TTFP_BUCKETS, registry=r,
         )  # fmt: skip
         self.rtf = Histogram(
-            PREFIX + "rtf", "Real-time factor of completed requests: duration / audio seconds.",
+            PREFIX + "rtf_ratio", "Real-time factor of completed requests: duration / audio seconds.",
             ["pool"], buckets=RTF_BUCKETS, registry=r,
         )  # fmt: skip
         self.audio_seconds = Counter(
@@ -397,20 +398,4 @@ class GatewayMetrics:
     def render(self, accept: str | None = None) -> tuple[bytes, str]:
         """Exposition bytes and content type; OpenMetrics when the scraper asks for it."""
         encoder, content_type = choose_encoder(accept or "")
-        if content_type.startswith("text/plain"):
-            # The classic text format turns each child's creation time into a series of
-            # its own (``*_created``): noise that doubles the count; OpenMetrics keeps it
-            # as metadata, so only drop it here.
-            return encoder(_WithoutCreated(self.registry)), content_type
         return encoder(self.registry), content_type
-
-
-class _WithoutCreated(Collector):
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-
-    def collect(self) -> Iterable[Metric]:
-        for metric in self._registry.collect():
-            copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
-            copy.samples = [s for s in metric.samples if not s.name.endswith("_created")]
-            yield copy
