@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import ConfigError, load_config
+from gateway.help_format import HelpFormatter
 from gateway.serve import run
 
 DEMO_MODEL = "bosonai/higgs-audio-v3-tts-4b"
@@ -65,18 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="higgs-gateway demo",
         description="Run the gateway with emulated low-latency and high-throughput worker pools (no GPU needed).",
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--low-latency-workers", type=int, default=1)
-    parser.add_argument("--high-throughput-workers", type=int, default=1)
-    parser.add_argument("--time-scale", type=float, default=1.0, help="emulated GPU time x F (0.1 = ten times faster than an H200)")
-    parser.add_argument("--admin-token", help="enable /admin routes with this bearer token")
-    parser.add_argument("--data-dir", help="where voices and thresholds are kept (default: a fresh temporary folder)")
-    parser.add_argument("--config", help="optional gateway config merged under the demo's settings")
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="address the gateway listens on (0.0.0.0 for every interface)")
+    add("--port", metavar="PORT", type=int, default=8000, help="the gateway's port (the emulated workers pick free ones)")
+    add("--low-latency-workers", metavar="N", type=int, default=1, help="emulated low-latency workers (0 = none)")
+    add("--high-throughput-workers", metavar="N", type=int, default=1, help="emulated high-throughput workers (0 = none)")
+    add("--time-scale", metavar="F", type=float, default=1.0, help="emulated GPU time x F (0.1 = ten times faster than an H200)")
+    add("--admin-token", metavar="TOKEN", help="enable /admin routes (and the playground's fleet panel) with this bearer token")
+    add("--data-dir", metavar="DIR", help="where voices and thresholds are kept (default: a fresh temporary folder)")
+    add("--config", metavar="FILE", help="optional gateway config merged under the demo's settings")
     parser.add_argument(
         "--log-format", choices=["auto", "text", "json"], default="auto",
-        help="auto (default): short human lines on a terminal, JSON otherwise",
+        help="auto: short human lines on a terminal, JSON otherwise",
     )  # fmt: skip
     return parser
 

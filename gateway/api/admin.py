@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 
 from gateway import __version__
 from gateway.config import GatewayConfig
+from gateway.config_check import redacted
 from gateway.errors import GatewayError, bad_request
 from gateway.pools.drains import DrainStore
 from gateway.pools.fleet import Fleet
@@ -91,10 +92,7 @@ def create_router(
     @router.get("/config")
     async def get_config(request: Request) -> dict[str, Any]:
         check(request)
-        document = config.model_dump(mode="json")
-        auth = document.get("auth", {})
-        if auth.get("admin_token"):
-            auth["admin_token"] = "**********"
+        document = redacted(config)
         document["routing"] = thresholds.current().model_dump(mode="json")
         document["version"] = __version__
         return document
