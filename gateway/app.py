@@ -291,8 +291,9 @@ def create_app(
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
-        config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance
-    )
+        config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance,
+        availability=availability, decision_totals=metrics.routing_decision_totals,
+    )  # fmt: skip
     app.include_router(admin_router)
     if config.server.playground:
         app.include_router(playground.create_router())

@@ -30,6 +30,11 @@ def emulator_command(time_scale: float) -> list[str]:
     ]  # fmt: skip
 
 
+def ready_requires(args: argparse.Namespace) -> str:
+    """Every pool, unless the demo leaves one empty on purpose (``--...-workers 0``)."""
+    return "every_pool" if args.low_latency_workers and args.high_throughput_workers else "any_pool"
+
+
 def demo_config(args: argparse.Namespace) -> dict[str, Any]:
     data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="higgs-demo-"))
 
@@ -49,7 +54,9 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         }
 
     config: dict[str, Any] = {
-        "server": {"host": args.host, "port": args.port, "playground": True},
+        # Ready means warm on both sides: with the default (any pool), /ready would answer 200
+        # while the high-throughput worker still warms and every request goes to low-latency.
+        "server": {"host": args.host, "port": args.port, "playground": True, "ready_requires": ready_requires(args)},
         "logging": {"format": args.log_format},
         "data_dir": str(data_dir),
         "pools": {
@@ -96,8 +103,9 @@ def main(argv: list[str]) -> int:
         return 2
     base = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
     print(
-        "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). Once ready, open\n\n"
-        f"  {base}/playground\n\nor try:\n\n"
+        "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). The workers start and warm up\n"
+        "first; the log says \"every pool has a routable worker\" and /ready answers 200 once they have.\n"
+        f"Then open\n\n  {base}/playground\n\nor try:\n\n"
         f"  curl -sS {base}/v1/audio/speech -H 'Content-Type: application/json' \\\n"
         "    -d '{\"model\": \"tts-1\", \"voice\": \"alloy\", \"input\": \"Hello from the Higgs gateway!\", "
         "\"response_format\": \"wav\"}' -o hello.wav\n\n"

@@ -395,6 +395,16 @@ class GatewayMetrics:
             if 200 <= status < 300:
                 self.rtf.labels(pool).observe(duration_s / audio_s)
 
+    def routing_decision_totals(self) -> dict[tuple[str, str], float]:
+        """Routing decisions so far by (pool, reason), summed over SLA classes."""
+        totals: dict[tuple[str, str], float] = {}
+        for metric in self.routing_decisions.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    key = (sample.labels["pool"], sample.labels["reason"])
+                    totals[key] = totals.get(key, 0.0) + sample.value
+        return totals
+
     def render(self, accept: str | None = None) -> tuple[bytes, str]:
         """Exposition bytes and content type; OpenMetrics when the scraper asks for it."""
         encoder, content_type = choose_encoder(accept or "")
