@@ -182,7 +182,13 @@ def create_app(
     # would export a second series holding its creation time. prometheus_client's switch is
     # process-wide and read at scrape time, so it is thrown here, not at import.
     disable_created_metrics()
-    metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
+    auth = config.auth
+    metrics = GatewayMetrics(
+        routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER),
+        key_tiers=auth.tier_names() if auth.keys_configured else (),
+        keys=[(key.tier, key.name) for key in auth.keys],
+        per_key=auth.per_key_metrics,
+    )
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
     # Routing overrides, drains, voices and key limits shared with other replicas: with a
     # shared store (state.backend: redis) each store writes there first (its mirror).
@@ -256,7 +262,8 @@ def create_app(
     discoveries = [partial(discovery_factory, pool, pool_config, fleet) for pool, pool_config in config.pools.items() if pool_config.launch is None]
 
     # The request path.
-    api_keys = ApiKeyGate(ApiKeyAuth(config.auth, limiter=shared_state.rate_limiter), config.auth.open_listings, recorder)
+    keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
+    api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
     relay = Relay(transport, fleet, admission, config.upstream, recorder, clock=clock)
     speech = SpeechPipeline(
         auth=api_keys,

@@ -269,3 +269,20 @@ def test_the_composition_root_turns_created_series_off(tmp_path: Path) -> None:
             assert b"higgs_gateway_requests_total" in body and b"_created" not in body
     finally:
         disable_created_metrics()  # as every gateway in this process runs
+
+
+def test_key_usage_is_by_tier_unless_per_key_is_asked() -> None:
+    by_tier = GatewayMetrics(key_tiers=["default", "pro"], keys=[("pro", "acme")])
+    series = scrape(by_tier)
+    assert value(series["higgs_gateway_key_requests"], tier="pro", result="stream_limited") == 0
+    assert value(series["higgs_gateway_key_streams"], tier="default") == 0
+    by_tier.key_requests.labels(*by_tier.key_series("pro", "acme"), "admitted").inc()
+    assert value(scrape(by_tier)["higgs_gateway_key_requests"], tier="pro", result="admitted") == 1
+    assert "acme" not in by_tier.render()[0].decode()  # no key name unless asked
+
+    per_key = GatewayMetrics(key_tiers=["default", "pro"], keys=[("pro", "acme")], per_key=True)
+    per_key.key_audio_seconds.labels(*per_key.key_series("pro", "acme")).inc(2.5)
+    series = scrape(per_key)
+    assert value(series["higgs_gateway_key_audio_seconds"], tier="pro", key="acme") == 2.5
+    assert {labels for labels in series["higgs_gateway_key_streams"]} == {(("key", "acme"), ("tier", "pro"))}
+    assert GatewayMetrics().render()[0].decode().count("higgs_gateway_key_requests_total{") == 0  # no keys, no series
