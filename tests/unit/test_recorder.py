@@ -11,11 +11,12 @@ from gateway.access_log import ACCESS_LOGGER, AccessLog
 from gateway.metrics import GatewayMetrics
 from gateway.pools.worker import Worker
 from gateway.recorder import Recorder, RequestRecord
+from gateway.security.auth import KeyIdentity
 from gateway.types import PoolName, SlaClass, reasons
 from gateway.types.codec import BYTES_PER_SECOND, FRAMES_PER_SECOND
 from gateway.types.decision import Action, Decision
 from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
-from gateway.types.labels import NO_POOL, DisconnectPhase, EjectionReason, RestartReason
+from gateway.types.labels import NO_POOL, DisconnectPhase, EjectionReason, KeyResult, RestartReason
 from gateway.types.observations import PaceSample, StreamObservation, StreamOutcome
 
 LL = PoolName.LOW_LATENCY
@@ -56,7 +57,7 @@ def test_admission_reports_become_waits_decisions_and_rejections() -> None:
     rec.on_decision(SlaClass.LATENCY, Decision(Action.ROUTE, reasons.FASTEST_TTFP, LL, "ll-0"))
     rec.on_decision(SlaClass.LATENCY, Decision(Action.WAIT, reasons.QUEUED_LL_FULL))  # no pool: not a placement
     rec.on_rejected(SlaClass.THROUGHPUT, reasons.QUEUE_FULL)
-    rec.rate_limited(SlaClass.BALANCED)
+    rec.key_checked(KeyIdentity("abc123", authenticated=True), KeyResult.RATE_LIMITED, SlaClass.BALANCED)
     assert value(rec, "higgs_gateway_admission_wait_seconds_count", sla_class="latency") == 1
     decisions = {"sla_class": "latency", "pool": "low_latency", "reason": reasons.FASTEST_TTFP}
     assert value(rec, "higgs_gateway_routing_decisions_total", **decisions) == 1
