@@ -57,6 +57,14 @@ class TokenBuckets:
         return bucket.take(now)
 
 
+class LocalRateLimiter:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._buckets = TokenBuckets(clock)
+
+    async def take(self, key: str, rate: float, burst: int) -> float:
+        return self._buckets.take(key, rate, burst)
+
+
 class SharedTokenSource(Protocol):
     @property
     def up(self) -> bool: ...

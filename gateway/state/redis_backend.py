@@ -2,7 +2,8 @@
 
 Keys (all under ``state.key_prefix``): ``routing`` (the overrides, JSON), ``drained`` (a
 set of worker ids), ``voices`` (a hash: voice key -> metadata JSON) with ``voice:<key>``
-(the audio), ``ratelimit:<key digest>`` (one token bucket per API key), and the pub/sub
+(the audio), ``ratelimit:<key digest>`` (one token bucket per API key),
+``streams:<key digest>`` (a sorted set of the key's stream leases), and the pub/sub
 channel ``changes``. Every multi-key write is one Lua script or transaction, so a reader
 never sees a voice's metadata without its audio, and every write publishes what changed.
 
@@ -20,7 +21,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -94,6 +95,31 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return tostring(wait)
 """
 
+# A stream slot of one key: drop expired leases, then add ARGV[2] if fewer than ARGV[1] are
+# held. Scores are expiry times in ms on the server's clock. 1 = taken, 0 = all in use.
+_ACQUIRE_STREAM = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+"""
+# Pushes the expiry of leases still held (KEYS[i] holds ARGV[i + 1]); XX: a lease that
+# already expired and was dropped is not brought back over a limit others now fill.
+_RENEW_STREAMS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, 'XX', now + ttl, ARGV[i + 1])
+  redis.call('PEXPIRE', key, ttl)
+end
+return #KEYS
+"""
+
 
 def connect(config: StateConfig, *, timeout_s: float | None) -> Redis:
     """A client for ``state.redis_url``; ``timeout_s=None`` for the pub/sub listener,
@@ -143,6 +169,7 @@ class RedisStateBackend:
         self._voices_key = f"{prefix}voices"
         self._voice_prefix = f"{prefix}voice:"
         self._rate_prefix = f"{prefix}ratelimit:"
+        self._streams_prefix = f"{prefix}streams:"
         self._initialized_key = f"{prefix}initialized"
         self._seeding_key = f"{prefix}seeding"
         self.channel = f"{prefix}changes"
@@ -153,6 +180,8 @@ class RedisStateBackend:
         self._delete_voice = self._client.register_script(_DELETE_VOICE)
         self._read_voice = self._client.register_script(_READ_VOICE)
         self._take_token = self._client.register_script(_TAKE_TOKEN)
+        self._acquire_stream = self._client.register_script(_ACQUIRE_STREAM)
+        self._renew_streams = self._client.register_script(_RENEW_STREAMS)
         self._up = False
         self._follower: asyncio.Task[None] | None = None
         self._on_up_change: list[Callable[[bool], None]] = []
@@ -288,6 +317,27 @@ class RedisStateBackend:
         wait = await self._call(self._take_token(keys=[self._rate_prefix + key], args=[repr(rate), burst]))
         return float(wait)
 
+    # ---- stream limits ---------------------------------------------------------------
+    async def acquire_stream(self, key: str, limit: int, holder: str, ttl_s: float) -> bool:
+        taken = await self._call(
+            self._acquire_stream(keys=[self._streams_prefix + key], args=[limit, holder, _ms(ttl_s)])
+        )
+        return bool(taken == 1)
+
+    async def release_stream(self, key: str, holder: str) -> None:
+        await self._call(self._client.zrem(self._streams_prefix + key, holder))
+
+    async def renew_streams(self, leases: Sequence[tuple[str, str]], ttl_s: float) -> None:
+        keys = [self._streams_prefix + key for key, _ in leases]
+        await self._call(self._renew_streams(keys=keys, args=[_ms(ttl_s), *(holder for _, holder in leases)]))
+
+    async def stream_holders(self, key: str) -> list[str]:
+        """Leases of ``key`` not yet expired (for operators and tests)."""
+        now_s, now_us = await self._call(self._client.time())
+        now_ms = now_s * 1000 + now_us // 1000
+        members = await self._call(self._client.zrangebyscore(self._streams_prefix + key, now_ms + 1, "+inf"))
+        return [m.decode() for m in members]
+
     # ---- internals -------------------------------------------------------------------
     async def _call(self, operation: Awaitable[T]) -> T:
         """One Redis call, bounded by ``state.timeout_s``; any failure is StateUnavailable."""
@@ -356,6 +406,10 @@ def _routing_document(raw: bytes | None) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise StateUnavailable("The shared routing overrides are not a JSON object; fix or delete the key.")
     return document
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 def _dumps(value: Any) -> str:

@@ -29,6 +29,15 @@ class RejectReason(StrEnum):
     NO_WORKERS = reasons.NO_WORKERS  # no routable worker in any pool the policy may use (503)
     SHUTTING_DOWN = reasons.SHUTTING_DOWN  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
+    STREAM_LIMITED = "stream_limited"  # the API key has its tier's most concurrent streams (429)
+
+
+class KeyResult(StrEnum):
+    """``higgs_gateway_key_requests_total{result}``: what the API-key check made of a request."""
+
+    ADMITTED = "admitted"  # within every limit of its key's tier
+    RATE_LIMITED = "rate_limited"  # over the tier's requests per second (429)
+    STREAM_LIMITED = "stream_limited"  # over the tier's concurrent streams (429)
 
 
 class DisconnectPhase(StrEnum):
