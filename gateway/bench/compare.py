@@ -28,9 +28,10 @@ from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.quiet import wait_for_quiet
-from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
+from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
 from gateway.bench.traces import RAMP_MIX, Arrival, bursty, ramp
+from gateway.help_format import HelpFormatter
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ SETUPS = (
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("compare", help="routing policies on equal emulated hardware, one report",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                 description=__doc__, formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/comparison"))
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="emulator speed-up (0.25 = four times real time; faster starves the emulators at c64)")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.bench import report
+from gateway.bench.cli import add_trace_arguments
 from gateway.bench.client import ClientOptions
 from gateway.bench.compare import SETUPS, Setup, add_ramp_arguments, headline, ramp_trace, trace_file
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
@@ -24,6 +25,7 @@ from gateway.bench.targets import RUN_ID, new_run_id, targets_table
 from gateway.bench.cli import add_trace_arguments
 from gateway.bench.traces import Arrival
 from gateway.config import RoutingThresholds
+from gateway.help_format import HelpFormatter
 from gateway.simulator.fleet import SimGateway, WorkerPlan
 from gateway.simulator.loop import run_virtual
 from gateway.types import PoolName
@@ -33,7 +35,7 @@ PROFILE_POOLS = {LL_PROFILE: PoolName.LOW_LATENCY, HT_PROFILE: PoolName.HIGH_THR
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="higgs-gateway simulate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("--setups", default="adaptive,ht+ht,ll+ll,rules",
                         help=f"comma-separated, from: {', '.join(s.name for s in SETUPS)}")  # fmt: skip
     parser.add_argument("--fleet", default=None, help="a custom fleet instead of --setups, e.g. ll=3,ht=5")
