@@ -65,11 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--unhealthy", action="store_true", help="fault: /health answers 503")
     emulator.add_argument(
         "--stream-config-timeout", type=float, default=10.0, metavar="S",
-        help="/v1/audio/speech/stream: seconds to wait for session.config (fixed at 10 on a real worker; for tests)",
+        help="/v1/audio/speech/stream: seconds to wait for session.config (fixed on a real worker; shorten for tests)",
     )  # fmt: skip
     emulator.add_argument(
         "--stream-idle-timeout", type=float, default=30.0, metavar="S",
-        help="/v1/audio/speech/stream: seconds between messages (fixed at 30 on a real worker; for tests)",
+        help="/v1/audio/speech/stream: seconds between messages (fixed on a real worker; shorten for tests)",
     )  # fmt: skip
     emulator.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return parser
