@@ -376,7 +376,7 @@ class TierConfig(Strict):
     rate_limit_burst: int = Field(20, gt=0)
     # Speech requests one key may have in flight (queued or streaming); None = unlimited.
     max_concurrent_streams: int | None = Field(None, gt=0)
-    # Open WebSocket sessions per key, for the session API to come; nothing enforces it yet.
+    # Open voice sessions (WebSocket /v1/audio/speech/stream) per key; None = unlimited.
     max_sessions: int | None = Field(None, gt=0)
 
 
@@ -570,6 +570,20 @@ class LoggingConfig(Strict):
     log_input_text: bool = False
 
 
+class SessionsConfig(Strict):
+    """Voice sessions on ``/v1/audio/speech/stream`` (docs/sessions.md)."""
+
+    # The released worker's fixed timers: the first session.config, then silence between
+    # messages (not counted while the session still has audio to deliver).
+    config_timeout_s: float = Field(10.0, gt=0)
+    idle_timeout_s: float = Field(30.0, gt=0)
+    # Text received but not yet cut into a sentence (the worker has no cap); an input.text
+    # that would pass it is refused and dropped.
+    max_buffered_chars: int = Field(16384, ge=1)
+    # Sessions this replica serves at once (every key together); None = unlimited.
+    max_sessions: int | None = Field(None, gt=0)
+
+
 class GatewayConfig(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_assignment=True
@@ -587,6 +601,7 @@ class GatewayConfig(BaseSettings):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     data_dir: Path = Path("./data")
 
