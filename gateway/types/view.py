@@ -88,7 +88,7 @@ class LoadView:
     def with_leases(self, leases: Mapping[str, int]) -> LoadView:
         """This view as if ``leases[worker_id]`` more requests were already running there.
 
-        Admission uses it for slots it has handed out but whose lease is not taken yet.
+        Admission uses it within one serve pass, for slots it reserved after taking the view.
         Both counts grow, so ``load`` grows even when the worker's report dominates.
         """
         if not leases:
