@@ -30,9 +30,12 @@ class KeyStream:
             return
         self._open = False
         assert self.key is not None
-        self._recorder.key_stream_closed(self.key)
-        if self._slot is not None:
-            await self._slot.release()
+        try:
+            if self._slot is not None:
+                await self._slot.release()
+        finally:
+            # After the release: a gauge back at zero means the slot is free fleet-wide.
+            self._recorder.key_stream_closed(self.key)
 
 
 class ApiKeyGate:
