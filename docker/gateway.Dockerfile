@@ -22,8 +22,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=build /wheels /wheels
-# The `kubernetes` extra: the official client for in-cluster worker discovery.
-RUN pip install "$(ls /wheels/higgs_gateway-*.whl)[kubernetes]" && rm -rf /wheels
+# The `kubernetes` extra: the official client for in-cluster worker discovery; `tracing`:
+# the OpenTelemetry SDK and OTLP exporters (spans are exported once tracing.endpoint is set).
+RUN pip install "$(ls /wheels/higgs_gateway-*.whl)[kubernetes,tracing]" && rm -rf /wheels
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it and volumes can be chowned to it.
 RUN groupadd --system --gid 10001 higgs \

@@ -9,12 +9,13 @@ run::
         FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
 
 Tests pass a transport (the relay's HTTP client), a control client (probes, load
-reports, voices, warm-up), a clock, a discovery factory or a stream observer; nothing
-else differs from production.
+reports, voices, warm-up), a clock, a discovery factory, a stream observer or a tracer
+provider; nothing else differs from production.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from functools import partial
 import httpx
 from fastapi import FastAPI
 from httpx_aiohttp import AiohttpTransport
+from opentelemetry.trace import TracerProvider
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -64,6 +66,8 @@ from gateway.security.ref_audio import RefAudioPolicy
 from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.setup import build_supervisors
+from gateway.telemetry.request_context import send_request_id
+from gateway.telemetry.tracing import OtelTracing, PassThroughTracing, SpeechTracing
 from gateway.types import PoolName, WorkerState
 from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
@@ -83,6 +87,7 @@ def control_client_for(config: GatewayConfig) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         transport=AiohttpTransport(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)),
         timeout=httpx.Timeout(10.0, connect=config.upstream.connect_timeout_s),
+        event_hooks={"request": [send_request_id]},  # voice fan-outs carry the request's id
     )
 
 
@@ -110,6 +115,7 @@ class GatewayApp:
         supervisors: list[PoolSupervisor],
         transport: UpstreamTransport,
         control_client: httpx.AsyncClient,
+        tracer_shutdown: Callable[[], object] | None = None,
     ) -> None:
         self._stack = stack
         self.api = api  # the framework app inside the stack: routes and the OpenAPI schema
@@ -126,6 +132,7 @@ class GatewayApp:
         self._supervisors = supervisors
         self._transport = transport
         self._control_client = control_client
+        self._tracer_shutdown = tracer_shutdown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._stack(scope, receive, send)
@@ -159,6 +166,9 @@ class GatewayApp:
         await self._transport.close()
         await self._control_client.aclose()
         await self._shared_state.stop()
+        if self._tracer_shutdown is not None:
+            # Flushes the spans still batched; blocking I/O, so off the event loop.
+            await asyncio.to_thread(self._tracer_shutdown)
 
 
 def create_app(
@@ -169,13 +179,19 @@ def create_app(
     clock: Callable[[], float] = time.monotonic,
     discovery_factory: DiscoveryFactory = create_discovery,
     stream_observer: StreamObserver | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> GatewayApp:
-    """Raises ``ProfileCheckFailed`` when a supervised pool's deploy profile is unusable."""
+    """Raises ``ProfileCheckFailed`` when a supervised pool's deploy profile is unusable,
+    ``ConfigError`` when tracing is configured but its SDK is not installed.
+
+    ``tracer_provider``: spans go there whatever ``tracing:`` says (its owner shuts it down).
+    """
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     transport = transport or create_transport(config.upstream)
     control_client = control_client or control_client_for(config)
 
+    tracing, tracer_shutdown = speech_tracing(config, tracer_provider)
     # Observing: every metric and access-log line goes through the recorder.
     metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
@@ -261,6 +277,7 @@ def create_app(
         encoders=open_encoder,
         recorder=recorder,
         max_body_bytes=config.server.max_body_bytes,
+        tracing=tracing,
     )
 
     gateway: GatewayApp | None = None
@@ -317,5 +334,21 @@ def create_app(
         supervisors=supervisors,
         transport=transport,
         control_client=control_client,
+        tracer_shutdown=tracer_shutdown,
     )
     return gateway
+
+
+def speech_tracing(
+    config: GatewayConfig, provider: TracerProvider | None
+) -> tuple[SpeechTracing, Callable[[], object] | None]:
+    """Spans through ``provider``, or through an OTLP-exporting SDK provider when
+    ``tracing.endpoint`` is set (with its shutdown); else no spans and no SDK at all."""
+    if provider is not None:
+        return OtelTracing(provider), None
+    if not config.tracing.enabled:
+        return PassThroughTracing(), None
+    from gateway.telemetry.otlp import tracer_provider  # the SDK: loaded only when tracing
+
+    owned = tracer_provider(config.tracing)
+    return OtelTracing(owned), owned.shutdown

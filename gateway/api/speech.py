@@ -1,7 +1,7 @@
 """``POST /v1/audio/speech``: the speech pipeline, in the order a request goes through it.
 
 auth -> SLA headers -> admission precheck -> body -> payload -> admission -> relay ->
-encoder -> response, with the recorder told once how it ended. The order matters:
+encoder -> response, with the recorder and the request's trace told once how it ended. The order matters:
 capacity is checked before the body is read (a flood is turned away cheaply), and the
 relay leases the worker in the same event-loop step admission answers in (nobody can
 steal the slot). The relay's ``OpenStream.close`` is the one release of the worker,
@@ -30,6 +30,7 @@ from gateway.observations import StreamOutcome
 from gateway.recorder import Recorder, RequestRecord
 from gateway.routing.admission import Admission
 from gateway.routing.model import RequestInfo
+from gateway.telemetry.tracing import PassThroughTracing, RequestTrace, SpeechTracing
 from gateway.types import (
     BYTES_PER_SECOND,
     POOL_HEADER,
@@ -62,6 +63,7 @@ class SpeechPipeline:
         encoders: EncoderFactory,
         recorder: Recorder,
         max_body_bytes: int,
+        tracing: SpeechTracing | None = None,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -70,25 +72,31 @@ class SpeechPipeline:
         self._encoders = encoders
         self._recorder = recorder
         self._max_body_bytes = max_body_bytes
+        # Spans when tracing is configured; otherwise only the headers workers get.
+        self._tracing = tracing or PassThroughTracing()
 
     async def handle(self, request: Request, request_id: str) -> Response:
         """Never raises: every refusal is an OpenAI envelope, and every request is recorded."""
         # Counted from the first line: refusals (auth, bad headers, bad body) are requests too.
         record = RequestRecord(request_id)
+        trace = self._tracing.start(request.headers.raw, request_id)
+        record.trace_id = trace.trace_id
         try:
-            return await self._serve(request, record)
+            return await self._serve(request, record, trace)
         except ClientGone:
             routed = record.reason is not None
             record.disconnect_phase = DisconnectPhase.BEFORE_FIRST_BYTE if routed else DisconnectPhase.QUEUED
             self._recorder.request_done(record, CLIENT_CLOSED)
+            trace.finish(CLIENT_CLOSED, record)
             return Response(status_code=CLIENT_CLOSED)
         except Exception as exc:  # refusals: auth, headers, body, admission, voices, upstream
             error = as_gateway_error(exc)
             record.error = (error.code or type(exc).__name__) if isinstance(exc, GatewayError) else type(exc).__name__
             self._recorder.request_done(record, error.status)
+            trace.finish(error.status, record)
             return error_response(error)
 
-    async def _serve(self, request: Request, record: RequestRecord) -> Response:
+    async def _serve(self, request: Request, record: RequestRecord, trace: RequestTrace) -> Response:
         headers = request.headers
         record.key_id = await self._auth.check(headers)
         sla = parse_sla_headers(headers)
@@ -104,11 +112,13 @@ class SpeechPipeline:
         stream: OpenStream | None = None
         try:
             with watch.guard():
+                trace.admission_started()
                 decision = await self._admission.admit(info)
+                trace.routed(decision)
                 record.reason = decision.reason
                 # No await in between: the relay leases the worker admission just handed out.
-                stream = await self._relay.open(decision, info, payload)
-            encoder = self._encoders(speech.response_format, speech.speed)
+                stream = await self._relay.open(decision, info, payload, trace)
+            encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format.value)
         except BaseException:
             watch.close()
             if stream is not None:
@@ -116,7 +126,7 @@ class SpeechPipeline:
             raise
         record.pool, record.worker = stream.worker.pool.value, stream.worker.worker_id
         record.reason, record.retries = stream.decision.reason, stream.attempts - 1
-        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech)
+        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, trace)
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
 
 
@@ -131,6 +141,7 @@ class _Delivery:
         stream: OpenStream,
         encoder: StreamEncoder,
         speech: SpeechRequest,
+        trace: RequestTrace,
     ) -> None:
         self._relay = relay
         self._recorder = recorder
@@ -138,6 +149,7 @@ class _Delivery:
         self._stream = stream
         self._encoder = encoder
         self._speech = speech
+        self._trace = trace
         self._sse = speech.stream_format == "sse"
         self._status = 200
         self._outcome = StreamOutcome.COMPLETED
@@ -202,6 +214,7 @@ class _Delivery:
         await self._stream.close(self._outcome)
         self._record.pcm_bytes = self._stream.pace.bytes
         self._recorder.request_done(self._record, self._status)
+        self._trace.finish(self._status, self._record)
 
     def _usage(self) -> dict[str, int]:
         # Workers report token usage only on whole-file answers; on the PCM stream we

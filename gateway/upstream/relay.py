@@ -8,6 +8,7 @@ sent cannot be taken back: the speech pipeline ends the stream instead.
 
 Each attempt is an ``OpenStream`` that owns its lease and its upstream response;
 ``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
+Every attempt sends the request's ``x-request-id`` and ``traceparent`` (its ``AttemptTrace``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from gateway.pools.fleet import Fleet
 from gateway.pools.lease import Lease
 from gateway.pools.worker import Worker
 from gateway.routing.model import Decision, RequestInfo
+from gateway.telemetry.tracing import UNTRACED, AttemptTrace, RequestTrace
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.upstream.errors import RETRY_REASON, RetryReason, UpstreamError, UpstreamErrorKind
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
@@ -57,10 +59,12 @@ class OpenStream:
 
     __slots__ = (
         "lease", "decision", "attempts", "response", "first_chunk", "rest", "_observer",
-        "load_at_dispatch", "dispatched_at", "pace", "_closed",
+        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace",
     )  # fmt: skip
 
-    def __init__(self, lease: Lease, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
+    def __init__(
+        self, lease: Lease, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock, trace: AttemptTrace
+    ) -> None:
         self.lease = lease
         self.decision = decision
         self.attempts = attempts
@@ -73,6 +77,7 @@ class OpenStream:
         self.dispatched_at = clock()
         self.pace = PaceMeter(clock, lambda: worker.inflight)
         self._closed = False
+        self.trace = trace
 
     @property
     def worker(self) -> Worker:
@@ -89,6 +94,7 @@ class OpenStream:
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         worker, pace, decision = self.lease.worker, self.pace, self.decision
+        self.trace.closed(outcome.value, pace.bytes)
         self._observer.stream_done(
             StreamObservation(
                 worker_id=worker.worker_id,
@@ -143,7 +149,9 @@ class Relay:
         self._observer = observer
         self._clock = clock
 
-    async def open(self, decision: Decision, request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+    async def open(
+        self, decision: Decision, request: RequestInfo, payload: dict[str, Any], trace: RequestTrace = UNTRACED
+    ) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
         Leases ``decision``'s worker before its first await (admission's hand-out
@@ -155,8 +163,10 @@ class Relay:
         while True:
             attempts += 1
             assert decision.worker_id is not None
-            stream = OpenStream(self._fleet.lease(decision.worker_id), decision, attempts, self._observer, self._clock)
-            worker = stream.worker
+            lease = self._fleet.lease(decision.worker_id)
+            worker = lease.worker
+            attempt = trace.attempt(worker.worker_id, worker.pool, worker.url + SPEECH_PATH, attempts)
+            stream = OpenStream(lease, decision, attempts, self._observer, self._clock, attempt)
             tried.add(worker.worker_id)
             try:
                 await self._attempt(stream, payload)
@@ -171,6 +181,7 @@ class Relay:
                 return stream
             self._fleet.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
             self._observer.upstream_error(worker, failure.kind)
+            stream.trace.failed(failure.kind.value, failure.detail)
             reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
@@ -180,6 +191,7 @@ class Relay:
                 raise _exhausted(failure)
             assert reason is not None
             self._observer.retried(reason)
+            trace.routed(retry, retry=True)
             decision = retry
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
@@ -187,13 +199,15 @@ class Relay:
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
         self._fleet.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
         self._observer.upstream_error(stream.worker, kind)
+        stream.trace.failed(kind.value, error.detail or kind.value)
         return kind
 
     async def _attempt(self, stream: OpenStream, payload: dict[str, Any]) -> None:
-        worker = stream.worker
+        worker, trace = stream.worker, stream.trace
         try:
             async with asyncio.timeout(self._config.first_byte_timeout_s):
-                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload)
+                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload, trace.headers)
+                trace.connected(response.status)
                 if response.status != 200:
                     raise _AttemptFailed(_status_failure(response.status, await response.read(), worker.worker_id))
                 rest = response.chunks().__aiter__()
@@ -210,6 +224,7 @@ class Relay:
             # Silence before the first byte is a first-byte timeout, whoever noticed it.
             kind = UpstreamErrorKind.FIRST_BYTE_TIMEOUT if exc.kind is UpstreamErrorKind.READ_TIMEOUT else exc.kind
             raise _AttemptFailed(_Failure(kind, exc.detail, True, True)) from exc
+        trace.first_byte()
         stream.first_chunk = first
         stream.rest = rest
         stream.received(first)

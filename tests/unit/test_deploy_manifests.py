@@ -138,9 +138,12 @@ def test_gateway_image() -> None:
     assert str(GATEWAY_PORT) in args_of(ins, "EXPOSE")
     health = json_form(args_of(ins, "HEALTHCHECK")[-1])
     assert health[:2] == ["python", "-c"] and f"http://127.0.0.1:{GATEWAY_PORT}/health" in health[2]
-    # The in-cluster discovery client comes with the image.
-    assert "kubernetes" in pyproject()["project"]["optional-dependencies"]
-    assert any("[kubernetes]" in run for run in args_of(ins, "RUN"))
+    # The in-cluster discovery client and the tracing SDK come with the image.
+    extras = pyproject()["project"]["optional-dependencies"]
+    installed = {
+        extra for run in args_of(ins, "RUN") for found in re.findall(r"\.whl\)\[([\w,]+)\]", run) for extra in found.split(",")
+    }
+    assert {"kubernetes", "tracing"} <= installed <= extras.keys()
 
 
 def test_gateway_image_build_context() -> None:
