@@ -118,7 +118,7 @@ class SpeechPipeline:
                 record.reason = decision.reason
                 # No await in between: the relay leases the worker admission just handed out.
                 stream = await self._relay.open(decision, info, payload, trace)
-            encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format.value)
+            encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format)
         except BaseException:
             watch.close()
             if stream is not None:

@@ -353,7 +353,7 @@ class _RecordedAttempt:
 
     def closed(self, outcome: str, received_bytes: int) -> None:
         self._next_phase(None)
-        self._span.set_attribute("higgs.stream.outcome", outcome)
+        self._span.set_attribute("higgs.stream.outcome", str(outcome))  # a plain str for exporters
         self._span.set_attribute("higgs.stream.bytes", received_bytes)
         self._span.end()
 
@@ -369,7 +369,7 @@ class _TimedEncoder:
         self._encoder = encoder
         self._tracer = tracer
         self._parent = parent
-        self._format = audio_format
+        self._format = str(audio_format)
         self._span: _Span | None = None
         self._busy = 0.0
         self._chunks = 0

@@ -94,7 +94,7 @@ class OpenStream:
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         worker, pace, decision = self.lease.worker, self.pace, self.decision
-        self.trace.closed(outcome.value, pace.bytes)
+        self.trace.closed(outcome, pace.bytes)  # a StrEnum: its own value
         self._observer.stream_done(
             StreamObservation(
                 worker_id=worker.worker_id,
