@@ -14,7 +14,8 @@ attempt. Recorded, a request is::
       encode                   first chunk encoded to the tail flushed; busy time inside
 
 With tracing off (``PassThroughTracing``), nothing here builds a span or touches the SDK:
-the worker still gets the request id and, unchanged, the caller's ``traceparent``.
+the worker still gets the request id and, unchanged, the caller's ``traceparent``. A
+request the sampler leaves out costs its root span only: its hooks are the no-op ones.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer, TracerProvider, format_trace_id, set_span_in_context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider, format_trace_id, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
@@ -219,23 +220,29 @@ class OtelTracing:
         carrier = {} if traceparent is None else {TRACEPARENT: traceparent}
         if tracestate is not None:
             carrier[TRACESTATE] = tracestate
-        return _RecordedRequest(self._tracer, _PROPAGATOR.extract(carrier), request_id)
-
-
-class _RecordedRequest:
-    def __init__(self, tracer: Tracer, parent: Context, request_id: str) -> None:
-        self._tracer = tracer
-        self._request_id = request_id
-        self._root = tracer.start_span(
+        root = self._tracer.start_span(
             SERVER_SPAN,
-            context=parent,
+            context=_PROPAGATOR.extract(carrier),
             kind=SpanKind.SERVER,
             attributes={"http.request.method": "POST", "http.route": SPEECH_PATH, "url.path": SPEECH_PATH, "higgs.request_id": request_id},
         )
-        self._context = set_span_in_context(self._root)
+        if root.is_recording():
+            return _RecordedRequest(self._tracer, root, request_id)
+        # Sampled out: with a parent-based sampler nothing below it would be recorded, so no
+        # child span is made at all (most of the cost); the worker still gets the trace.
+        upstream = {REQUEST_ID_HEADER: request_id}
+        _PROPAGATOR.inject(upstream, context=set_span_in_context(root))
+        return _Untraced(upstream, None)
+
+
+class _RecordedRequest:
+    def __init__(self, tracer: Tracer, root: Span, request_id: str) -> None:
+        self._tracer = tracer
+        self._request_id = request_id
+        self._root = root
+        self._context = set_span_in_context(root)
         self._admission: _Span | None = None
-        context = self._root.get_span_context()
-        self.trace_id = format_trace_id(context.trace_id) if self._root.is_recording() else None
+        self.trace_id: str | None = format_trace_id(root.get_span_context().trace_id)
 
     def admission_started(self) -> None:
         self._admission = self._tracer.start_span("admission", context=self._context)
@@ -269,9 +276,6 @@ class _RecordedRequest:
                 self._admission.set_status(Status(StatusCode.ERROR, summary.error))
             self._admission.end()
             self._admission = None
-        if not root.is_recording():
-            root.end()
-            return
         root.set_attributes(_summary_attributes(status, summary))
         if status >= 500:  # a 4xx is the client's doing: not an error of this server span
             root.set_status(Status(StatusCode.ERROR, summary.error))
@@ -303,6 +307,7 @@ def _summary_attributes(status: int, summary: RequestSummary) -> dict[str, Attri
 class _Span(Protocol):
     def end(self) -> None: ...
     def set_attribute(self, key: str, value: AttributeValue) -> None: ...
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None: ...
     def set_status(self, status: Status) -> None: ...
 
 
@@ -353,8 +358,8 @@ class _RecordedAttempt:
 
     def closed(self, outcome: str, received_bytes: int) -> None:
         self._next_phase(None)
-        self._span.set_attribute("higgs.stream.outcome", str(outcome))  # a plain str for exporters
-        self._span.set_attribute("higgs.stream.bytes", received_bytes)
+        # str(): a plain str for exporters, not the caller's StrEnum.
+        self._span.set_attributes({"higgs.stream.outcome": str(outcome), "higgs.stream.bytes": received_bytes})
         self._span.end()
 
 
@@ -400,7 +405,7 @@ class _TimedEncoder:
         span, self._span = self._span, None
         if span is None:
             return
-        span.set_attribute("higgs.encode.busy_ms", round(self._busy * 1000, 3))
-        span.set_attribute("higgs.encode.chunks", self._chunks)
-        span.set_attribute("higgs.encode.ended", how)
+        span.set_attributes(
+            {"higgs.encode.busy_ms": round(self._busy * 1000, 3), "higgs.encode.chunks": self._chunks, "higgs.encode.ended": how}
+        )
         span.end()

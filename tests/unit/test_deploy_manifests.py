@@ -425,6 +425,33 @@ def test_compose_replicas_scrape_every_replica() -> None:
     assert scrape_targets(config)["higgs-workers"] == scrape_targets(single)["higgs-workers"]
 
 
+def test_compose_tracing_sends_the_gateways_spans_to_jaeger(monkeypatch: pytest.MonkeyPatch) -> None:
+    services = compose("compose.tracing.yaml")["services"]
+    jaeger, gateway = services["jaeger"], services["gateway"]
+    assert jaeger["image"].startswith("jaegertracing/all-in-one:") and not jaeger["image"].endswith(":latest")
+    assert jaeger["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert "16686:16686" in jaeger["ports"]
+    assert "jaeger" in gateway["depends_on"]
+    # The variables reach real config keys: the mounted config plus them turns tracing on.
+    for key, value in gateway["environment"].items():
+        monkeypatch.setenv(key, str(value))
+    base = compose("compose.yaml")["services"]["gateway"]
+    tracing = load_config(bind_mounts(base)[CONFIG_PATH]).tracing
+    assert tracing.enabled and tracing.protocol == "http/protobuf" and tracing.sample_ratio == 1.0
+    assert tracing.endpoint == "http://jaeger:4318"  # Jaeger's OTLP/HTTP port; the exporter adds /v1/traces
+    # The image can export (the SDK is in the tracing extra it installs: test_gateway_image).
+    cli = compose_cli()
+    if cli is None:
+        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    for base_file in COMPOSE_FILES:
+        done = subprocess.run(
+            [*cli, "-f", str(DOCKER / base_file), "-f", str(DOCKER / "compose.tracing.yaml"), "config", "-q"],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{base_file}: {done.stderr}"
+
+
 @pytest.mark.parametrize("name", ["prometheus.yml", "prometheus.demo.yml", "prometheus.replicas.yml"])
 def test_prometheus_configs_validate(name: str) -> None:
     promtool = shutil.which("promtool")

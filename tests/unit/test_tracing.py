@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
