@@ -23,6 +23,7 @@ from pathlib import Path
 from gateway.deploy_profile import ProfileError, load_deploy_profile
 from gateway.emulator.faults import Faults, StreamCut
 from gateway.emulator.voices import DEFAULT_MAX_UPLOADED
+from gateway.help_format import HelpFormatter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="higgs-gateway emulate",
         description="Run one emulated vllm-omni Higgs-Audio V3 worker (same API and flags, modelled GPU timing).",
         allow_abbrev=True,  # vLLM's FlexibleArgumentParser keeps argparse's prefix matching
+        formatter_class=HelpFormatter,
     )
     worker = parser.add_argument_group("vllm-omni serve flags")
     worker.add_argument("model", help="model id, e.g. bosonai/higgs-audio-v3-tts-4b")
