@@ -232,7 +232,7 @@ class OtelTracing:
         # child span is made at all (most of the cost); the worker still gets the trace.
         upstream = {REQUEST_ID_HEADER: request_id}
         _PROPAGATOR.inject(upstream, context=set_span_in_context(root))
-        return _Untraced(upstream, None)
+        return _Untraced(upstream, None if traceparent is None else traceparent[3:35])
 
 
 class _RecordedRequest:

@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -169,3 +170,15 @@ def test_tracing_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_tracing_settings_name_their_key(tracing: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_config(overrides={"tracing": tracing})
+
+
+def test_serve_check_finds_a_tracing_gateway_without_its_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.config_check import config_findings
+
+    config = load_config(overrides={"tracing": {"endpoint": "http://jaeger:4318"}})
+    assert [f for f in config_findings(config) if f.key == "tracing.endpoint"] == []
+    # As installed without the extra: the SDK cannot be imported.
+    monkeypatch.delitem(sys.modules, "gateway.telemetry.otlp", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
+    [finding] = [f for f in config_findings(config) if f.key == "tracing.endpoint"]
+    assert "higgs-gateway[tracing]" in finding.reason

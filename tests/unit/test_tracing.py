@@ -232,16 +232,21 @@ async def test_a_refusal_in_admission_is_recorded_on_the_admission_span(
 async def test_sampled_out_requests_record_nothing_but_still_propagate(tmp_path: Path, exporter: InMemorySpanExporter) -> None:
     provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.0)))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    transport = FakeTransport({LL_URL: [FakeResponse(200, [PCM])], HT_URL: []})
+    transport = FakeTransport({LL_URL: [FakeResponse(200, [PCM]), FakeResponse(200, [PCM])], HT_URL: []})
     async with gateway(build(tmp_path, transport, provider)) as client:
         response = await client.post("/v1/audio/speech", json=BODY, headers={"x-sla-class": "latency"})
+        unsampled_caller = await client.post(
+            "/v1/audio/speech", json=BODY, headers={"x-sla-class": "latency", "traceparent": CALLER[:-2] + "00"}
+        )
     provider.shutdown()
-    assert response.status_code == 200
+    assert response.status_code == unsampled_caller.status_code == 200
     assert exporter.get_finished_spans() == ()
-    [sent] = transport.headers
+    sent, passed = transport.headers
     assert sent["x-request-id"] == response.headers["x-request-id"]
     flags = int(sent["traceparent"].rsplit("-", 1)[1], 16)
     assert flags & 1 == 0  # a trace id, marked not sampled
+    # The caller's decision holds: its trace goes on, unrecorded, with the gateway's span id.
+    assert passed["traceparent"].startswith(f"00-{CALLER_TRACE}-") and passed["traceparent"].endswith("-00")
 
 
 async def test_tracing_off_passes_the_callers_trace_headers_through(tmp_path: Path, access_lines: io.StringIO) -> None:
