@@ -16,9 +16,8 @@ from typing import IO, Any
 
 import orjson
 
+from gateway.log_text import ACCESS_LOGGER, TextFormatter
 from gateway.telemetry.request_context import RequestIdFilter
-
-ACCESS_LOGGER = "higgs_gateway.access"
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -66,8 +65,6 @@ def configure_logging(level: str | int = "INFO", *, json_lines: bool = True, str
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:
-        from gateway.log_text import TextFormatter  # it imports this module
-
         handler.setFormatter(TextFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 
 from gateway.api.sla import sla_class_or_default
-from gateway.metrics import KeyResult
 from gateway.recorder import Recorder
 from gateway.security.auth import ApiKeyAuth, KeyIdentity
 from gateway.security.errors import AuthError
 from gateway.state.stream_limit import StreamSlot
+from gateway.types.labels import KeyResult
 
 
 class KeyStream:
@@ -30,9 +30,12 @@ class KeyStream:
             return
         self._open = False
         assert self.key is not None
-        self._recorder.key_stream_closed(self.key)
-        if self._slot is not None:
-            await self._slot.release()
+        try:
+            if self._slot is not None:
+                await self._slot.release()
+        finally:
+            # After the release: a gauge back at zero means the slot is free fleet-wide.
+            self._recorder.key_stream_closed(self.key)
 
 
 class ApiKeyGate:

@@ -63,6 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--error-after-chunks", type=int, default=None, metavar="K", help="fault: fail generation after K chunks")
     emulator.add_argument("--hang-seconds", type=float, default=None, metavar="S", help="fault: send nothing for S s first")
     emulator.add_argument("--unhealthy", action="store_true", help="fault: /health answers 503")
+    emulator.add_argument(
+        "--stream-config-timeout", type=float, default=10.0, metavar="S",
+        help="/v1/audio/speech/stream: seconds to wait for session.config (fixed on a real worker; shorten for tests)",
+    )  # fmt: skip
+    emulator.add_argument(
+        "--stream-idle-timeout", type=float, default=30.0, metavar="S",
+        help="/v1/audio/speech/stream: seconds between messages (fixed on a real worker; shorten for tests)",
+    )  # fmt: skip
     emulator.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return parser
 
@@ -74,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--omni is required: without it vllm-omni runs plain vLLM, which cannot serve Higgs-Audio V3")
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")
+    for flag, seconds in (("--stream-config-timeout", args.stream_config_timeout), ("--stream-idle-timeout", args.stream_idle_timeout)):
+        if seconds <= 0:
+            parser.error(f"{flag} must be > 0")
     for flag, value in (("--fail-next", args.fail_next), ("--cut-after-chunks", args.cut_after_chunks), ("--error-after-chunks", args.error_after_chunks)):
         if value is not None and value < 0:
             parser.error(f"{flag} must be >= 0")
@@ -90,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     from gateway.emulator.app import EmulatorSettings, create_app
+    from gateway.emulator.speech_stream import StreamTimeouts
     from gateway.emulator.spoken import SpeechAudio
 
     with tempfile.TemporaryDirectory(prefix="higgs-emulator-voices-") as scratch:
@@ -111,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 hang_seconds=args.hang_seconds,
                 unhealthy=args.unhealthy,
             ),
+            stream_timeouts=StreamTimeouts(config=args.stream_config_timeout, idle=args.stream_idle_timeout),
         )
         app = create_app(settings)
         if args.startup_delay > 0:

@@ -31,7 +31,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from gateway import __version__
-from gateway.types import BYTES_PER_SECOND, REQUEST_ID_HEADER, SPEECH_PATH, PoolName
+from gateway.types import REQUEST_ID_HEADER, SPEECH_PATH, PoolName
+from gateway.types.codec import BYTES_PER_SECOND
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"

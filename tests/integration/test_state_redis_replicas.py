@@ -233,7 +233,10 @@ def test_a_keys_concurrent_streams_are_one_limit_across_replicas(fleet: Fleet) -
             assert refused.json()["error"]["code"] == "concurrent_streams_exceeded"
             received.extend(chunks)
         assert sum(map(len, received)) > 48_000 * 10
-        # The stream ended on the first replica: its lease is gone from Redis, the other admits.
+        # The stream ended on the first replica: once it lets go (its key gauge drops after the
+        # lease is released in Redis; the client may see the last byte a moment earlier), the other admits.
+        wait_until(lambda: gateway_metric(fleet.first.url, "higgs_gateway_key_streams", tier="one-stream") == 0,
+                   10, "the first replica released the key's stream")  # fmt: skip
         again = client.post(f"{fleet.second.url}/v1/audio/speech", json=speech_body(response_format="pcm"), headers=headers)
         assert again.status_code == 200, again.text
     limited = gateway_metric(

@@ -35,11 +35,11 @@ from starlette.types import ASGIApp, Message
 from gateway.app import GatewayApp, create_app
 from gateway.config import DEFAULT_MODEL, load_config
 from gateway.deploy_profile import load_deploy_profile
-from gateway.emulator.app import EmulatorSettings
-from gateway.emulator.app import create_app as create_emulator
+from gateway.emulator.app import EmulatorSettings, create_app as create_emulator
 from gateway.security.auth import hash_key
 from gateway.types import PoolName
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
 
 T = TypeVar("T")
 LL_URL = "http://ll.worker.invalid:8091"
@@ -284,11 +284,11 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
         )
         await runtime.start()
         for _ in range(400):  # both workers answer probes, get voices replayed, become routable
-            if all(runtime.fleet.routable_count(pool) for pool in PoolName):
+            if all(runtime.fleet.view.routable_count(pool) for pool in PoolName):
                 break
             await asyncio.sleep(0.025)
         else:
-            raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.describe()}")
+            raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.view.describe()}")
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=runtime), base_url="http://gateway.test")
         return runtime, client
 

@@ -26,8 +26,9 @@ from gateway.access_log import configure_logging
 from gateway.app import GatewayApp, create_app
 from gateway.config import load_config
 from gateway.types import PoolName
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
-from tests.unit.test_app_stack import worker_control
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
+from tests.unit.test_app import worker_control
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
 
 LL_URL, HT_URL = "http://ll.test:1", "http://ht.test:1"
@@ -57,7 +58,7 @@ async def gateway(app: GatewayApp) -> AsyncIterator[httpx.AsyncClient]:
     await app.start()
     try:
         for _ in range(200):  # the health checker's first probes make both workers routable
-            if all(app.fleet.routable_count(pool) for pool in PoolName):
+            if all(app.fleet.view.routable_count(pool) for pool in PoolName):
                 break
             await asyncio.sleep(0.01)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
@@ -217,7 +218,7 @@ async def test_a_refusal_in_admission_is_recorded_on_the_admission_span(
     one_slot = {"thresholds": {"max_per_worker": {"low_latency": 1, "high_throughput": 1}}}
     app = build(tmp_path, transport, provider, routing=one_slot, admission={"max_wait_s": {"throughput": 0.05}})
     async with gateway(app) as client:
-        leases = [app.fleet.lease(worker.worker_id) for worker in app.fleet.workers]  # every slot taken
+        leases = [app.fleet.leases.lease(worker.worker_id) for worker in app.fleet.view.workers]  # every slot taken
         response = await client.post("/v1/audio/speech", json=BODY, headers={"x-sla-class": "throughput"})
         for lease in leases:
             lease.release()

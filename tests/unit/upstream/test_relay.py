@@ -8,11 +8,16 @@ from typing import Any
 
 import pytest
 
+from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
-from gateway.observations import StreamOutcome
-from gateway.routing.model import Action, Decision, RequestInfo
+from gateway.pools.lease import Lease
 from gateway.types import PoolName, SlaClass
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.decision import Action, Decision
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.observations import StreamOutcome
+from gateway.types.reservation import Reservation
+from gateway.types.view import RequestInfo
+from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import Relay
 from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingObserver, cut, ready_fleet
 
@@ -26,16 +31,21 @@ def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) ->
     fleet, admission = ready_fleet(tmp_path, upstream=upstream)
     transport = FakeTransport(script)
     observer = RecordingObserver()
-    return Relay(transport, fleet, admission, fleet._config.upstream, observer), transport, observer, fleet
+    return Relay(transport, fleet.health, admission, UpstreamConfig(**upstream), observer), transport, observer, fleet
+
+
+def on_ll0(fleet: Any) -> Reservation[Lease]:
+    """What admission hands the pipeline: the decision and its slot, already held."""
+    return Reservation(TO_LL0, fleet.leases.lease("ll-0"))
 
 
 def inflight(fleet: Any) -> dict[str, int]:
-    return {w.worker_id: w.inflight for w in fleet.workers}
+    return {w.worker_id: w.inflight for w in fleet.view.workers}
 
 
 async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [b"", AUDIO, AUDIO])]})
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.first_chunk == AUDIO and stream.attempts == 1
     assert inflight(fleet) == {"ll-0": 1, "ll-1": 0, "ht-0": 0}
     assert stream.rest is not None
@@ -66,7 +76,7 @@ async def test_failures_before_the_first_byte_retry_on_another_worker_of_the_sam
     relay, transport, observer, fleet = relay_over(
         tmp_path, {LL_URL: [first_answer], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL]
     assert stream.worker.worker_id == "ll-1" and stream.attempts == 2
     assert stream.decision.reason == "retry_other_worker"
@@ -80,10 +90,10 @@ async def test_failures_before_the_first_byte_retry_on_another_worker_of_the_sam
 
 
 async def test_a_first_byte_timeout_is_retried_and_reported(tmp_path: Path) -> None:
-    relay, _, observer, _ = relay_over(
+    relay, _, observer, fleet = relay_over(
         tmp_path, {LL_URL: [HANG], LL2_URL: [FakeResponse(200, [AUDIO])]}, first_byte_timeout_s=0.01
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.worker.worker_id == "ll-1"
     assert observer.errors == [("ll-0", "first_byte_timeout")] and observer.retries == ["first_byte_timeout"]
     await stream.close(StreamOutcome.COMPLETED)
@@ -102,7 +112,7 @@ async def test_when_every_attempt_fails_the_client_gets_one_error_and_no_lease_i
 ) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [answer]}, retries=0)
     with pytest.raises(GatewayError) as caught:
-        await relay.open(TO_LL0, INFO, PAYLOAD)
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert (caught.value.status, caught.value.code) == (status, code)
     assert observer.retries == []
     assert [s.outcome for s in observer.streams] == [StreamOutcome.ERROR]
@@ -113,10 +123,10 @@ async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Pat
     body = b'{"error": {"message": "instructions are too long", "param": "instructions"}}'
     relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(400, body=body)]})
     with pytest.raises(GatewayError) as caught:
-        await relay.open(TO_LL0, INFO, PAYLOAD)
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert (caught.value.status, caught.value.param) == (400, "instructions")
     assert transport.calls == [LL_URL] and observer.errors == [("ll-0", "status_4xx")]
-    worker = fleet.get("ll-0")
+    worker = fleet.members.get("ll-0")
     assert worker.consecutive_failures == 0  # a 4xx does not count toward ejection
 
 
@@ -126,10 +136,10 @@ async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_pr
     relay, transport, observer, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(400, body=body)], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL] and stream.worker.worker_id == "ll-1"
     assert observer.errors == [("ll-0", "voice_missing")] and observer.retries == ["voice_missing"]
-    lost = fleet.get("ll-0")
+    lost = fleet.members.get("ll-0")
     assert not lost.routable and lost.restarts == 1  # unroutable until its voices are replayed
     await stream.close(StreamOutcome.COMPLETED)
 
@@ -138,13 +148,13 @@ async def test_503_never_counts_toward_ejection_but_500_does(tmp_path: Path) -> 
     relay, _, _, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(503), FakeResponse(500)]}, retries=0)
     for _ in range(2):
         with pytest.raises(GatewayError):
-            await relay.open(TO_LL0, INFO, PAYLOAD)
-    assert fleet.get("ll-0").consecutive_failures == 1
+            await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    assert fleet.members.get("ll-0").consecutive_failures == 1
 
 
 async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [HANG])]})
-    task = asyncio.ensure_future(relay.open(TO_LL0, INFO, PAYLOAD))
+    task = asyncio.ensure_future(relay.open(on_ll0(fleet), INFO, PAYLOAD))
     for _ in range(5):
         await asyncio.sleep(0)
     assert inflight(fleet)["ll-0"] == 1
@@ -156,31 +166,31 @@ async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_pa
 
 
 async def test_a_retry_never_goes_back_to_a_tried_worker(tmp_path: Path) -> None:
-    relay, transport, _, _ = relay_over(
+    relay, transport, _, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(500)], LL2_URL: [FakeResponse(500)], HT_URL: [FakeResponse(200, [AUDIO])]}, retries=2
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL, HT_URL] and stream.attempts == 3
     await stream.close(StreamOutcome.COMPLETED)
 
 
 async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [AUDIO, cut()])]})
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.rest is not None
     with pytest.raises(UpstreamError) as caught:
         await anext(stream.rest)
     assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
     await stream.close(StreamOutcome.CUT)
     assert observer.errors == [("ll-0", "stream_error")] and observer.retries == []
-    assert fleet.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
+    assert fleet.members.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
 
 
 async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: Path) -> None:
     second = b"\x00" * 48000  # 25 frames: one second of audio, 25 decode steps
     chunks = [b"\x00" * 1920, second[:30000], second[30000:], second, b"\x00" * 10]
-    relay, _, observer, _ = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.rest is not None
     async for chunk in stream.rest:
         stream.received(chunk)
