@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ class GatedTransport:
         self.opened: list[tuple[str, GatedResponse]] = []  # (worker base URL, its stream)
         self.new = asyncio.Event()
 
-    async def post_stream(self, url: str, body: dict[str, Any]) -> GatedResponse:
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> GatedResponse:
         response = GatedResponse(body)
         self.opened.append((url.removesuffix(SPEECH_PATH), response))
         self.new.set()
