@@ -41,6 +41,12 @@ DROPPED_REASON_HEADER = "x-gateway-dropped-reason"
 REQUEST_ID_HEADER = "x-request-id"
 SPEECH_PATH = "/v1/audio/speech"  # the OpenAI speech route, on the gateway and on workers
 
+# Higgs-Audio V3 decodes 8 codebooks with a delay pattern: the first 8 decode steps of a
+# request (its first 8 tokens) make its first audio frame, so a max_new_tokens below 8
+# gets no audio at all, only an empty 200 (vllm-omni 0.30.0:
+# model_executor/stage_input_processors/higgs_audio_v3.py, talker2code2wav_async_chunk).
+MIN_AUDIO_TOKENS = 8
+
 # Workers' audio: 24 kHz mono signed 16-bit little-endian PCM.
 SAMPLE_RATE = 24_000
 CHANNELS = 1

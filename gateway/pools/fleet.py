@@ -38,6 +38,7 @@ class PoolSpec:
     profile_path: str
     max_num_seqs: int
     slots_per_worker: int
+    max_model_len: int | None = None  # Stage 0's: the longest generation a worker can run
 
 
 def pool_specs(config: GatewayConfig) -> dict[PoolName, PoolSpec]:
@@ -50,6 +51,7 @@ def pool_specs(config: GatewayConfig) -> dict[PoolName, PoolSpec]:
             profile_path=profile.source,
             max_num_seqs=max_num_seqs,
             slots_per_worker=default_slots(name, pool.slots_per_worker, max_num_seqs),
+            max_model_len=profile.talker.max_model_len,
         )
     return specs
 

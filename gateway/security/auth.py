@@ -133,5 +133,4 @@ class ApiKeyAuth:
                 f"Rate limit reached for this API key ({rate:g} requests/s, burst {burst}); retry later.",
                 "rate_limit_exceeded",
                 retry_after=max(1, math.ceil(wait)),
-                type="requests",
             )

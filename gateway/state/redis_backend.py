@@ -273,10 +273,14 @@ class RedisStateBackend:
 
     # ---- internals -------------------------------------------------------------------
     async def _call(self, operation: Awaitable[T]) -> T:
-        """One Redis call, bounded by ``state.timeout_s``; any failure is StateUnavailable."""
+        """One Redis call, bounded by ``state.timeout_s``; any failure is StateUnavailable.
+
+        ``asyncio.timeout``, not ``wait_for``: on Python 3.11 ``wait_for`` returns the result
+        of a call that finished as its caller was cancelled, swallowing the cancellation."""
         try:
-            return await asyncio.wait_for(operation, self._config.timeout_s)
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+            async with asyncio.timeout(self._config.timeout_s):
+                return await operation
+        except (RedisError, OSError, TimeoutError) as exc:
             self._set_up(False)
             raise StateUnavailable() from exc
 
@@ -286,7 +290,8 @@ class RedisStateBackend:
             listener = connect(self._config, timeout_s=None)
             pubsub = listener.pubsub()
             try:
-                await asyncio.wait_for(pubsub.subscribe(self.channel), self._config.timeout_s)
+                async with asyncio.timeout(self._config.timeout_s):
+                    await pubsub.subscribe(self.channel)
                 # Subscribed first, then read: a change between the two is not missed.
                 await on_change(None)
                 self._set_up(True)
