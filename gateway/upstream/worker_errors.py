@@ -25,6 +25,8 @@ def worker_error_message(body: bytes) -> tuple[str, str | None]:
         error = parsed.get("error")
         if isinstance(error, dict):
             param = error.get("param")
+            if isinstance(param, str):
+                param = param.removeprefix("body.")  # vLLM's request validation names "body.<field>"
             return (str(error.get("message") or "worker error"), param if isinstance(param, str) else None)
         if isinstance(error, str):
             return (error, None)
