@@ -19,11 +19,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Set
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
-from gateway.errors import GatewayError
 from gateway.observations import PaceMeter, StreamObservation, StreamOutcome
 from gateway.pools.fleet import Fleet
 from gateway.pools.lease import Lease
