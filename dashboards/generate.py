@@ -248,7 +248,7 @@ def overview(slo: SloConfig) -> Dashboard:
     ))  # fmt: skip
     d = d.with_panel(ts(
         "RTF by pool", "Real-time factor (request duration / audio seconds) of completed requests; below 1 = faster than real time.",
-        [*quantiles("higgs_gateway_rtf", "pool", pi, "{{pool}}", (0.5, 0.95)), Q("vector(1)", "real time", guide=True)], width=8,
+        [*quantiles("higgs_gateway_rtf_ratio", "pool", pi, "{{pool}}", (0.5, 0.95)), Q("vector(1)", "real time", guide=True)], width=8,
     ))  # fmt: skip
     d = d.with_panel(ts(
         "Request duration p95 by class and pool", "Request start to last byte (or failure).",

@@ -11,8 +11,9 @@
 #
 # The devel variant on purpose: FlashInfer JIT-compiles attention kernels with nvcc and
 # Triton builds its launcher with gcc against Python.h at run time. Match the CUDA major
-# version to the one the vllm wheel is built for.
-ARG CUDA_IMAGE=nvidia/cuda:12.9.1-devel-ubuntu24.04
+# version to the one the vllm wheel is built for. Pinned by exact tag and by the digest of
+# its multi-architecture index (refresh both at release: docs/deploy.md, "Pinned images").
+ARG CUDA_IMAGE=nvidia/cuda:12.9.1-devel-ubuntu24.04@sha256:020bc241a628776338f4d4053fed4c38f6f7f3d7eb5919fecb8de313bb8ba47c
 FROM ${CUDA_IMAGE}
 
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -25,8 +26,11 @@ RUN apt-get update \
 RUN python3 -m venv /opt/vllm
 ENV PATH=/opt/vllm/bin:$PATH
 # The gateway package's `worker` extra, pinned the same way: the vllm-omni wheel does not
-# declare vllm, so both are named.
-RUN pip install "vllm-omni==0.30.0" "vllm==0.30.*"
+# declare vllm, so both are named. Every package of their tree (torch, CUDA libraries,
+# FlashInfer, ...) at the version docker/worker-constraints.txt locks
+# (scripts/lock-images.sh resolves it from the packages' metadata).
+COPY docker/worker-constraints.txt /usr/local/share/higgs-worker/constraints.txt
+RUN pip install -c /usr/local/share/higgs-worker/constraints.txt "vllm-omni==0.30.0" "vllm==0.30.*"
 
 # DeepGEMM off for both dense and MoE paths, as every Higgs worker must run.
 ENV VLLM_USE_DEEP_GEMM=0 \

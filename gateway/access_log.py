@@ -67,8 +67,9 @@ def configure_logging(level: str | int = "INFO", *, json_lines: bool = True, str
         handler.setFormatter(TextFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
-    # Per-request chatter from the HTTP client would drown the access log at INFO.
-    for noisy in ("httpx", "httpcore"):
+    # Per-request chatter from the HTTP clients would drown the access log at INFO (httpx2:
+    # the Kubernetes discovery client's, which would also log every retry of an outage).
+    for noisy in ("httpx", "httpcore", "httpx2", "httpcore2"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
 
 

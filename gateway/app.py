@@ -23,6 +23,7 @@ from functools import partial
 import httpx
 from fastapi import FastAPI
 from httpx_aiohttp import AiohttpTransport
+from prometheus_client import disable_created_metrics
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -177,7 +178,17 @@ def create_app(
     control_client = control_client or control_client_for(config)
 
     # Observing: every metric and access-log line goes through the recorder.
-    metrics = GatewayMetrics(routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER))
+    # No ``*_created`` series: in the classic text format each counter and histogram child
+    # would export a second series holding its creation time. prometheus_client's switch is
+    # process-wide and read at scrape time, so it is thrown here, not at import.
+    disable_created_metrics()
+    auth = config.auth
+    metrics = GatewayMetrics(
+        routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER),
+        key_tiers=auth.tier_names() if auth.keys_configured else (),
+        keys=[(key.tier, key.name) for key in auth.keys],
+        per_key=auth.per_key_metrics,
+    )
     access_log = AccessLog(enabled=config.logging.access_log, log_input_text=config.logging.log_input_text)
     # Routing overrides, drains, voices and key limits shared with other replicas: with a
     # shared store (state.backend: redis) each store writes there first (its mirror).
@@ -251,7 +262,8 @@ def create_app(
     discoveries = [partial(discovery_factory, pool, pool_config, fleet) for pool, pool_config in config.pools.items() if pool_config.launch is None]
 
     # The request path.
-    api_keys = ApiKeyGate(ApiKeyAuth(config.auth, limiter=shared_state.rate_limiter), config.auth.open_listings, recorder)
+    keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
+    api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
     relay = Relay(transport, fleet, admission, config.upstream, recorder, clock=clock)
     speech = SpeechPipeline(
         auth=api_keys,
@@ -289,8 +301,9 @@ def create_app(
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
-        config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance
-    )
+        config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance,
+        availability=availability, decision_totals=metrics.routing_decision_totals,
+    )  # fmt: skip
     app.include_router(admin_router)
     if config.server.playground:
         app.include_router(playground.create_router())

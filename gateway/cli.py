@@ -2,10 +2,12 @@
 
 Each sub-command's parser and body live with the part they drive; this module only
 dispatches, so ``--help`` stays cheap and a command never imports what it does not use.
+Usage errors (no command, an unknown one) go to stderr with exit status 2, as argparse does.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 
@@ -23,30 +25,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _usage() -> str:
-    lines = ["usage: higgs-gateway COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "Run `higgs-gateway COMMAND --help` for a command's options."]
-    return "\n".join(lines)
+def build_parser() -> argparse.ArgumentParser:
+    from gateway import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="higgs-gateway",
+        description="OpenAI-compatible speech gateway for low-latency and high-throughput vllm-omni pools.",
+        epilog="Run `higgs-gateway COMMAND --help` for a command's options.",
+    )
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    for name, (_, help_) in COMMANDS.items():
+        # Every argument after the command goes to the command's own parser untouched
+        # (no option is recognised here, not even -h).
+        commands.add_parser(name, help=help_, add_help=False, prefix_chars="\0")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in {"-h", "--help"}:
-        print(_usage())
-        return 0 if args else 2
-    if args[0] in {"-V", "--version"}:
-        from gateway import __version__
-
-        print(__version__)
-        return 0
-    command = COMMANDS.get(args[0])
-    if command is None:
-        print(f"higgs-gateway: unknown command {args[0]!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(command[0])
-    return int(module.main(args[1:]) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    args, rest = build_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    return int(module.main(rest) or 0)

@@ -9,8 +9,10 @@ unknown keys, so a typo fails at start-up with the key's path instead of being i
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 import yaml
 from pydantic import (
@@ -349,12 +351,59 @@ class VoicesConfig(Strict):
         return self
 
 
-class AuthConfig(Strict):
-    # sha256 hex digests of accepted API keys; empty = /v1 open.
-    api_key_sha256: list[str] = Field(default_factory=list)
-    # Requests per second allowed per key (token bucket); 0 = unlimited.
+DEFAULT_TIER = "default"
+# Key and tier names become metric label values and log fields: short and plain.
+LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+def _sha256_hex(digest: str) -> str:
+    # A pasted raw key or a truncated digest would otherwise never match, silently.
+    normalized = digest.strip().lower()
+    if len(normalized) != 64 or any(c not in "0123456789abcdef" for c in normalized):
+        raise ValueError("each entry must be a sha256 hex digest (64 hex characters) of a key")
+    return normalized
+
+
+class TierConfig(Strict):
+    """What every key of one tier may do (docs/security.md, "Tiers")."""
+
+    # Requests per second per key (token bucket); 0 = unlimited.
     rate_limit_rps: float = Field(0.0, ge=0)
     rate_limit_burst: int = Field(20, gt=0)
+    # Speech requests one key may have in flight (queued or streaming); None = unlimited.
+    max_concurrent_streams: int | None = Field(None, gt=0)
+    # Open WebSocket sessions per key, for the session API to come; nothing enforces it yet.
+    max_sessions: int | None = Field(None, gt=0)
+
+
+class ApiKeyConfig(Strict):
+    """One named API key: its digest, a name for logs and metrics (never the key), its tier."""
+
+    name: str = Field(pattern=LABEL_PATTERN)
+    sha256: str
+    tier: str = DEFAULT_TIER
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex_digest(cls, digest: str) -> str:
+        return _sha256_hex(digest)
+
+
+class AuthConfig(Strict):
+    # sha256 hex digests of accepted API keys, unnamed, in the default tier; empty (and no
+    # `keys`) = /v1 open.
+    api_key_sha256: list[str] = Field(default_factory=list)
+    # Named keys, each in a tier; named keys can be counted one by one (per_key_metrics).
+    keys: list[ApiKeyConfig] = Field(default_factory=list)
+    # Named tiers of limits. `default` (unnamed keys, and named ones without a tier) takes
+    # rate_limit_rps / rate_limit_burst below unless it is defined here.
+    tiers: dict[str, TierConfig] = Field(default_factory=dict)
+    # The default tier's requests per second per key (token bucket); 0 = unlimited.
+    rate_limit_rps: float = Field(0.0, ge=0)
+    rate_limit_burst: int = Field(20, gt=0)
+    # Usage series per key (labelled by its configured name) as well as per tier. Off: one
+    # series per tier, however many keys there are.
+    per_key_metrics: bool = False
     admin_token: SecretStr | None = None  # admin routes are off without one
     # GET /v1/models, /v1/audio/models and /v1/audio/voices without an API key: Open WebUI
     # fetches them without its Authorization header.
@@ -368,12 +417,7 @@ class AuthConfig(Strict):
     @field_validator("api_key_sha256")
     @classmethod
     def _hex_digests(cls, digests: list[str]) -> list[str]:
-        # A pasted raw key or a truncated digest would otherwise never match, silently.
-        normalized = [d.strip().lower() for d in digests]
-        for digest in normalized:
-            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-                raise ValueError("each entry must be a sha256 hex digest (64 hex characters) of a key")
-        return normalized
+        return [_sha256_hex(digest) for digest in digests]
 
     @field_validator("ref_audio_url_hosts")
     @classmethod
@@ -383,6 +427,43 @@ class AuthConfig(Strict):
         for entry in entries:
             parse_host_rule(entry)  # ValueError names the bad entry
         return entries
+
+    @model_validator(mode="after")
+    def _keys_and_tiers(self) -> AuthConfig:
+        problems = [f"tiers.{name}: not a valid tier name" for name in self.tiers if not re.match(LABEL_PATTERN, name)]
+        if DEFAULT_TIER in self.tiers and self.model_fields_set & {"rate_limit_rps", "rate_limit_burst"}:
+            problems.append("set the default tier's limits in tiers.default or rate_limit_rps/rate_limit_burst, not both")
+        known = {DEFAULT_TIER, *self.tiers}
+        names: set[str] = set()
+        digests = set(self.api_key_sha256)
+        if len(digests) < len(self.api_key_sha256):
+            problems.append("api_key_sha256: the same digest is listed twice")
+        for index, key in enumerate(self.keys):
+            if key.tier not in known:
+                problems.append(f"keys.{index}.tier: no tier {key.tier!r} (known: {', '.join(sorted(known))})")
+            if key.name in names:
+                problems.append(f"keys.{index}.name: {key.name!r} is used by another key")
+            if key.sha256 in digests:
+                problems.append(f"keys.{index}.sha256: the same key is configured twice")
+            names.add(key.name)
+            digests.add(key.sha256)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def keys_configured(self) -> bool:
+        return bool(self.api_key_sha256 or self.keys)
+
+    def tier(self, name: str) -> TierConfig:
+        """A tier's limits (``default``: from rate_limit_rps / rate_limit_burst unless defined)."""
+        configured = self.tiers.get(name)
+        if configured is not None:
+            return configured
+        return TierConfig(rate_limit_rps=self.rate_limit_rps, rate_limit_burst=self.rate_limit_burst)
+
+    def tier_names(self) -> list[str]:
+        return [DEFAULT_TIER, *(name for name in self.tiers if name != DEFAULT_TIER)]
 
 
 class StateConfig(Strict):
@@ -396,10 +477,19 @@ class StateConfig(Strict):
     backend: Literal["local", "redis"] = "local"
     # redis://[:password@]host:6379/0, or rediss:// for TLS. A secret: shown masked.
     redis_url: SecretStr | None = None
+    # The password kept out of the URL: from the environment
+    # (HIGGS_GATEWAY_STATE__REDIS_PASSWORD) or from a file such as a mounted Secret, read
+    # on each new connection. At most one of the three places holds it.
+    redis_password: SecretStr | None = None
+    redis_password_file: Path | None = None
     # Prepended to every key and channel, so several gateways can share one Redis.
     key_prefix: str = Field("higgs-gateway:", max_length=100)
-    # Redis unreachable or slow: "open" lets keyed requests through, "closed" answers 503.
+    # Redis unreachable or slow: "open" lets keyed requests through, "closed" answers 503
+    # (rate limits and concurrent-stream limits alike).
     rate_limit_failure_mode: Literal["open", "closed"] = "open"
+    # A stream's fleet-wide slot is a lease renewed every third of this while it runs; a
+    # replica that dies mid-stream frees its slots after at most this long.
+    stream_lease_ttl_s: float = Field(30.0, ge=1, le=3600)
     # Longest wait for one Redis call; a slower answer counts as Redis being unavailable.
     timeout_s: float = Field(0.5, gt=0, le=30)
     # Full re-read of the shared state (the safety net under pub/sub change messages).
@@ -410,6 +500,17 @@ class StateConfig(Strict):
     tls_verify: bool = True
     tls_ca_file: Path | None = None
 
+    @field_validator("redis_password_file")
+    @classmethod
+    def _readable(cls, path: Path | None) -> Path | None:
+        # Checked at start-up for a clear message; read again on every connection.
+        if path is not None:
+            try:
+                path.read_bytes()
+            except OSError as exc:
+                raise ValueError(f"cannot read {path}: {exc.strerror}") from exc
+        return path
+
     @model_validator(mode="after")
     def _redis_needs_url(self) -> StateConfig:
         if self.backend == "redis":
@@ -418,7 +519,23 @@ class StateConfig(Strict):
             scheme = self.redis_url.get_secret_value().split("://", 1)[0].lower()
             if scheme not in ("redis", "rediss", "unix"):
                 raise ValueError("state.redis_url must start with redis://, rediss:// or unix://")
+        places = [
+            name
+            for name, given in (
+                ("the password in state.redis_url", self.redis_url is not None and _url_has_password(self.redis_url)),
+                ("state.redis_password", self.redis_password is not None),
+                ("state.redis_password_file", self.redis_password_file is not None),
+            )
+            if given
+        ]
+        if len(places) > 1:
+            raise ValueError(f"give the Redis password in one place only, not in {' and '.join(places)}")
         return self
+
+
+def _url_has_password(url: SecretStr) -> bool:
+    parts = urlsplit(url.get_secret_value())
+    return bool(parts.password) or "password" in parse_qs(parts.query)
 
 
 class SloConfig(Strict):

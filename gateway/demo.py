@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import ConfigError, load_config
+from gateway.help_format import HelpFormatter
 from gateway.serve import run
 
 DEMO_MODEL = "bosonai/higgs-audio-v3-tts-4b"
@@ -27,6 +28,11 @@ def emulator_command(time_scale: float) -> list[str]:
         "--served-model-name", "{served_model_name}", "--log-stats", "--enable-server-load-tracking",
         "--time-scale", str(time_scale),
     ]  # fmt: skip
+
+
+def ready_requires(args: argparse.Namespace) -> str:
+    """Every pool, unless the demo leaves one empty on purpose (``--...-workers 0``)."""
+    return "every_pool" if args.low_latency_workers and args.high_throughput_workers else "any_pool"
 
 
 def demo_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -48,7 +54,9 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         }
 
     config: dict[str, Any] = {
-        "server": {"host": args.host, "port": args.port, "playground": True},
+        # Ready means warm on both sides: with the default (any pool), /ready would answer 200
+        # while the high-throughput worker still warms and every request goes to low-latency.
+        "server": {"host": args.host, "port": args.port, "playground": True, "ready_requires": ready_requires(args)},
         "logging": {"format": args.log_format},
         "data_dir": str(data_dir),
         "pools": {
@@ -65,18 +73,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="higgs-gateway demo",
         description="Run the gateway with emulated low-latency and high-throughput worker pools (no GPU needed).",
+        formatter_class=HelpFormatter,
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--low-latency-workers", type=int, default=1)
-    parser.add_argument("--high-throughput-workers", type=int, default=1)
-    parser.add_argument("--time-scale", type=float, default=1.0, help="emulated GPU time x F (0.1 = ten times faster than an H200)")
-    parser.add_argument("--admin-token", help="enable /admin routes with this bearer token")
-    parser.add_argument("--data-dir", help="where voices and thresholds are kept (default: a fresh temporary folder)")
-    parser.add_argument("--config", help="optional gateway config merged under the demo's settings")
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="address the gateway listens on (0.0.0.0 for every interface)")
+    add("--port", metavar="PORT", type=int, default=8000, help="the gateway's port (the emulated workers pick free ones)")
+    add("--low-latency-workers", metavar="N", type=int, default=1, help="emulated low-latency workers (0 = none)")
+    add("--high-throughput-workers", metavar="N", type=int, default=1, help="emulated high-throughput workers (0 = none)")
+    add("--time-scale", metavar="F", type=float, default=1.0, help="emulated GPU time x F (0.1 = ten times faster than an H200)")
+    add("--admin-token", metavar="TOKEN", help="enable /admin routes (and the playground's fleet panel) with this bearer token")
+    add("--data-dir", metavar="DIR", help="where voices and thresholds are kept (default: a fresh temporary folder)")
+    add("--config", metavar="FILE", help="optional gateway config merged under the demo's settings")
     parser.add_argument(
         "--log-format", choices=["auto", "text", "json"], default="auto",
-        help="auto (default): short human lines on a terminal, JSON otherwise",
+        help="auto: short human lines on a terminal, JSON otherwise",
     )  # fmt: skip
     return parser
 
@@ -93,8 +103,9 @@ def main(argv: list[str]) -> int:
         return 2
     base = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
     print(
-        "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). Once ready, open\n\n"
-        f"  {base}/playground\n\nor try:\n\n"
+        "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). The workers start and warm up\n"
+        "first; the log says \"every pool has a routable worker\" and /ready answers 200 once they have.\n"
+        f"Then open\n\n  {base}/playground\n\nor try:\n\n"
         f"  curl -sS {base}/v1/audio/speech -H 'Content-Type: application/json' \\\n"
         "    -d '{\"model\": \"tts-1\", \"voice\": \"alloy\", \"input\": \"Hello from the Higgs gateway!\", "
         "\"response_format\": \"wav\"}' -o hello.wav\n\n"

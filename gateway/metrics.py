@@ -12,6 +12,7 @@ Each ``GatewayMetrics`` owns its registry (no process-wide default), so two apps
 process (tests, benchmarks) never share or collide on series. Label values are bounded
 vocabularies (pools, SLA classes, the enums below, HTTP status codes, worker ids);
 never request ids, voices or text. docs/observability.md documents every series.
+The composition root turns off prometheus_client's ``*_created`` series (process-wide).
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ class RejectReason(StrEnum):
     NO_WORKERS = "no_workers"  # no routable worker in any pool the policy may use (503)
     SHUTTING_DOWN = "shutting_down"  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
+    STREAM_LIMITED = "stream_limited"  # the API key has its tier's most concurrent streams (429)
+
+
+class KeyResult(StrEnum):
+    """``higgs_gateway_key_requests_total{result}``: what the API-key check made of a request."""
+
+    ADMITTED = "admitted"  # within every limit of its key's tier
+    RATE_LIMITED = "rate_limited"  # over the tier's requests per second (429)
+    STREAM_LIMITED = "stream_limited"  # over the tier's concurrent streams (429)
 
 
 class DisconnectPhase(StrEnum):
@@ -242,6 +252,9 @@ class GatewayMetrics:
         *,
         routing_reasons: Iterable[str] = (),
         process_metrics: bool = True,
+        key_tiers: Iterable[str] = (),
+        keys: Iterable[tuple[str, str]] = (),
+        per_key: bool = False,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -261,7 +274,7 @@ class GatewayMetrics:
             ["sla_class", "pool"], buckets=TTFP_BUCKETS, registry=r,
         )  # fmt: skip
         self.rtf = Histogram(
-            PREFIX + "rtf", "Real-time factor of completed requests: duration / audio seconds.",
+            PREFIX + "rtf_ratio", "Real-time factor of completed requests: duration / audio seconds.",
             ["pool"], buckets=RTF_BUCKETS, registry=r,
         )  # fmt: skip
         self.audio_seconds = Counter(
@@ -325,6 +338,21 @@ class GatewayMetrics:
             ["kind"],
             registry=r,
         )
+        # API-key usage: by tier, and by key (its configured name) only when asked, so the
+        # number of series does not grow with the number of keys unless the operator wants it.
+        self._per_key = per_key
+        key_labels = ["tier", "key"] if per_key else ["tier"]
+        self.key_requests = Counter(
+            PREFIX + "key_requests", "Requests with an API key, by tier (and key) and what the key's limits made of them.",
+            [*key_labels, "result"], registry=r,
+        )  # fmt: skip
+        self.key_audio_seconds = Counter(
+            PREFIX + "key_audio_seconds", "Seconds of audio delivered, by API-key tier (and key).", key_labels, registry=r
+        )
+        self.key_streams = Gauge(
+            PREFIX + "key_streams", "Speech requests in progress on this replica, by API-key tier (and key).",
+            key_labels, registry=r,
+        )  # fmt: skip
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 
@@ -360,6 +388,11 @@ class GatewayMetrics:
                 self.worker_restarts.labels(pool, restart)
         for retry in RetryReason:
             self.retries.labels(retry)
+        for series in {(tier,) for tier in key_tiers} if not per_key else set(keys):
+            self.key_audio_seconds.labels(*series)
+            self.key_streams.labels(*series)
+            for result in KeyResult:
+                self.key_requests.labels(*series, result)
         for phase in DisconnectPhase:
             self.client_disconnects.labels(phase)
 
@@ -394,23 +427,21 @@ class GatewayMetrics:
             if 200 <= status < 300:
                 self.rtf.labels(pool).observe(duration_s / audio_s)
 
+    def key_series(self, tier: str, key: str) -> tuple[str, ...]:
+        """The label values of one key's usage series: its tier, and its name when per key."""
+        return (tier, key) if self._per_key else (tier,)
+
+    def routing_decision_totals(self) -> dict[tuple[str, str], float]:
+        """Routing decisions so far by (pool, reason), summed over SLA classes."""
+        totals: dict[tuple[str, str], float] = {}
+        for metric in self.routing_decisions.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    key = (sample.labels["pool"], sample.labels["reason"])
+                    totals[key] = totals.get(key, 0.0) + sample.value
+        return totals
+
     def render(self, accept: str | None = None) -> tuple[bytes, str]:
         """Exposition bytes and content type; OpenMetrics when the scraper asks for it."""
         encoder, content_type = choose_encoder(accept or "")
-        if content_type.startswith("text/plain"):
-            # The classic text format turns each child's creation time into a series of
-            # its own (``*_created``): noise that doubles the count; OpenMetrics keeps it
-            # as metadata, so only drop it here.
-            return encoder(_WithoutCreated(self.registry)), content_type
         return encoder(self.registry), content_type
-
-
-class _WithoutCreated(Collector):
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-
-    def collect(self) -> Iterable[Metric]:
-        for metric in self._registry.collect():
-            copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
-            copy.samples = [s for s in metric.samples if not s.name.endswith("_created")]
-            yield copy

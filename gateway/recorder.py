@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.access_log import AccessLog, AccessRecord
-from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
+from gateway.metrics import FleetSnapshot, GatewayMetrics, KeyResult, RejectReason, WorkerSnapshot
 from gateway.observations import StreamObservation, StreamObserver, StreamOutcome
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.fleet import Fleet
@@ -23,6 +23,7 @@ from gateway.routing.curves import Curve
 from gateway.routing.model import Decision
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
+from gateway.security.auth import KeyIdentity
 from gateway.types import BYTES_PER_SECOND, SlaClass, WorkerState
 from gateway.upstream.errors import RetryReason, UpstreamErrorKind
 
@@ -34,7 +35,7 @@ class RequestRecord:
     request_id: str
     sla_class: SlaClass = SlaClass.BALANCED
     started: float = field(default_factory=time.perf_counter)
-    key_id: str | None = None
+    key: KeyIdentity | None = None  # the API key that sent it, when keys are configured
     pool: str | None = None  # where its audio came from; None: never reached a worker
     worker: str | None = None
     reason: str | None = None  # the routing reason
@@ -78,8 +79,22 @@ class Recorder:
             self.metrics.routing_decisions.labels(sla_class.value, decision.pool.value, decision.reason).inc()
 
     # ---- API keys ---------------------------------------------------------------------
-    def rate_limited(self, sla_class: SlaClass) -> None:
-        self.metrics.rejections.labels(sla_class.value, "rate_limited").inc()
+    def key_checked(self, key: KeyIdentity, result: KeyResult, sla_class: SlaClass) -> None:
+        """Once per request with a key: admitted, or refused by one of its tier's limits."""
+        self.metrics.key_requests.labels(*self._key_series(key), result.value).inc()
+        if result is KeyResult.RATE_LIMITED:
+            self.metrics.rejections.labels(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
+        elif result is KeyResult.STREAM_LIMITED:
+            self.metrics.rejections.labels(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
+
+    def key_stream_opened(self, key: KeyIdentity) -> None:
+        self.metrics.key_streams.labels(*self._key_series(key)).inc()
+
+    def key_stream_closed(self, key: KeyIdentity) -> None:
+        self.metrics.key_streams.labels(*self._key_series(key)).dec()
+
+    def _key_series(self, key: KeyIdentity) -> tuple[str, ...]:
+        return self.metrics.key_series(key.tier, key.label)
 
     # ---- relay (RelayObserver) ----------------------------------------------------------
     def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None:
@@ -136,6 +151,8 @@ class Recorder:
         )
         if record.disconnect_phase is not None:
             self.metrics.client_disconnects.labels(record.disconnect_phase).inc()
+        if record.key is not None and audio_s > 0:
+            self.metrics.key_audio_seconds.labels(*self._key_series(record.key)).inc(audio_s)
         if not self._access_log.enabled:
             return
         self._access_log.log(
@@ -155,7 +172,7 @@ class Recorder:
                 input_chars=None if record.input_text is None else len(record.input_text),
                 retries=record.retries,
                 error=record.error,
-                key_id=record.key_id,
+                key_id=record.key.key_id if record.key is not None else None,
                 input_text=record.input_text if self._access_log.log_input_text else None,
             )
         )

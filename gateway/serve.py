@@ -1,4 +1,9 @@
-"""``higgs-gateway serve --config FILE``: run the gateway under uvicorn."""
+"""``higgs-gateway serve --config FILE``: run the gateway under uvicorn.
+
+``--check`` validates the config and the deploy profiles and exits (1 on any error);
+``--print-config`` prints the effective config (file + environment, secrets masked) as
+YAML and exits. Neither starts a worker or opens a port.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +17,40 @@ from gateway.access_log import configure_logging
 from gateway.api.relay_response import quiet_stream_cuts
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config_check import config_findings, config_yaml
+from gateway.help_format import HelpFormatter
 from gateway.log_text import wants_text
+from gateway.supervisor.profile_check import has_errors
 from gateway.supervisor.setup import ProfileCheckFailed
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="higgs-gateway serve", description="Run the gateway from a config file.")
+    parser = argparse.ArgumentParser(
+        prog="higgs-gateway serve", description="Run the gateway from a config file.", formatter_class=HelpFormatter
+    )
     parser.add_argument("--config", help="YAML config file (HIGGS_GATEWAY_* environment variables override it)")
     parser.add_argument("--host", help="override server.host")
     parser.add_argument("--port", type=int, help="override server.port")
     parser.add_argument("--log-format", choices=["json", "text", "auto"], help="override logging.format")
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument(
+        "--check", action="store_true", help="validate the config and deploy profiles, print problems, start nothing"
+    )
+    action.add_argument(
+        "--print-config", action="store_true", help="print the effective config (secrets masked) as YAML and exit"
+    )
     return parser
+
+
+def check(config: GatewayConfig, source: str) -> int:
+    findings = config_findings(config)
+    for finding in findings:
+        print(finding, file=sys.stderr)
+    if has_errors(findings):
+        print(f"higgs-gateway: {source}: config check failed", file=sys.stderr)
+        return 1
+    print(f"{source}: ok")
+    return 0
 
 
 def run(config: GatewayConfig) -> int:
@@ -59,5 +87,10 @@ def main(argv: list[str]) -> int:
         config = load_config(args.config, overrides)
     except ConfigError as exc:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
-        return 2
+        return 1 if args.check else 2
+    if args.check:
+        return check(config, args.config or "the default config")
+    if args.print_config:
+        sys.stdout.write(config_yaml(config))
+        return 0
     return run(config)

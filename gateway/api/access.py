@@ -1,13 +1,41 @@
-"""Who may call: the API-key check every client route makes, with its rate-limit count."""
+"""Who may call: the API-key check every client route makes, with its tier's limits and counts."""
 
 from __future__ import annotations
 
 from starlette.datastructures import Headers
 
 from gateway.api.sla import sla_class_or_default
+from gateway.metrics import KeyResult
 from gateway.recorder import Recorder
-from gateway.security.auth import ApiKeyAuth
+from gateway.security.auth import ApiKeyAuth, KeyIdentity
 from gateway.security.errors import AuthError
+from gateway.state.stream_limit import StreamSlot
+
+
+class KeyStream:
+    """One speech request's hold on its key: the concurrent-stream slot (if its tier limits
+    streams) and its place in ``higgs_gateway_key_streams``. ``close`` once, when the
+    request ends, however it ends (a second call does nothing)."""
+
+    def __init__(self, key: KeyIdentity | None, slot: StreamSlot | None, recorder: Recorder) -> None:
+        self.key = key
+        self._slot = slot
+        self._recorder = recorder
+        self._open = key is not None
+        if key is not None:
+            recorder.key_stream_opened(key)
+
+    async def close(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        assert self.key is not None
+        try:
+            if self._slot is not None:
+                await self._slot.release()
+        finally:
+            # After the release: a gauge back at zero means the slot is free fleet-wide.
+            self._recorder.key_stream_closed(self.key)
 
 
 class ApiKeyGate:
@@ -16,16 +44,38 @@ class ApiKeyGate:
         self._open_listings = open_listings
         self._recorder = recorder
 
-    async def check(self, headers: Headers, listing: bool = False) -> str | None:
-        """The key id (a digest prefix) of the request's API key, None when keys are off;
-        raises AuthError 401/429 when keys are configured and this request fails them (and
+    async def check(self, headers: Headers, listing: bool = False) -> KeyIdentity | None:
+        """The request's API key (None when keys are off or the listing is open); raises
+        AuthError 401/429 when keys are configured and this request fails them (and
         ``StateUnavailable`` 503 when a fleet-wide limit cannot be checked, failing closed)."""
         if listing and self._open_listings:
             return None
+        key = await self._spend(headers)
+        if key is not None:
+            self._recorder.key_checked(key, KeyResult.ADMITTED, sla_class_or_default(headers))
+        return key
+
+    async def open_speech(self, headers: Headers) -> KeyStream:
+        """``check`` for a speech request, which also takes one of the key's concurrent
+        streams until the returned hold is closed (429 when its tier has none free)."""
+        key = await self._spend(headers)
+        slot = None
+        if key is not None:
+            try:
+                slot = await self._keys.open_stream(key)
+            except AuthError:
+                self._recorder.key_checked(key, KeyResult.STREAM_LIMITED, sla_class_or_default(headers))
+                raise
+            self._recorder.key_checked(key, KeyResult.ADMITTED, sla_class_or_default(headers))
+        return KeyStream(key, slot, self._recorder)
+
+    async def _spend(self, headers: Headers) -> KeyIdentity | None:
+        key = self._keys.authenticate(headers.get("authorization"))
+        if not key.authenticated:
+            return None
         try:
-            identity = await self._keys.admit(headers.get("authorization"))
-        except AuthError as exc:
-            if exc.status == 429:
-                self._recorder.rate_limited(sla_class_or_default(headers))
+            await self._keys.spend(key)
+        except AuthError:
+            self._recorder.key_checked(key, KeyResult.RATE_LIMITED, sla_class_or_default(headers))
             raise
-        return identity.key_id if identity.authenticated else None
+        return key

@@ -1,4 +1,5 @@
-"""Operator routes: routing policy and thresholds (live), pools, drain, the effective config.
+"""Operator routes: routing policy and thresholds (live), pools, drain, the fleet at a glance,
+the effective config.
 
 All of them need ``Authorization: Bearer <admin token>``; without a configured token they
 do not exist (404), so a gateway is never left with an open control plane by accident.
@@ -6,6 +7,7 @@ do not exist (404), so a gateway is never left with an open control plane by acc
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -13,8 +15,10 @@ from fastapi import APIRouter, Request
 
 from gateway import __version__
 from gateway.config import GatewayConfig
+from gateway.config_check import redacted
 from gateway.errors import GatewayError, bad_request
 from gateway.pools.drains import DrainStore
+from gateway.pools.availability import PoolAvailability
 from gateway.pools.fleet import Fleet
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
@@ -32,6 +36,9 @@ def create_router(
     drains: DrainStore,
     admission: Admission,
     performance: PerformanceModel | None = None,
+    *,
+    availability: PoolAvailability | None = None,
+    decision_totals: Callable[[], Mapping[tuple[str, str], float]] = dict,
 ) -> APIRouter:
     router = APIRouter(prefix="/admin")
 
@@ -67,6 +74,27 @@ def create_router(
         status["queue_depths"] = {sla.value: depth for sla, depth in admission.queue_depths().items()}
         return status
 
+    @router.get("/fleet")
+    async def get_fleet(request: Request) -> dict[str, Any]:
+        """What the playground's fleet panel shows, as JSON: workers, queues, whether each
+        pool can serve, and routing decisions so far by pool and reason."""
+        check(request)
+        status = fleet.describe()
+        status["queue_depths"] = {sla.value: depth for sla, depth in admission.queue_depths().items()}
+        if availability is not None:
+            pools = availability.current()
+            status["availability"] = {
+                "status": pools.status,
+                "routable_workers": pools.routable,
+                "empty_pools": pools.empty_pools,
+            }
+        status["decisions"] = [
+            {"pool": pool, "reason": reason, "count": count}
+            for (pool, reason), count in sorted(decision_totals().items())
+            if count > 0
+        ]
+        return status
+
     async def set_drained(worker_id: str, drained: bool) -> dict[str, Any]:
         if fleet.get(worker_id) is None:
             raise GatewayError(
@@ -91,10 +119,7 @@ def create_router(
     @router.get("/config")
     async def get_config(request: Request) -> dict[str, Any]:
         check(request)
-        document = config.model_dump(mode="json")
-        auth = document.get("auth", {})
-        if auth.get("admin_token"):
-            auth["admin_token"] = "**********"
+        document = redacted(config)
         document["routing"] = thresholds.current().model_dump(mode="json")
         document["version"] = __version__
         return document

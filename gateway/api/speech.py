@@ -1,6 +1,6 @@
 """``POST /v1/audio/speech``: the speech pipeline, in the order a request goes through it.
 
-auth -> SLA headers -> admission precheck -> body -> payload -> admission -> relay ->
+auth (rate, concurrent streams) -> SLA headers -> admission precheck -> body -> payload -> admission -> relay ->
 encoder -> response, with the recorder told once how it ended. The order matters:
 capacity is checked before the body is read (a flood is turned away cheaply), and the
 relay leases the worker in the same event-loop step admission answers in (nobody can
@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.api.access import ApiKeyGate
+from gateway.api.access import ApiKeyGate, KeyStream
 from gateway.api.body import read_json_body
 from gateway.api.errors import as_gateway_error, error_response
 from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
@@ -98,8 +98,18 @@ class SpeechPipeline:
             return error_response(error)
 
     async def _serve(self, request: Request, record: RequestRecord) -> Response:
+        # The key's concurrent-stream hold is taken first and released however the request
+        # ends: here when it ends before audio flows, by the delivery's ``finish`` after.
+        key_stream = await self._auth.open_speech(request.headers)
+        record.key = key_stream.key
+        try:
+            return await self._admitted(request, record, key_stream)
+        except BaseException:
+            await key_stream.close()
+            raise
+
+    async def _admitted(self, request: Request, record: RequestRecord, key_stream: KeyStream) -> Response:
         headers = request.headers
-        record.key_id = await self._auth.check(headers)
         sla = parse_sla_headers(headers)
         record.sla_class = sla.sla_class
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
@@ -130,7 +140,7 @@ class SpeechPipeline:
                 "request %s served by %s after: %s", record.request_id, stream.worker.worker_id,
                 "; ".join(stream.hidden_failures), extra={"request_id": record.request_id},
             )  # fmt: skip
-        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech)
+        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream)
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
 
 
@@ -145,8 +155,10 @@ class _Delivery:
         stream: OpenStream,
         encoder: StreamEncoder,
         speech: SpeechRequest,
+        key_stream: KeyStream,
     ) -> None:
         self._relay = relay
+        self._key_stream = key_stream
         self._recorder = recorder
         self._record = record
         self._stream = stream
@@ -213,7 +225,10 @@ class _Delivery:
 
     async def finish(self) -> None:
         self._encoder.close()
-        await self._stream.close(self._outcome)
+        try:
+            await self._stream.close(self._outcome)
+        finally:
+            await self._key_stream.close()
         self._record.pcm_bytes = self._stream.pace.bytes
         self._recorder.request_done(self._record, self._status)
 

@@ -21,6 +21,7 @@ from gateway.bench import report, traces
 from gateway.bench.client import ClientOptions
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace
 from gateway.config import DEFAULT_MODEL
+from gateway.help_format import HelpFormatter
 from gateway.types import SlaClass
 
 
@@ -141,10 +142,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="higgs-gateway bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=HelpFormatter)  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True)
 
-    p_sweep = commands.add_parser("sweep", help="closed-loop concurrency sweep")
+    p_sweep = commands.add_parser("sweep", help="closed-loop concurrency sweep", formatter_class=HelpFormatter)
     p_sweep.add_argument("url")
     p_sweep.add_argument("--levels", type=int_list, default=list(DEFAULT_LEVELS), help="concurrency levels, e.g. 1,2,4")
     p_sweep.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 2 x level))")
@@ -154,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
-    p_trace = commands.add_parser("trace", help="open-loop arrival trace (poisson or bursty mixed classes)")
+    p_trace = commands.add_parser(
+        "trace", help="open-loop arrival trace (poisson or bursty mixed classes)", formatter_class=HelpFormatter
+    )
     p_trace.add_argument("url")
     p_trace.add_argument("--warmup", type=int, default=0, help="unmeasured requests before the trace")
     add_trace_arguments(p_trace)
@@ -162,7 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(p_trace)
     p_trace.set_defaults(func=cmd_trace)
 
-    p_plot = commands.add_parser("plot", help="plots and combined tables from result JSON files")
+    p_plot = commands.add_parser(
+        "plot", help="plots and combined tables from result JSON files", formatter_class=HelpFormatter
+    )
     p_plot.add_argument("results", nargs="+", type=Path)
     p_plot.add_argument("--out", type=Path, default=Path("bench-out"))
     p_plot.add_argument("--prefix", default="")

@@ -28,9 +28,10 @@ from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.quiet import wait_for_quiet
-from gateway.bench.targets import targets_table
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
+from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
 from gateway.bench.traces import RAMP_MIX, Arrival, bursty, ramp
+from gateway.help_format import HelpFormatter
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,15 @@ SETUPS = (
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("compare", help="routing policies on equal emulated hardware, one report",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                 description=__doc__, formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/comparison"))
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="emulator speed-up (0.25 = four times real time; faster starves the emulators at c64)")
-    parser.add_argument("--setups", default=",".join(s.name for s in SETUPS), help="comma-separated subset")
+    parser.add_argument("--setups", default=",".join(s.name for s in SETUPS),
+                        help="comma-separated subset; adaptive brings its references (ht+ht, ll+ll) along")
+    parser.add_argument("--no-references", action="store_true",
+                        help="measure only the named setups; the targets table then reads the references' "
+                             "earlier results from --out and marks every target not comparable")
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)))
     parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(32, 4 x level))")
     parser.add_argument("--trace-duration", type=float, default=120.0, help="bursty trace, modelled seconds (0 = skip)")
@@ -78,14 +83,22 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from gateway.bench.cli import int_list
-
-    names = [name.strip() for name in args.setups.split(",") if name.strip()]
+def chosen_setups(spec: str, references: bool = True) -> list[Setup]:
+    """The setups named in ``spec``; with ``references``, adaptive brings ht+ht and ll+ll along,
+    because its targets only count against fleets measured in the same run."""
+    names = [name.strip() for name in spec.split(",") if name.strip()]
     unknown = set(names) - {s.name for s in SETUPS}
     if unknown:
         raise SystemExit(f"unknown setups: {', '.join(sorted(unknown))}")
-    setups = [s for s in SETUPS if s.name in names]
+    if ADAPTIVE in names and references:
+        names += REFERENCES
+    return [s for s in SETUPS if s.name in names]
+
+
+def run(args: argparse.Namespace) -> int:
+    from gateway.bench.cli import int_list
+
+    setups = chosen_setups(args.setups, references=not args.no_references)
     levels = int_list(args.levels)
     arrivals = (
         bursty(args.trace_duration, args.seed, args.latency_rate, args.burst_rate, args.on, args.off)
@@ -103,13 +116,18 @@ def run(args: argparse.Namespace) -> int:
             documents += [report.load(p) for p in sorted(args.out.glob(f"{setup.name}-*.json"))]
         write_report(documents, args, setups, levels)
         return 0
+    run_id = new_run_id()
     with tempfile.TemporaryDirectory(prefix="higgs-bench-") as scratch:
         for setup in setups:
             try:
-                documents += _measure(setup, Path(scratch), args, levels, traces)
+                documents += _measure(setup, Path(scratch), args, levels, traces, run_id)
             except (RuntimeError, TimeoutError) as exc:  # one broken setup must not lose the others
                 failures[setup.name] = str(exc).strip().splitlines()[0][:300]
                 print(f"{setup.name}: failed: {failures[setup.name]}", file=sys.stderr)
+    measured = {s.name for s in setups}
+    for name in REFERENCES if ADAPTIVE in measured else ():
+        if name not in measured:  # --no-references: earlier rows, shown as not comparable
+            documents += [report.load(p) for p in sorted(args.out.glob(f"{name}-*.json"))]
     write_report(documents, args, setups, levels, failures)
     print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
     return 0
@@ -121,7 +139,7 @@ def _command() -> str:
 
 
 def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list[int],
-             traces: list[tuple[list[Arrival], dict[str, Any]]]) -> list[dict[str, Any]]:  # fmt: skip
+             traces: list[tuple[list[Arrival], dict[str, Any]]], run_id: str) -> list[dict[str, Any]]:  # fmt: skip
     """Start the setup's fleet, run the sweep and the traces, write every result."""
     documents = []
     wait_for_quiet(args.quiet_load, args.quiet_wait)
@@ -131,7 +149,7 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
             ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
             progress=not args.no_progress,
             notes={"setup": setup.summary, "policy": setup.policy, "command": _command(),
-                   "emulator_timing": timing_parameters()},
+                   "emulator_timing": timing_parameters(), RUN_ID: run_id},
         )  # fmt: skip
         # Connections, caches and the policy's state settle before measuring.
         run_async(warm_up(options, max(levels)))

@@ -35,6 +35,7 @@ from gateway.bench.runner import run_closed
 from gateway.bench.scenarios import run_async
 from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import TEXTS, text_order
+from gateway.help_format import HelpFormatter
 
 IDLE_SAMPLE_S = 5.0
 # Clips of a few words: about 2-3 s of audio in three chunks, the shape of the reference
@@ -60,7 +61,7 @@ class Run:
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("overhead", help="gateway vs direct vs nginx: added TTFP and CPU per request",
-                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                 description=__doc__, formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="emulator speed-up (shortens clips; faster than 0.25 starves the emulator at c64)")  # fmt: skip

@@ -13,6 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from gateway.types import BYTES_PER_SECOND
 
 
@@ -47,16 +49,10 @@ def worst_underrun(chunks: Sequence[tuple[float, int]]) -> float:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default), q in [0, 100]."""
+    """Linear-interpolation percentile (numpy's default method), q in [0, 100]."""
     if not values:
         raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"q must be in [0, 100], got {q}")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    return float(np.percentile(values, q))  # ValueError for q outside [0, 100]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +69,12 @@ class Summary:
     def of(cls, values: Sequence[float]) -> Summary:
         if not values:
             return cls(0, None, None, None, None)
+        median, p99 = np.percentile(values, [50, 99])
         return cls(
             count=len(values),
             mean=math.fsum(values) / len(values),
-            median=percentile(values, 50),
-            p99=percentile(values, 99),
+            median=float(median),
+            p99=float(p99),
             max=max(values),
         )
 

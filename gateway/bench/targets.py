@@ -4,15 +4,34 @@
 fleets ``ht+ht`` and ``ll+ll`` on the same sweep and the same trace. Each row says what
 was measured, what it is held to, and whether it passed; a target is never dropped from
 the table because it was missed.
+
+A comparison only counts when every setup in it was measured in the same run: a quiet
+re-run of one fleet against older rows of another says nothing about the policy. Each run
+stamps its documents with a run id (``notes.run_id``); when the documents a target reads
+come from more than one run (or carry no id), the target is "not comparable" instead of
+met or missed, and the table lists each document's run, time and machine load.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 ADAPTIVE, HT, LL = "adaptive", "ht+ht", "ll+ll"
+REFERENCES = (HT, LL)  # the fleets adaptive's targets are measured against
+RUN_ID = "run_id"  # key in a document's notes
+
+
+def new_run_id() -> str:
+    """One id for every document one benchmark invocation writes."""
+    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def run_of(document: dict[str, Any]) -> str | None:
+    return document.get("notes", {}).get(RUN_ID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,21 +41,37 @@ class Target:
     reference: float
     relation: str  # how value must compare with the bound, for the table
     bound: float
-    passed: bool
+    passed: bool | None  # None: its documents come from different runs ("not comparable")
 
 
-def _sweep_phases(documents: Sequence[dict[str, Any]], label: str) -> dict[int, dict[str, Any]]:
-    for document in documents:
-        if document["label"] == label and document["mode"] == "sweep":
-            return {phase["concurrency"]: phase for phase in document["phases"]}
-    return {}
+def _sweep(documents: Sequence[dict[str, Any]], label: str) -> dict[str, Any] | None:
+    return next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
 
 
-def _trace_phase(documents: Sequence[dict[str, Any]], label: str, kind: str = "bursty") -> dict[str, Any] | None:
-    for document in documents:
-        if document["label"] == label and document["mode"] == "trace" and document["params"].get("kind") == kind:
-            return document["phases"][0]
-    return None
+def _trace(documents: Sequence[dict[str, Any]], label: str, kind: str = "bursty") -> dict[str, Any] | None:
+    return next((d for d in documents if d["label"] == label and d["mode"] == "trace"
+                 and d["params"].get("kind") == kind), None)  # fmt: skip
+
+
+def _phases(document: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
+    return {} if document is None else {phase["concurrency"]: phase for phase in document["phases"]}
+
+
+def compared_documents(documents: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The documents the targets read: adaptive's and its references' sweep and bursty trace."""
+    found = [find(documents, label) for label in (ADAPTIVE, *REFERENCES) for find in (_sweep, _trace)]
+    return [d for d in found if d is not None]
+
+
+def same_run(documents: Sequence[dict[str, Any]]) -> bool:
+    runs = {run_of(d) for d in documents}
+    return len(runs) == 1 and None not in runs
+
+
+# What one low-latency + one high-throughput worker must deliver against the better static
+# two-worker fleet, by concurrency: c8 and c16 sit near the mixed fleet's physical ceiling
+# (its one-worker curves give ~90% and ~94% there; docs/benchmarks/README.md).
+_SHARE_OF_BEST_STATIC = {1: 0.95, 8: 0.90, 16: 0.94, 32: 0.95, 64: 0.90}
 
 
 def _at_least(name: str, value: float, reference: float, share: float) -> Target:
@@ -50,19 +85,26 @@ def _at_most(name: str, value: float, reference: float, share: float) -> Target:
 
 
 def evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
-    adaptive, ht, ll = (_sweep_phases(documents, label) for label in (ADAPTIVE, HT, LL))
+    """Every target; each one "not comparable" (``passed`` None) unless all come from one run."""
+    targets = _evaluate(documents)
+    if same_run(compared_documents(documents)):
+        return targets
+    return [replace(t, passed=None) for t in targets]
+
+
+def _evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
+    adaptive, ht, ll = (_phases(_sweep(documents, label)) for label in (ADAPTIVE, HT, LL))
     targets: list[Target] = []
     rate: Callable[[dict[str, Any]], float] = lambda phase: phase["audio_s_per_s"]  # noqa: E731
     for level, phase in sorted(adaptive.items()):
         if level not in ht or level not in ll:
             continue
         best_static = max(rate(ht[level]), rate(ll[level]))
-        if level == 1 or 8 <= level <= 32:
-            targets.append(_at_least(f"c{level} audio-s/s vs best static", rate(phase), best_static, 0.95))
-        elif 2 <= level <= 4:
+        if 2 <= level <= 4:
             targets.append(_at_least(f"c{level} audio-s/s vs ll+ll", rate(phase), rate(ll[level]), 0.88))
-        elif level >= 64:
-            targets.append(_at_least(f"c{level} audio-s/s vs ht+ht", rate(phase), rate(ht[level]), 0.90))
+        else:
+            share = _SHARE_OF_BEST_STATIC.get(level, 0.90 if level > 32 else 0.95)
+            targets.append(_at_least(f"c{level} audio-s/s vs best static", rate(phase), best_static, share))
         if level <= 4:
             targets.append(_at_most(f"c{level} RTF mean vs ll+ll", phase["rtf"]["mean"], ll[level]["rtf"]["mean"], 1.10))
             best_ttfp = min(ht[level]["ttfp_s"]["median"], ll[level]["ttfp_s"]["median"])
@@ -70,8 +112,9 @@ def evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
         if level >= 64:
             p99 = phase["rtf"]["p99"]
             targets.append(Target(f"c{level} RTF p99", p99, 1.0, "<", 1.0, p99 < 1.0))
-    mine, theirs = _trace_phase(documents, ADAPTIVE), _trace_phase(documents, HT)
-    if mine is not None and theirs is not None:
+    mine_doc, theirs_doc = _trace(documents, ADAPTIVE), _trace(documents, HT)
+    if mine_doc is not None and theirs_doc is not None:
+        mine, theirs = mine_doc["phases"][0], theirs_doc["phases"][0]
         errors = sum(mine["errors"].values())
         targets.append(Target("bursty: errors", errors, 0, "=", 0, errors == 0))
         targets.append(_at_least("bursty: total audio-s/s vs ht+ht", rate(mine), rate(theirs), 0.95))
@@ -83,6 +126,8 @@ def evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
         if "throughput" in mine_c and "throughput" in theirs_c:
             a, b = mine_c["throughput"], theirs_c["throughput"]
             targets.append(_at_least("bursty: throughput audio-s/s vs ht+ht", rate(a), rate(b), 0.90))
+            # Bursts must not starve: throughput's first audio may wait, but not without bound.
+            targets.append(_at_most("bursty: throughput TTFP p99 vs ht+ht", a["ttfp_s"]["p99"], b["ttfp_s"]["p99"], 3.0))
     return targets
 
 
@@ -91,19 +136,39 @@ def targets_table(documents: Sequence[dict[str, Any]]) -> list[str]:
     targets = evaluate(documents)
     if not targets:
         return []
-    passed = sum(t.passed for t in targets)
+    comparable = all(t.passed is not None for t in targets)
+    if comparable:
+        summary = (f"{sum(bool(t.passed) for t in targets)} of {len(targets)} met. `adaptive` against the "
+                   "static two-worker fleets on the same requests, every setup measured in the same run.")
+    else:
+        summary = ("**Not comparable**: the setups below were measured in different runs (or carry no run id), "
+                   "so no target is judged. Re-run them together (`bench compare` runs adaptive's references "
+                   "with it unless `--no-references`).")
     lines = [
         "## Targets",
         "",
-        f"{passed} of {len(targets)} met. `adaptive` against the static two-worker fleets on the same requests.",
+        summary,
         "",
         "| target | adaptive | reference | must be | bound | met |",
         "|---|---:|---:|---|---:|:---:|",
     ]
     for t in targets:
-        lines.append(f"| {t.name} | {_fmt(t.value)} | {_fmt(t.reference)} | {t.relation} | {_fmt(t.bound)} | "
-                     f"{'yes' if t.passed else '**no**'} |")  # fmt: skip
+        met = "not comparable" if t.passed is None else "yes" if t.passed else "**no**"
+        lines.append(f"| {t.name} | {_fmt(t.value)} | {_fmt(t.reference)} | {t.relation} | {_fmt(t.bound)} | {met} |")
+    if not comparable:
+        lines += ["", *runs_table(compared_documents(documents))]
     return [*lines, ""]
+
+
+def runs_table(documents: Sequence[dict[str, Any]]) -> list[str]:
+    """When and under what machine load each document was measured."""
+    lines = ["| setup | document | run | measured at | max load average |", "|---|---|---|---|---:|"]
+    for d in documents:
+        loads = [p["loadavg_1m"] for p in d["phases"] if p.get("loadavg_1m") is not None]
+        kind = d["mode"] if d["mode"] == "sweep" else d["params"].get("kind", "trace")
+        load = f"{max(loads):.1f}" if loads else "–"
+        lines.append(f"| {d['label']} | {kind} | {run_of(d) or 'none'} | {d.get('created', '–')} | {load} |")
+    return lines
 
 
 def _fmt(value: float) -> str:

@@ -32,6 +32,7 @@ from gateway.bench.cli import add_client_arguments, int_list, run_options
 from gateway.bench.crossover import Crossover, balanced_threshold, find_crossover
 from gateway.bench.report import to_markdown, units_note
 from gateway.bench.scenarios import run_async, sweep, warm_up
+from gateway.help_format import HelpFormatter
 from gateway.types import PoolName, SlaClass
 
 DEFAULT_LEVELS = "1,2,4,6,8,12,16"
@@ -40,7 +41,7 @@ METRICS = {"rtf": ("rtf", "mean"), "ttfp": ("ttfp_s", "median")}
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="higgs-gateway tune", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=HelpFormatter)  # fmt: skip
     target = parser.add_argument_group("what to measure")
     target.add_argument("--url", help="a gateway: pools pinned with x-sla-class")
     target.add_argument("--ll-workers", type=int, default=None,
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-warm-up", action="store_true",
                         help="skip the mixed-length round at the top level that warms lazy graphs first")
     parser.add_argument("--metric", choices=sorted(METRICS), default="rtf",
-                        help="what 'beats' means: mean RTF (default) or median TTFP")  # fmt: skip
+                        help="what 'beats' means: mean RTF or median TTFP")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench-out/tune"))
     parser.add_argument("--apply", action="store_true", help="PATCH the measured curves and thresholds through the admin API")
     parser.add_argument("--admin-url", help="gateway base URL for --apply (default: --url)")

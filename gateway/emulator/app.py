@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastapi import FastAPI, File, Form, Request, UploadFile
+from fastapi import FastAPI, File, Form, Request, UploadFile, WebSocket
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -26,6 +26,7 @@ from gateway.emulator.faults import FaultUpdate, Faults
 from gateway.emulator.metrics import EmulatorMetrics
 from gateway.emulator.ref_audio import RefAudioResolver, probe_audio_seconds
 from gateway.emulator.speech import LoadCounter, SpeechService
+from gateway.emulator.speech_stream import SpeechStreamHandler, StreamTimeouts
 from gateway.emulator.spoken import SpeechAudio
 from gateway.emulator.timing import StepModel, TimingParams
 from gateway.emulator.voices import (
@@ -58,6 +59,7 @@ class EmulatorSettings:
     faults: Faults = field(default_factory=Faults)
     params: TimingParams = field(default_factory=TimingParams)
     audio: Callable[[], SpeechAudio] = SpeechAudio  # what speaks the text (tests inject a failing loader)
+    stream_timeouts: StreamTimeouts = field(default_factory=StreamTimeouts)  # /v1/audio/speech/stream
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -118,6 +120,12 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     @app.post("/v1/audio/speech")
     async def create_speech(request: Request) -> Response:
         return await speech.handle(request)
+
+    speech_stream = SpeechStreamHandler(speech, settings.stream_timeouts)
+
+    @app.websocket("/v1/audio/speech/stream")
+    async def stream_speech(websocket: WebSocket) -> None:
+        await speech_stream.handle(websocket)
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile
 from gateway.emulator.faults import Faults, StreamCut
 from gateway.emulator.voices import DEFAULT_MAX_UPLOADED
+from gateway.help_format import HelpFormatter
 
 if TYPE_CHECKING:
     from gateway.emulator.app import EmulatorSettings
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="higgs-gateway emulate",
         description="Run one emulated vllm-omni Higgs-Audio V3 worker (same API and flags, modelled GPU timing).",
         allow_abbrev=True,  # vLLM's FlexibleArgumentParser keeps argparse's prefix matching
+        formatter_class=HelpFormatter,
     )
     worker = parser.add_argument_group("vllm-omni serve flags")
     worker.add_argument("model", help="model id, e.g. bosonai/higgs-audio-v3-tts-4b")
@@ -65,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--error-after-chunks", type=int, default=None, metavar="K", help="fault: fail generation after K chunks")
     emulator.add_argument("--hang-seconds", type=float, default=None, metavar="S", help="fault: send nothing for S s first")
     emulator.add_argument("--unhealthy", action="store_true", help="fault: /health answers 503")
+    emulator.add_argument(
+        "--stream-config-timeout", type=float, default=10.0, metavar="S",
+        help="/v1/audio/speech/stream: seconds to wait for session.config (fixed on a real worker; shorten for tests)",
+    )  # fmt: skip
+    emulator.add_argument(
+        "--stream-idle-timeout", type=float, default=30.0, metavar="S",
+        help="/v1/audio/speech/stream: seconds between messages (fixed on a real worker; shorten for tests)",
+    )  # fmt: skip
     emulator.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return parser
 
@@ -76,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--omni is required: without it vllm-omni runs plain vLLM, which cannot serve Higgs-Audio V3")
     if args.time_scale <= 0:
         parser.error("--time-scale must be > 0")
+    for flag, seconds in (("--stream-config-timeout", args.stream_config_timeout), ("--stream-idle-timeout", args.stream_idle_timeout)):
+        if seconds <= 0:
+            parser.error(f"{flag} must be > 0")
     for flag, value in (("--fail-next", args.fail_next), ("--cut-after-chunks", args.cut_after_chunks), ("--error-after-chunks", args.error_after_chunks)):
         if value is not None and value < 0:
             parser.error(f"{flag} must be >= 0")
@@ -117,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 def emulator_settings(args: argparse.Namespace, profile: DeployProfile, voices_dir: Path) -> EmulatorSettings:
     """What the parsed command line asks for."""
     from gateway.emulator.app import EmulatorSettings
+    from gateway.emulator.speech_stream import StreamTimeouts
     from gateway.emulator.spoken import SpeechAudio
 
     return EmulatorSettings(
@@ -140,6 +154,7 @@ def emulator_settings(args: argparse.Namespace, profile: DeployProfile, voices_d
             hang_seconds=args.hang_seconds,
             unhealthy=args.unhealthy,
         ),
+        stream_timeouts=StreamTimeouts(config=args.stream_config_timeout, idle=args.stream_idle_timeout),
     )
 
 

@@ -4,7 +4,7 @@
 const SAMPLE_RATE = 24000; // the model's output: 24 kHz mono s16le
 const $ = (id) => document.getElementById(id);
 let audioContext = null;
-let playing = []; // sources to stop on "Stop"
+const playing = new Set(); // sources scheduled or sounding, to stop on "Stop"; each leaves when it ends
 const decisionHistory = []; // [time, {key: count}] snapshots for "recent" decisions
 
 function audio() {
@@ -65,6 +65,12 @@ function resultCard(title) {
   return { card, set };
 }
 
+// Reasons that mean "not where you asked": say why, on the card.
+const REASON_NOTES = {
+  no_ht_workers: "no high-throughput worker is routable yet (still starting or warming up), so low-latency served it",
+  no_ll_workers: "no low-latency worker is routable yet (still starting or warming up), so high-throughput served it",
+};
+
 // The adaptive policy's forecast for the pool it chose; other policies predict nothing.
 function predictionText(headers) {
   const ttfp = headers.get("x-gateway-predicted-ttfp-ms");
@@ -108,9 +114,14 @@ class PcmPlayer {
     source.start(this.nextTime);
     this.nextTime += buffer.duration;
     this.samples += floats.length;
-    playing.push(source);
+    track(source);
   }
   get seconds() { return this.samples / SAMPLE_RATE; }
+}
+
+function track(source) {
+  playing.add(source);
+  source.addEventListener("ended", () => playing.delete(source));
 }
 
 async function playWhole(bytes, pan) {
@@ -122,7 +133,7 @@ async function playWhole(bytes, pan) {
   source.buffer = buffer;
   source.connect(panner).connect(ctx.destination);
   source.start();
-  playing.push(source);
+  track(source);
   return buffer.duration;
 }
 
@@ -152,7 +163,9 @@ async function speak(sla, view, pan = 0) {
   }
   const pool = response.headers.get("x-gateway-pool") || "–";
   view.set("pool", pool);
-  view.set("reason", response.headers.get("x-gateway-route-reason") || "–");
+  const reason = response.headers.get("x-gateway-route-reason") || "–";
+  view.set("reason", REASON_NOTES[reason] ? `${reason}: ${REASON_NOTES[reason]}` : reason);
+  view.card.dataset.reason = reason;
   view.set("predicted", predictionText(response.headers));
   view.card.classList.add(pool);
   view.card.dataset.pool = pool;
@@ -262,24 +275,14 @@ async function registerVoice() {
 }
 
 // --- fleet view -----------------------------------------------------------------------------
-function parseDecisions(text) {
+function renderDecisions(decisions) {
   const counts = {};
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("higgs_gateway_routing_decisions_total{")) continue;
-    const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]));
-    const value = parseFloat(line.slice(line.lastIndexOf(" ") + 1));
-    const key = `${labels.pool}\u0000${labels.reason}`; // summed over SLA classes
-    counts[key] = (counts[key] || 0) + value;
-  }
-  return counts;
-}
-
-function renderDecisions(counts) {
+  for (const { pool, reason, count } of decisions) counts[`${pool}\u0000${reason}`] = count;
   const now = Date.now();
   decisionHistory.push([now, counts]);
   while (decisionHistory.length > 1 && now - decisionHistory[0][0] > 60000) decisionHistory.shift();
   const [, oldest] = decisionHistory[0];
-  const keys = Object.keys(counts).filter((key) => counts[key] > 0).sort();
+  const keys = Object.keys(counts).sort();
   if (!keys.length) { $("decisions").innerHTML = '<p class="status">no routing decisions yet</p>'; return; }
   const rows = keys.map((key) => {
     const [pool, reason] = key.split("\u0000");
@@ -305,15 +308,29 @@ function renderPools(body) {
     <p class="status">queued in admission: ${queued || "none"}</p>`;
 }
 
+// /ready is open to everyone: say on the page when a pool cannot serve yet, and what that means.
+function renderReadiness(body) {
+  const empty = body.empty_pools || [];
+  const box = $("readiness");
+  if (!empty.length) { box.hidden = true; box.textContent = ""; return; }
+  const names = empty.map((pool) => pool.replace("_", "-")).join(" and ");
+  box.textContent = body.status === "not_ready"
+    ? `No pool has a routable worker yet (${names} still starting or warming up): requests wait or fail until one is ready.`
+    : `The ${names} pool has no routable worker yet (still starting or warming up): every request goes to the other pool until it is ready.`;
+  box.hidden = false;
+}
+
 async function refreshFleet() {
   const token = $("admin-token").value.trim();
   try {
-    const metrics = await fetch("/metrics");
-    if (metrics.ok) renderDecisions(parseDecisions(await metrics.text()));
-    if (!token) { $("fleet-status").textContent = "enter the admin token to see workers"; return; }
-    const response = await fetch("/admin/pools", { headers: { Authorization: `Bearer ${token}` } });
+    const ready = await fetch("/ready");
+    renderReadiness(await ready.json());
+    if (!token) { $("fleet-status").textContent = "enter the admin token to see workers and routing decisions"; return; }
+    const response = await fetch("/admin/fleet", { headers: { Authorization: `Bearer ${token}` } });
     if (!response.ok) { $("fleet-status").textContent = await errorMessage(response); return; }
-    renderPools(await response.json());
+    const fleet = await response.json();
+    renderPools(fleet);
+    renderDecisions(fleet.decisions || []);
     $("fleet-status").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     $("fleet-status").textContent = `gateway unreachable: ${err.message}`;
@@ -322,7 +339,7 @@ async function refreshFleet() {
 
 function stopAll() {
   for (const source of playing) { try { source.stop(); } catch (_) { /* already stopped */ } }
-  playing = [];
+  playing.clear();
 }
 
 $("speak").addEventListener("click", () => run([["Speak", $("sla").value, 0]]));

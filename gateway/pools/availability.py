@@ -60,7 +60,9 @@ class PoolAvailability:
     """Follows routable counts per pool; call ``refresh()`` whenever capacity may have changed.
 
     A pool is empty from start-up until its first worker is routable; that first fill is
-    not logged (the workers log their own start), only later losses and recoveries are.
+    not logged per pool (the workers log their own start), only later losses and
+    recoveries are. The first moment every pool can serve is logged once: a demo or a
+    fresh deployment is fully warm from then on.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class PoolAvailability:
         now = clock()
         self._empty_since: dict[PoolName, float | None] = dict.fromkeys(PoolName, now)
         self._ever_served: set[PoolName] = set()
+        self._announced_whole_fleet = False
         self._start_wall = wall_clock() - now  # monotonic -> Unix time
 
     def refresh(self) -> None:
@@ -103,6 +106,10 @@ class PoolAvailability:
                         pool.value, routable, now - since, extra={"pool": pool.value, "degraded": False},
                     )  # fmt: skip
                 self._ever_served.add(pool)
+        if not self._announced_whole_fleet and all(since is None for since in self._empty_since.values()):
+            self._announced_whole_fleet = True
+            counts = ", ".join(f"{pool.value}: {self._routable_count(pool)}" for pool in PoolName)
+            log.info("every pool has a routable worker (%s): ready to serve every class", counts)
 
     def current(self) -> Availability:
         self.refresh()

@@ -1,11 +1,13 @@
-"""Optional API keys for ``/v1/*``, with a token-bucket rate limit per key.
+"""Optional API keys for ``/v1/*``, each in a tier of limits: requests per second (a token
+bucket) and concurrent speech streams per key.
 
 Keys are configured as sha256 hex digests, so a leaked config file or admin-API echo does
 not leak usable keys. A presented key is hashed and compared against every configured
 digest with ``hmac.compare_digest``, without stopping at the first match: comparing
 fixed-length digests in constant time means response timing says nothing about how much
 of a guess was right. Keys themselves are never logged or stored; a request is known by
-``KeyIdentity.key_id`` (a short digest prefix) from here on.
+``KeyIdentity.key_id`` (a short digest prefix) and, for a named key, by its configured
+name from here on.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ import hmac
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gateway.config import AuthConfig
+from gateway.config import DEFAULT_TIER, AuthConfig
 from gateway.security.errors import AuthError
-from gateway.state.rate_limit import RateLimiter, TokenBucket
+from gateway.state.rate_limit import LocalRateLimiter, RateLimiter
+from gateway.state.stream_limit import LocalStreamLimiter, StreamLimiter, StreamSlot
 
 KEY_ID_CHARS = 12
+# A stream slot frees when some stream of the key ends: no time can be promised, so the
+# client is asked to come back after a second, as admission's own 429s do by default.
+STREAM_RETRY_AFTER_S = 1
 
 
 def hash_key(key: str) -> str:
@@ -33,6 +39,14 @@ def hash_key(key: str) -> str:
 class KeyIdentity:
     key_id: str  # safe to log: a prefix of the key's digest, or "anonymous"
     authenticated: bool
+    tier: str = DEFAULT_TIER
+    name: str | None = None  # the configured name of a named key
+    digest: str | None = field(default=None, repr=False)  # what the limits are kept under
+
+    @property
+    def label(self) -> str:
+        """The key in per-key metrics: its configured name, else its key id."""
+        return self.name or self.key_id
 
 
 ANONYMOUS = KeyIdentity("anonymous", authenticated=False)
@@ -49,49 +63,76 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 class ApiKeyAuth:
-    """``check(authorization_header)`` for every ``/v1`` request.
+    """``admit(authorization_header)`` for every ``/v1`` request, ``open_stream`` for speech.
 
-    Reads the config on every call, so keys and limits changed at run time apply at once.
-    Buckets exist only for configured keys: unknown keys cannot grow memory. With a
-    ``limiter`` (the fleet-wide one of the shared state), ``admit`` spends there instead.
+    Reads the config on every call, so keys, tiers and limits changed at run time apply at
+    once. Limits are kept only for configured keys: unknown keys cannot grow memory. The
+    limiters are this process's by default, the shared store's (fleet-wide) when given.
     """
 
     def __init__(
-        self, config: AuthConfig, clock: Callable[[], float] = time.monotonic, limiter: RateLimiter | None = None
+        self,
+        config: AuthConfig,
+        clock: Callable[[], float] = time.monotonic,
+        limiter: RateLimiter | None = None,
+        streams: StreamLimiter | None = None,
     ) -> None:
         self._config = config
-        self._clock = clock
-        self._limiter = limiter
-        self._buckets: dict[str, TokenBucket] = {}
+        self._limiter = limiter if limiter is not None else LocalRateLimiter(clock)
+        self._streams = streams if streams is not None else LocalStreamLimiter()
 
     @property
     def enabled(self) -> bool:
-        return bool(self._config.api_key_sha256)
-
-    def check(self, authorization: str | None) -> KeyIdentity:
-        """Authenticate and rate-limit one request; raise ``AuthError`` (401/429) to refuse."""
-        identity, digest = self._authenticate(authorization)
-        if digest is not None:
-            self._spend(digest)
-        return identity
+        return self._config.keys_configured
 
     async def admit(self, authorization: str | None) -> KeyIdentity:
-        """``check`` with the configured limiter (which may ask the shared store)."""
-        identity, digest = self._authenticate(authorization)
-        if digest is None:
-            return identity
-        if self._limiter is None:
-            self._spend(digest)
-            return identity
-        rate, burst = self._config.rate_limit_rps, self._config.rate_limit_burst
-        if rate > 0:
-            self._refuse_if_waiting(await self._limiter.take(digest, rate, burst), rate, burst)
+        """Authenticate and rate-limit one request; raise ``AuthError`` (401/429) to refuse
+        (``StateUnavailable`` 503 when a fleet-wide limit cannot be checked, failing closed)."""
+        identity = self.authenticate(authorization)
+        await self.spend(identity)
         return identity
 
-    def _authenticate(self, authorization: str | None) -> tuple[KeyIdentity, str | None]:
-        configured = self._config.api_key_sha256
-        if not configured:
-            return ANONYMOUS, None  # no keys configured: /v1 is open
+    async def spend(self, identity: KeyIdentity) -> None:
+        """One request against the key's rate limit; 429 with ``Retry-After`` when over it."""
+        if identity.digest is None:
+            return
+        tier = self._config.tier(identity.tier)
+        rate, burst = tier.rate_limit_rps, tier.rate_limit_burst
+        if rate <= 0:
+            return
+        wait = await self._limiter.take(identity.digest, rate, burst)
+        if wait > 0:
+            raise AuthError(
+                429,
+                f"Rate limit reached for this API key ({rate:g} requests/s, burst {burst}); retry later.",
+                "rate_limit_exceeded",
+                retry_after=max(1, math.ceil(wait)),
+            )
+
+    async def open_stream(self, identity: KeyIdentity) -> StreamSlot | None:
+        """One of the key's concurrent-stream slots (None: its tier sets no limit); 429 when
+        every slot is in use."""
+        if identity.digest is None:
+            return None
+        limit = self._config.tier(identity.tier).max_concurrent_streams
+        if limit is None:
+            return None
+        slot = await self._streams.acquire(identity.digest, limit)
+        if slot is None:
+            raise AuthError(
+                429,
+                f"This API key already has {limit} speech stream(s) in progress, the most its tier "
+                f"({identity.tier}) allows; retry when one has finished.",
+                "concurrent_streams_exceeded",
+                retry_after=STREAM_RETRY_AFTER_S,
+            )
+        return slot
+
+    def authenticate(self, authorization: str | None) -> KeyIdentity:
+        """Who sent the request (``ANONYMOUS`` when no keys are configured); 401 when not a key."""
+        config = self._config
+        if not config.keys_configured:
+            return ANONYMOUS  # no keys configured: /v1 is open
         token = bearer_token(authorization)
         if token is None:
             raise AuthError(
@@ -101,10 +142,14 @@ class ApiKeyAuth:
                 headers={"WWW-Authenticate": 'Bearer realm="api"'},
             )
         presented = hash_key(token)
-        matched: str | None = None
-        for digest in configured:  # no early exit: every key costs the same time
+        matched: KeyIdentity | None = None
+        # No early exit: every configured key costs the same time.
+        for digest in config.api_key_sha256:
             if hmac.compare_digest(presented, digest):
-                matched = digest
+                matched = KeyIdentity(digest[:KEY_ID_CHARS], True, DEFAULT_TIER, None, digest)
+        for key in config.keys:
+            if hmac.compare_digest(presented, key.sha256):
+                matched = KeyIdentity(key.sha256[:KEY_ID_CHARS], True, key.tier, key.name, key.sha256)
         if matched is None:
             raise AuthError(
                 401,
@@ -112,25 +157,4 @@ class ApiKeyAuth:
                 "invalid_api_key",
                 headers={"WWW-Authenticate": 'Bearer realm="api", error="invalid_token"'},
             )
-        return KeyIdentity(matched[:KEY_ID_CHARS], authenticated=True), matched
-
-    def _spend(self, digest: str) -> None:
-        rate, burst = self._config.rate_limit_rps, self._config.rate_limit_burst
-        if rate <= 0:
-            return
-        now = self._clock()
-        bucket = self._buckets.get(digest)
-        if bucket is None:
-            bucket = self._buckets[digest] = TokenBucket(rate, burst, now)
-        bucket.rate, bucket.burst = rate, burst
-        self._refuse_if_waiting(bucket.take(now), rate, burst)
-
-    @staticmethod
-    def _refuse_if_waiting(wait: float, rate: float, burst: int) -> None:
-        if wait > 0:
-            raise AuthError(
-                429,
-                f"Rate limit reached for this API key ({rate:g} requests/s, burst {burst}); retry later.",
-                "rate_limit_exceeded",
-                retry_after=max(1, math.ceil(wait)),
-            )
+        return matched

@@ -11,6 +11,7 @@ import argparse
 import secrets
 import sys
 
+from gateway.help_format import HelpFormatter
 from gateway.security.auth import hash_key
 
 KEY_PREFIX = "hgw-"
@@ -21,10 +22,12 @@ def new_key() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway.security.keys", description="Make API keys.")
+    parser = argparse.ArgumentParser(
+        prog="higgs-gateway keys", description="Make API keys.", formatter_class=HelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("new", help="print a new random key and its sha256")
-    sub.add_parser("hash", help="print the sha256 of a key read from standard input")
+    sub.add_parser("new", help="print a new random key and its sha256", formatter_class=HelpFormatter)
+    sub.add_parser("hash", help="print the sha256 of a key read from standard input", formatter_class=HelpFormatter)
     args = parser.parse_args(argv)
     if args.command == "new":
         key = new_key()

@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from gateway.bench import report
+from gateway.bench.cli import add_trace_arguments
 from gateway.bench.client import ClientOptions
 from gateway.bench.compare import SETUPS, Setup, add_ramp_arguments, headline, ramp_trace, trace_file
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, sweep, trace, warm_up
-from gateway.bench.targets import targets_table
+from gateway.bench.targets import RUN_ID, new_run_id, targets_table
 from gateway.bench.cli import add_trace_arguments
 from gateway.bench.traces import Arrival
 from gateway.config import RoutingThresholds
+from gateway.help_format import HelpFormatter
 from gateway.simulator.fleet import SimGateway, WorkerPlan
 from gateway.simulator.loop import run_virtual
 from gateway.types import PoolName
@@ -33,7 +35,7 @@ PROFILE_POOLS = {LL_PROFILE: PoolName.LOW_LATENCY, HT_PROFILE: PoolName.HIGH_THR
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="higgs-gateway simulate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+                                     formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("--setups", default="adaptive,ht+ht,ll+ll,rules",
                         help=f"comma-separated, from: {', '.join(s.name for s in SETUPS)}")  # fmt: skip
     parser.add_argument("--fleet", default=None, help="a custom fleet instead of --setups, e.g. ll=3,ht=5")
@@ -61,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
     traces = [build_trace(args), ramp_trace(args)]
     traces = [(arrivals, params) for arrivals, params in traces if arrivals]
     documents: list[dict[str, Any]] = []
+    run_id = new_run_id()  # one invocation is one run: its setups compare with each other
     for setup in setups:
-        documents += run_virtual(simulate(setup, levels, args.requests, traces, args.seed, thresholds))
+        documents += run_virtual(simulate(setup, levels, args.requests, traces, args.seed, thresholds, run_id=run_id))
     lines = render(documents, setups, levels, _command())
     if args.out:
         from gateway.bench.plots import plot_sweeps, plot_timeline, plot_traces
@@ -114,13 +117,14 @@ async def simulate(
     seed: int,
     thresholds: RoutingThresholds | None = None,
     plans: Sequence[WorkerPlan] | None = None,
+    run_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """One setup through the compare benchmark's steps: warm-up, sweep, traces."""
     gateway = SimGateway(plans or plans_for(setup), setup.policy, thresholds)  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
     options = RunOptions(
         ClientOptions(url="simulated"), setup.name, seed=seed, progress=False,
-        notes={"setup": setup.summary, "policy": setup.policy, "simulated": True},
+        notes={"setup": setup.summary, "policy": setup.policy, "simulated": True, RUN_ID: run_id or new_run_id()},
         make_client=lambda: gateway, clock=loop.time,
     )  # fmt: skip
     documents = []

@@ -6,7 +6,7 @@ before it is written), so new routing knobs need no change in any backend.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -72,3 +72,13 @@ class StateBackend(Protocol):
     async def delete_voice(self, name: str) -> dict[str, Any] | None: ...
 
     async def take_token(self, key: str, rate: float, burst: int) -> float: ...
+
+    async def acquire_stream(self, key: str, limit: int, holder: str, ttl_s: float) -> bool:
+        """Take one of ``key``'s ``limit`` stream slots as ``holder``'s lease; False when all are held."""
+        ...
+
+    async def release_stream(self, key: str, holder: str) -> None: ...
+
+    async def renew_streams(self, leases: Sequence[tuple[str, str]], ttl_s: float) -> None:
+        """Extend the (key, holder) leases still held by ``ttl_s`` from now."""
+        ...

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ class LocalStateBackend:
         self._dir.mkdir(parents=True, exist_ok=True)
         self._voices = VoiceStore.in_data_dir(self._dir, voices)
         self._buckets = TokenBuckets(clock)
+        self._streams: dict[str, set[str]] = {}  # key -> holders (one process: nothing expires)
 
     @property
     def up(self) -> bool:
@@ -111,3 +112,20 @@ class LocalStateBackend:
     # ---- rate limits -----------------------------------------------------------------
     async def take_token(self, key: str, rate: float, burst: int) -> float:
         return self._buckets.take(key, rate, burst)
+
+    # ---- stream limits ---------------------------------------------------------------
+    async def acquire_stream(self, key: str, limit: int, holder: str, ttl_s: float) -> bool:
+        holders = self._streams.setdefault(key, set())
+        if len(holders) >= limit:
+            return False
+        holders.add(holder)
+        return True
+
+    async def release_stream(self, key: str, holder: str) -> None:
+        holders = self._streams.get(key, set())
+        holders.discard(holder)
+        if not holders:
+            self._streams.pop(key, None)
+
+    async def renew_streams(self, leases: Sequence[tuple[str, str]], ttl_s: float) -> None:
+        return None

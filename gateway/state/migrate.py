@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.config import StateConfig
+from gateway.help_format import HelpFormatter
 from gateway.state.backend import StateBackend
 from gateway.state.errors import StateUnavailable
 from gateway.state.local import LocalStateBackend
@@ -98,9 +99,13 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="higgs-gateway state", description="Manage the gateway's shared state.")
+    parser = argparse.ArgumentParser(
+        prog="higgs-gateway state", description="Manage the gateway's shared state.", formatter_class=HelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    migrate = sub.add_parser("migrate", help="copy routing overrides, drains and voices between backends")
+    migrate = sub.add_parser(
+        "migrate", help="copy routing overrides, drains and voices between backends", formatter_class=HelpFormatter
+    )
     source = migrate.add_mutually_exclusive_group(required=True)
     source.add_argument("--from-dir", help="a gateway data directory to read")
     source.add_argument("--from", dest="from_url", help="a Redis URL to read (redis:// or rediss://)")

@@ -2,7 +2,8 @@
 
 Keys (all under ``state.key_prefix``): ``routing`` (the overrides, JSON), ``drained`` (a
 set of worker ids), ``voices`` (a hash: voice key -> metadata JSON) with ``voice:<key>``
-(the audio), ``ratelimit:<key digest>`` (one token bucket per API key), and the pub/sub
+(the audio), ``ratelimit:<key digest>`` (one token bucket per API key),
+``streams:<key digest>`` (a sorted set of the key's stream leases), and the pub/sub
 channel ``changes``. Every multi-key write is one Lua script or transaction, so a reader
 never sees a voice's metadata without its audio, and every write publishes what changed.
 
@@ -20,16 +21,16 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError
 from redis.asyncio.retry import Retry
 
-from gateway.config import StateConfig
+from gateway.config import ConfigError, StateConfig
 from gateway.state.backend import ChangeKind, ChangeListener, RoutingUpdate, StoredVoice
 from gateway.state.errors import StateUnavailable
 from gateway.voices.names import name_key
@@ -70,6 +71,11 @@ redis.call('DEL', KEYS[2])
 redis.call('PUBLISH', KEYS[3], 'voices')
 return meta
 """
+# A voice's metadata and audio in one consistent read. A script, not MULTI/EXEC: a Redis at
+# its maxmemory refuses every command queued in a transaction, reads included.
+_READ_VOICE = """
+return {redis.call('HGET', KEYS[1], ARGV[1]), redis.call('GET', KEYS[2])}
+"""
 # One fleet-wide token bucket per key, on the server's clock (replicas' clocks may differ).
 # Returns the seconds until a token is available as a string ("0" = taken): Lua numbers
 # would be truncated to integers on the way back.
@@ -89,6 +95,31 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return tostring(wait)
 """
 
+# A stream slot of one key: drop expired leases, then add ARGV[2] if fewer than ARGV[1] are
+# held. Scores are expiry times in ms on the server's clock. 1 = taken, 0 = all in use.
+_ACQUIRE_STREAM = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+"""
+# Pushes the expiry of leases still held (KEYS[i] holds ARGV[i + 1]); XX: a lease that
+# already expired and was dropped is not brought back over a limit others now fill.
+_RENEW_STREAMS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, 'XX', now + ttl, ARGV[i + 1])
+  redis.call('PEXPIRE', key, ttl)
+end
+return #KEYS
+"""
+
 
 def connect(config: StateConfig, *, timeout_s: float | None) -> Redis:
     """A client for ``state.redis_url``; ``timeout_s=None`` for the pub/sub listener,
@@ -102,11 +133,28 @@ def connect(config: StateConfig, *, timeout_s: float | None) -> Redis:
         "retry": Retry(NoBackoff(), 0),
         "decode_responses": False,
     }
+    password = redis_password(config)
+    if password is not None:
+        options["password"] = password
     if url.lower().startswith("rediss://"):
         options["ssl_cert_reqs"] = "required" if config.tls_verify else "none"
         if config.tls_ca_file is not None:
             options["ssl_ca_certs"] = str(config.tls_ca_file)
     return Redis.from_url(url, **options)
+
+
+def redis_password(config: StateConfig) -> str | None:
+    """The password kept out of the URL, if any. The file is read on every call, so a
+    rotated Secret applies to the next connection."""
+    if config.redis_password is not None:
+        return config.redis_password.get_secret_value()
+    if config.redis_password_file is None:
+        return None
+    try:
+        # Secrets written with `echo` or an editor end with a newline that is no part of it.
+        return config.redis_password_file.read_text().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"state.redis_password_file: cannot read {config.redis_password_file}: {exc}") from exc
 
 
 class RedisStateBackend:
@@ -121,6 +169,7 @@ class RedisStateBackend:
         self._voices_key = f"{prefix}voices"
         self._voice_prefix = f"{prefix}voice:"
         self._rate_prefix = f"{prefix}ratelimit:"
+        self._streams_prefix = f"{prefix}streams:"
         self._initialized_key = f"{prefix}initialized"
         self._seeding_key = f"{prefix}seeding"
         self.channel = f"{prefix}changes"
@@ -129,7 +178,10 @@ class RedisStateBackend:
         self._routing_set = self._client.register_script(_ROUTING_SET)
         self._put_voice = self._client.register_script(_PUT_VOICE)
         self._delete_voice = self._client.register_script(_DELETE_VOICE)
+        self._read_voice = self._client.register_script(_READ_VOICE)
         self._take_token = self._client.register_script(_TAKE_TOKEN)
+        self._acquire_stream = self._client.register_script(_ACQUIRE_STREAM)
+        self._renew_streams = self._client.register_script(_RENEW_STREAMS)
         self._up = False
         self._follower: asyncio.Task[None] | None = None
         self._on_up_change: list[Callable[[bool], None]] = []
@@ -238,13 +290,7 @@ class RedisStateBackend:
     async def read_voice(self, name: str) -> StoredVoice | None:
         key = name_key(name)
 
-        async def read() -> list[Any]:
-            async with self._client.pipeline(transaction=True) as pipe:  # one consistent snapshot
-                pipe.hget(self._voices_key, key)
-                pipe.get(self._voice_prefix + key)
-                return list(await pipe.execute())
-
-        meta, audio = await self._call(read())
+        meta, audio = await self._call(self._read_voice(keys=[self._voices_key, self._voice_prefix + key], args=[key]))
         if meta is None or audio is None:
             return None
         return StoredVoice(json.loads(meta), bytes(audio))
@@ -271,6 +317,27 @@ class RedisStateBackend:
         wait = await self._call(self._take_token(keys=[self._rate_prefix + key], args=[repr(rate), burst]))
         return float(wait)
 
+    # ---- stream limits ---------------------------------------------------------------
+    async def acquire_stream(self, key: str, limit: int, holder: str, ttl_s: float) -> bool:
+        taken = await self._call(
+            self._acquire_stream(keys=[self._streams_prefix + key], args=[limit, holder, _ms(ttl_s)])
+        )
+        return bool(taken == 1)
+
+    async def release_stream(self, key: str, holder: str) -> None:
+        await self._call(self._client.zrem(self._streams_prefix + key, holder))
+
+    async def renew_streams(self, leases: Sequence[tuple[str, str]], ttl_s: float) -> None:
+        keys = [self._streams_prefix + key for key, _ in leases]
+        await self._call(self._renew_streams(keys=keys, args=[_ms(ttl_s), *(holder for _, holder in leases)]))
+
+    async def stream_holders(self, key: str) -> list[str]:
+        """Leases of ``key`` not yet expired (for operators and tests)."""
+        now_s, now_us = await self._call(self._client.time())
+        now_ms = now_s * 1000 + now_us // 1000
+        members = await self._call(self._client.zrangebyscore(self._streams_prefix + key, now_ms + 1, "+inf"))
+        return [m.decode() for m in members]
+
     # ---- internals -------------------------------------------------------------------
     async def _call(self, operation: Awaitable[T]) -> T:
         """One Redis call, bounded by ``state.timeout_s``; any failure is StateUnavailable.
@@ -280,6 +347,13 @@ class RedisStateBackend:
         try:
             async with asyncio.timeout(self._config.timeout_s):
                 return await operation
+        except OutOfMemoryError as exc:
+            # Reachable but full (maxmemory, nothing left it may evict): this write is
+            # refused, reads and deletes still work, so the store is not marked down.
+            raise StateUnavailable(
+                "The shared state store is full (Redis maxmemory); nothing was changed. "
+                "Delete unused voices or give Redis more memory."
+            ) from exc
         except (RedisError, OSError, TimeoutError) as exc:
             self._set_up(False)
             raise StateUnavailable() from exc
@@ -337,6 +411,10 @@ def _routing_document(raw: bytes | None) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise StateUnavailable("The shared routing overrides are not a JSON object; fix or delete the key.")
     return document
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 def _dumps(value: Any) -> str:

@@ -7,8 +7,8 @@ the backend to those stores as their *mirror* (``RoutingControl``, ``DrainStore`
 ``StateUnavailable`` when it cannot be, so no replica pretends the fleet agrees) and then
 to this replica's local copy. This class follows the changes made through other
 replicas (the backend's pub/sub messages and periodic re-read) and applies them to the
-same local stores; it also owns the backend's start and stop, the fleet-wide rate
-limiter, and tells the recorder (``StateObserver``) what its metrics count. Speech only ever reads the local stores, so it keeps
+same local stores; it also owns the backend's start and stop, the fleet-wide rate and
+concurrent-stream limiters, and tells the recorder (``StateObserver``) what its metrics count. Speech only ever reads the local stores, so it keeps
 working with the last known state while Redis is away.
 """
 
@@ -27,6 +27,7 @@ from gateway.routing.thresholds import ThresholdStore
 from gateway.state.backend import ChangeKind, StateBackend, StoredVoice
 from gateway.state.errors import StateUnavailable
 from gateway.state.rate_limit import RateLimiter, SharedRateLimiter
+from gateway.state.stream_limit import SharedStreamLimiter
 from gateway.voices.names import name_key
 from gateway.voices.store import Voice, VoiceStore
 
@@ -103,8 +104,12 @@ class SharedState:
         name = config.backend
         observer.state_backend_up(name, backend is None)  # a shared store counts as down until it answers
         self.rate_limiter: RateLimiter | None = None
+        self.stream_limiter: SharedStreamLimiter | None = None
         if backend is not None:
             self.rate_limiter = SharedRateLimiter(backend, config.rate_limit_failure_mode, observer.state_rate_limit_unavailable)
+            self.stream_limiter = SharedStreamLimiter(
+                backend, config.rate_limit_failure_mode, config.stream_lease_ttl_s, observer.state_rate_limit_unavailable
+            )
             on_up_change = getattr(backend, "on_up_change", None)
             if on_up_change is not None:
                 on_up_change(lambda up: observer.state_backend_up(name, up))
@@ -117,8 +122,12 @@ class SharedState:
             self._voice_mirror.attach(asyncio.get_running_loop())
         await self._backend.start(self.apply)
         self._observer.state_backend_up(self._name, self._backend.up)
+        if self.stream_limiter is not None:
+            self.stream_limiter.start()
 
     async def stop(self) -> None:
+        if self.stream_limiter is not None:
+            await self.stream_limiter.stop()
         if self._backend is not None:
             await self._backend.close()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile
+from gateway.help_format import HelpFormatter
 from gateway.types import PoolName
 
 COMMITTED_PROFILES: tuple[str, ...] = (
@@ -255,13 +256,16 @@ def _connector_extra_path(raw: dict[str, Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="higgs-gateway profiles", description="Deploy-profile tools.")
+    parser = argparse.ArgumentParser(
+        prog="higgs-gateway profiles", description="Deploy-profile tools.", formatter_class=HelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
         "check",
         help="validate deploy profiles (default: the three committed ones)",
         description="Validate vllm-omni deploy profiles for Higgs-Audio. Exit status 1 when any "
         "error is found; warnings alone exit 0.",
+        formatter_class=HelpFormatter,
     )
     check.add_argument("files", nargs="*", metavar="FILE", help="deploy YAML paths or bare names in profiles/")
     check.add_argument(

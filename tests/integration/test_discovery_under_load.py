@@ -4,8 +4,8 @@ while clients stream speech through the gateway, without a single failed request
 Real processes and sockets: three emulated workers (one low-latency, two
 high-throughput), each on its own loopback address and all on one port, like pods behind
 a headless Service. The gateway runs in this process under uvicorn; its discovery is
-fed by a fake DNS resolver (``dns`` mode) or a fake API server serving EndpointSlices
-(``kubernetes`` mode), which the test edits while eight clients (httpx and the official
+fed by a fake DNS resolver (``dns`` mode) or a fake API server serving EndpointSlices over
+HTTP on 127.0.0.1 to the real client (``kubernetes`` mode), which the test edits while eight clients (httpx and the official
 ``openai`` client) stream PCM. One scenario per mode:
 
 1. steady load on ``ll`` and ``ht-a``, with a voice uploaded through the gateway;
@@ -14,7 +14,7 @@ fed by a fake DNS resolver (``dns`` mode) or a fake API server serving EndpointS
    requests completed, graphs captured for batches no client load here could make),
    never holding a lease or serving a request before; then it serves traffic;
 3. discovery fails for several periods (DNS: NXDOMAIN, OSError, empty answer, hang;
-   API server: watch reset, list refused, then 410 Gone): the pools do not change;
+   API server: watch cut, lists answered 503, then 410 Gone): the pools do not change;
 4. ``ht-a`` leaves while requests run on it: they finish with complete audio, and no
    request sent after its removal reaches it.
 
@@ -38,7 +38,7 @@ import subprocess
 import threading
 import time
 import wave
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +49,7 @@ import numpy as np
 import openai
 import pytest
 import uvicorn
+from lightkube import AsyncClient
 
 from gateway.access_log import ACCESS_LOGGER
 from gateway.app import create_app
@@ -67,6 +68,7 @@ from tests.integration.conftest import (
     worker_load,
     worker_pcm,
 )
+from tests.support.kube_api import FakeKubeApi
 from tests.support.procs import Proc, emulator_args, free_port, wait_http
 from tests.support.stack import HT_PROFILE, LL_PROFILE
 
@@ -156,30 +158,30 @@ class DnsName:
 
 
 class EndpointSlices:
-    """The API server's view of one Service: one EndpointSlice, listed and watched.
+    """One Service's EndpointSlice on a fake API server (its own thread, real HTTP on
+    127.0.0.1), which discovery lists and watches through its real client.
 
-    A watch streams MODIFIED events as the slice changes and ends after its timeout, as a
-    real API server does. During an outage a running watch is reset and lists are
-    refused; the first watch after it answers 410 Gone (its version expired meanwhile).
+    The watches end at discovery's deadline and it re-lists, under load too. During an
+    outage lists answer 503 and the open watch is cut mid-stream; the first watch after
+    it answers 410 Gone (its version expired meanwhile), so discovery re-lists again.
     """
 
-    def __init__(self, service: str, namespace: str, port: int) -> None:
+    def __init__(self, server: FakeKubeApi, service: str, port: int) -> None:
+        self.server = server
         self.service = service
-        self.namespace = namespace
+        self.namespace = server.namespace
         self.port = port
         self._lock = threading.Lock()
         self._endpoints: dict[str, str] = {}  # address -> starting | ready | terminating
-        self._version = 100
-        self._down = False
-        self._expire_next_watch = False
-        self.applied = 0  # the last version discovery has consumed
-        self.failed = 0
-        self.lists = 0
+
+    def client(self) -> AsyncClient:
+        return self.server.client()
 
     def _set(self, address: str, phase: str) -> None:
         with self._lock:
             self._endpoints[address] = phase
-            self._version += 1
+            item = self._slice()
+        self.server.call(self.server.put, "endpointslices", item)
 
     def pod_name(self, address: str) -> str:
         return f"{self.service}-{address.replace('.', '-')}"
@@ -194,21 +196,20 @@ class EndpointSlices:
         self._set(address, "terminating")
 
     def outage(self, down: bool) -> None:
-        with self._lock:
-            self._down = down
-            if not down:
-                self._expire_next_watch = True
+        self.server.call(self.server.outage, down)
+        if not down:
+            self.server.call(self.server.expire_next_watch)
 
     def outage_hits(self) -> int:
-        return self.failed
+        return self.server.failures
 
     def good_lookups(self) -> int:
-        return self.lists
+        return self.server.listed
 
     def settle(self) -> None:
-        with self._lock:
-            version = self._version
-        wait_until(lambda: self.applied >= version, 20, f"{self.service} version {version} applied")
+        # Discovery watches from a list's version only after reconciling that list.
+        version = self.server.version
+        wait_until(lambda: self.server.last_watched_version() >= version, 20, f"{self.service} version {version} applied")
 
     def _slice(self) -> dict[str, Any]:
         endpoints = [
@@ -222,51 +223,11 @@ class EndpointSlices:
             for address, phase in sorted(self._endpoints.items())
         ]
         return {
-            "apiVersion": "discovery.k8s.io/v1",
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": f"{self.service}-x7k2p",
-                "namespace": self.namespace,
-                "resourceVersion": str(self._version),
-                "labels": {"kubernetes.io/service-name": self.service},
-            },
+            "metadata": {"name": f"{self.service}-x7k2p", "labels": {"kubernetes.io/service-name": self.service}},
             "addressType": "IPv4",
             "endpoints": endpoints,
             "ports": [{"name": "http", "port": self.port, "protocol": "TCP"}],
-        }
-
-    async def list(self) -> dict[str, Any]:
-        with self._lock:
-            if self._down:
-                self.failed += 1
-                raise ConnectionRefusedError("connect to the API server: connection refused")
-            version, item = self._version, self._slice()
-            self.lists += 1
-        # Set last: discovery reconciles in the same loop step this returns in.
-        self.applied = max(self.applied, version)
-        return {"kind": "EndpointSliceList", "metadata": {"resourceVersion": str(version)}, "items": [item]}
-
-    async def watch(self, resource_version: str, timeout_s: float) -> AsyncIterator[dict[str, Any]]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        seen = int(resource_version)
-        with self._lock:
-            expired, self._expire_next_watch = self._expire_next_watch, False
-        if expired:
-            yield {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": f"too old resource version {seen}"}}
-            return
-        while loop.time() < deadline:
-            with self._lock:
-                down, version = self._down, self._version
-                item = self._slice() if version > seen else None
-            if down:
-                self.failed += 1
-                raise ConnectionResetError("watch: connection reset by peer")
-            if item is not None:
-                seen = version
-                yield {"type": "MODIFIED", "object": item}
-                self.applied = max(self.applied, version)  # resumed: the event was applied
-            await asyncio.sleep(0.02)
+        }  # fmt: skip
 
 
 # ---- processes and the in-process gateway ---------------------------------------------
@@ -619,7 +580,7 @@ class World:
         source = self.sources[pool]
         if isinstance(source, DnsName):
             return create_discovery(pool, config, sink, resolver=source.resolve)
-        return create_discovery(pool, config, sink, kube_api=source)
+        return create_discovery(pool, config, sink, kube_api=source.client())
 
 
 def worker_identity(world: World, pool: PoolName, host: str, port: int) -> str:
@@ -629,7 +590,7 @@ def worker_identity(world: World, pool: PoolName, host: str, port: int) -> str:
     return f"{host}:{port}"
 
 
-def build_world(mode: str, port: int) -> World:
+def build_world(mode: str, port: int, servers: dict[PoolName, FakeKubeApi]) -> World:
     services = {PoolName.LOW_LATENCY: "higgs-worker-low-latency", PoolName.HIGH_THROUGHPUT: "higgs-worker-high-throughput"}
     if mode == "dns":
         names = {pool: f"{service}.higgs.svc" for pool, service in services.items()}
@@ -639,7 +600,7 @@ def build_world(mode: str, port: int) -> World:
             for pool, name in names.items()
         }
         return world
-    world = World({pool: EndpointSlices(service, "higgs", port) for pool, service in services.items()})
+    world = World({pool: EndpointSlices(servers[pool], service, port) for pool, service in services.items()})
     world.discovery = {
         pool.value: {
             "mode": "kubernetes", "service": service, "namespace": "higgs", "port": port,
@@ -650,10 +611,19 @@ def build_world(mode: str, port: int) -> World:
     return world
 
 
+@pytest.fixture
+def kube_servers() -> Iterator[dict[PoolName, FakeKubeApi]]:
+    """A fake API server per pool, each on its own thread: one pool's outage is its own."""
+    with FakeKubeApi("higgs").in_thread() as ll, FakeKubeApi("higgs").in_thread() as ht:
+        yield {PoolName.LOW_LATENCY: ll, PoolName.HIGH_THROUGHPUT: ht}
+
+
 @pytest.mark.parametrize("mode", ["dns", "kubernetes"])
-def test_workers_join_and_leave_under_load_without_a_failed_request(mode: str, tmp_path: Path) -> None:
+def test_workers_join_and_leave_under_load_without_a_failed_request(
+    mode: str, tmp_path: Path, kube_servers: dict[PoolName, FakeKubeApi]
+) -> None:
     (ll_host, a_host, b_host), port = loopback_hosts(3)
-    world = build_world(mode, port)
+    world = build_world(mode, port, kube_servers)
     ll_source, ht_source = world.sources[PoolName.LOW_LATENCY], world.sources[PoolName.HIGH_THROUGHPUT]
     config = GatewayConfig(
         server={"host": "127.0.0.1", "port": free_port()},

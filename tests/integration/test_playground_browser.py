@@ -100,6 +100,9 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
 
     browser.find_element(By.ID, "speak").click()
     (card,) = played_cards(browser, 1)
+    # Streamed pcm is scheduled chunk by chunk; each source leaves the stop list when it ends.
+    WebDriverWait(browser, WAIT_S).until(lambda d: d.execute_script("return playing.size") == 0)
+    assert browser.find_element(By.ID, "readiness").is_displayed() is False  # both pools serve
     assert card["pool"] in ("low_latency", "high_throughput")
     assert float(card["ttfpMs"]) > 0 and float(card["audioSeconds"]) > 1.0
     assert card["state"].startswith("played") and card["pool"] in card["state"]
@@ -142,6 +145,23 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
     assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
     if target := os.environ.get("PLAYGROUND_SCREENSHOT"):  # to refresh the README's picture
         shutil.copy(screenshot, target)
+
+
+def test_a_pool_that_cannot_serve_yet_is_explained_on_the_page(browser: WebDriver, tmp_path: Path) -> None:
+    """As while the demo's high-throughput worker still warms: Compare sends both sides to
+    low-latency, and the page says why instead of leaving it to the route reason."""
+    with running_stack(tmp_path, ll_workers=1, ht_workers=0, extra={"server": {"playground": True}}) as only_ll:
+        open_page(browser, only_ll)
+        notice = WebDriverWait(browser, WAIT_S).until(
+            lambda d: d.find_element(By.ID, "readiness") if d.find_element(By.ID, "readiness").is_displayed() else None
+        )
+        assert "high-throughput pool has no routable worker yet" in notice.text
+        browser.find_element(By.ID, "compare").click()
+        cards = {c["title"]: c for c in played_cards(browser, 2)}
+        assert cards["throughput"]["pool"] == "low_latency" and cards["throughput"]["reason"] == "no_ht_workers"
+        shown = browser.find_element(By.CSS_SELECTOR, '.result[data-reason="no_ht_workers"] [data-field="reason"]').text
+        assert "no high-throughput worker is routable yet" in shown
+        assert console_errors(browser) == []
 
 
 def test_errors_show_the_openai_message(stack: Stack, browser: WebDriver) -> None:

@@ -24,7 +24,7 @@ GATEWAY_SERIES = (
     "higgs_gateway_requests_total",
     "higgs_gateway_request_duration_seconds_bucket",
     "higgs_gateway_ttfp_seconds_bucket",
-    "higgs_gateway_rtf_bucket",
+    "higgs_gateway_rtf_ratio_bucket",
     "higgs_gateway_audio_seconds_total",
     "higgs_gateway_routing_decisions_total",
     "higgs_gateway_pool_inflight",

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from gateway.security.auth import hash_key
-from tests.integration.conftest import ADMIN, SHORT_TEXT, gateway_metric, speech_body, wait_idle
+from tests.integration.conftest import ADMIN, LONG_TEXT, SHORT_TEXT, gateway_metric, speech_body, wait_idle
 from tests.integration.reliability_support import log_records, reference_wav, worker_counters
 from tests.support.procs import free_port
 from tests.support.stack import ADMIN_TOKEN, Stack, gateway_config, running_gateway, running_stack
@@ -104,6 +104,59 @@ def test_the_rate_limit_is_per_key_and_answers_429_with_retry_after(stack: Stack
     assert httpx.get(f"{stack.url}/v1/models", headers=bearer(KEY_B), timeout=10).status_code == 200
     with pytest.raises(openai.RateLimitError):
         openai.OpenAI(base_url=f"{stack.url}/v1", api_key=KEY_LIMITED, max_retries=0).models.list()
+
+
+TENANT_KEY, OTHER_TENANT_KEY = "sk-test-tenant-one-2b7e9c1d", "sk-test-tenant-two-8f0a3e6b"
+TIERED = {
+    "auth": {
+        "tiers": {"one-stream": {"max_concurrent_streams": 1, "max_sessions": 1}},
+        "keys": [
+            {"name": "tenant-one", "sha256": hash_key(TENANT_KEY), "tier": "one-stream"},
+            {"name": "tenant-two", "sha256": hash_key(OTHER_TENANT_KEY), "tier": "one-stream"},
+        ],
+        "per_key_metrics": True,
+    }
+}
+
+
+def test_a_key_over_its_tiers_concurrent_streams_gets_429_and_is_counted_by_name(tmp_path: Path) -> None:
+    # Time scale 0.5: a long text streams for seconds, so the first stream is still running
+    # while the other requests are made (a slower machine only lengthens it).
+    with running_stack(tmp_path, 1, 0, time_scale=0.5, extra=TIERED) as tiered:
+        url, speech = f"{tiered.url}/v1/audio/speech", speech_body(LONG_TEXT, response_format="pcm")
+        with httpx.Client(timeout=60) as client, client.stream("POST", url, json=speech, headers=bearer(TENANT_KEY)) as first:
+            assert first.status_code == 200
+            chunks = first.iter_bytes()
+            received = [next(chunks)]  # audio flows: the key's one stream is in use
+            second = httpx.post(url, json=speech_body(response_format="pcm"), headers=bearer(TENANT_KEY), timeout=30)
+            error = assert_error(second, 429, "concurrent_streams_exceeded")
+            assert error["type"] == "requests" and "one-stream" in str(error["message"])
+            assert second.headers["retry-after"] == "1"
+            with pytest.raises(openai.RateLimitError):
+                openai.OpenAI(base_url=f"{tiered.url}/v1", api_key=TENANT_KEY, max_retries=0).audio.speech.create(
+                    model="tts-1", voice="alloy", input=SHORT_TEXT, response_format="pcm"
+                )
+            # Another key of the same tier has its own slot; listings are not streams.
+            other = httpx.post(url, json=speech_body(response_format="pcm"), headers=bearer(OTHER_TENANT_KEY), timeout=30)
+            assert other.status_code == 200 and other.content
+            assert httpx.get(f"{tiered.url}/v1/models", headers=bearer(TENANT_KEY), timeout=10).status_code == 200
+            assert gateway_metric(tiered.url, "higgs_gateway_key_streams", tier="one-stream", key="tenant-one") == 1
+            received.extend(chunks)
+        assert sum(map(len, received)) > 48_000 * 5  # the first stream went on undisturbed
+        again = httpx.post(url, json=speech_body(response_format="pcm"), headers=bearer(TENANT_KEY), timeout=30)
+        assert again.status_code == 200, again.text  # its slot came back when it ended
+
+        def count(key: str, result: str) -> float:
+            return gateway_metric(tiered.url, "higgs_gateway_key_requests_total", tier="one-stream", key=key, result=result)
+
+        assert count("tenant-one", "stream_limited") == 2
+        assert count("tenant-one", "admitted") == 3  # two streams and a listing
+        assert count("tenant-two", "admitted") == 1
+        assert gateway_metric(tiered.url, "higgs_gateway_key_streams", tier="one-stream", key="tenant-one") == 0
+        assert gateway_metric(tiered.url, "higgs_gateway_key_audio_seconds_total", tier="one-stream", key="tenant-one") > 1
+        assert gateway_metric(tiered.url, "higgs_gateway_rejections_total", sla_class="balanced", reason="stream_limited") == 2
+        metrics_text = httpx.get(f"{tiered.url}/metrics", timeout=10).text
+        assert TENANT_KEY not in metrics_text and hash_key(TENANT_KEY) not in metrics_text
 
 
 def test_the_admin_token_and_api_keys_are_not_interchangeable(stack: Stack) -> None:

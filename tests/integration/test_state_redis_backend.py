@@ -66,6 +66,32 @@ async def test_voices_are_written_whole_once_and_deleted_by_any_replica(redis_se
         await second.close()
 
 
+async def test_stream_leases_are_one_limit_across_clients_and_expire_unless_renewed(redis_server: RedisServer) -> None:
+    first, second = backend(redis_server), backend(redis_server)
+    try:
+        assert await first.acquire_stream("key", 2, "replica-a:0", 30.0)
+        assert await second.acquire_stream("key", 2, "replica-b:0", 30.0)
+        assert not await first.acquire_stream("key", 2, "replica-a:1", 30.0)  # the key's 2 are held fleet-wide
+        assert await first.acquire_stream("other-key", 2, "replica-a:2", 30.0)
+        await second.release_stream("key", "replica-b:0")
+        assert sorted(await first.stream_holders("key")) == ["replica-a:0"]
+        # A replica that dies holds its lease only until the lease's time is up; one that
+        # lives renews it. (Short leases; the wait is past the expiry, not a race.)
+        assert await first.acquire_stream("short", 2, "dead:0", 1.0)
+        assert await first.acquire_stream("short", 2, "alive:0", 1.0)
+        for _ in range(3):
+            await asyncio.sleep(0.5)
+            await second.renew_streams([("short", "alive:0")], 1.0)
+        assert await first.stream_holders("short") == ["alive:0"]
+        assert await second.acquire_stream("short", 2, "new:0", 1.0)
+        assert not await second.acquire_stream("short", 2, "new:1", 1.0)
+        # Renewing a lease that already expired does not bring it back over the limit.
+        await first.renew_streams([("short", "dead:0")], 1.0)
+        assert sorted(await first.stream_holders("short")) == ["alive:0", "new:0"]
+    finally:
+        await first.close()
+        await second.close()
+
 async def test_one_token_bucket_per_key_across_clients(redis_server: RedisServer) -> None:
     clients = [backend(redis_server) for _ in range(3)]
     try:

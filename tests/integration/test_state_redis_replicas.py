@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from gateway.security.auth import hash_key
-from tests.integration.conftest import ADMIN, SHORT_TEXT, gateway_metric, speech_body, wait_until, worker_id
+from tests.integration.conftest import ADMIN, LONG_TEXT, SHORT_TEXT, gateway_metric, speech_body, wait_until, worker_id
 from tests.support.audio import reference_wav
 from tests.support.procs import Proc, free_port, running_emulator
 from tests.support.redis_server import RedisServer, running_redis
@@ -27,6 +27,7 @@ TIME_SCALE = 0.1
 KEY = "hgw-state-test-key"
 RATE_KEY = "hgw-state-rate-key"
 RATE_RPS, RATE_BURST = 10.0, 30
+STREAM_KEY = "hgw-state-one-stream-key"  # a tier with one concurrent stream, fleet-wide
 AUTH = {"Authorization": f"Bearer {KEY}"}
 LL_DEFAULT_SLOTS = 4  # pools.low_latency.slots_per_worker left at its default
 
@@ -63,6 +64,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 "rate_limit_rps": RATE_RPS,
                 "rate_limit_burst": RATE_BURST,
                 "open_listings": True,  # the tests poll listings; only /v1 calls with a body spend tokens
+                "tiers": {"one-stream": {"max_concurrent_streams": 1}},
+                "keys": [{"name": "one-stream-tenant", "sha256": hash_key(STREAM_KEY), "tier": "one-stream"}],
             },
         }
         dirs = [tmp / "first", tmp / "second"]
@@ -213,6 +216,33 @@ async def test_one_key_through_both_replicas_is_held_to_its_single_limit(fleet: 
     # the refill between the last two reads of the clock), whichever replica asked.
     assert allowed <= RATE_BURST + RATE_RPS * elapsed + 1, (allowed, elapsed)
     assert statuses[(0, 404)] > 0 and statuses[(1, 404)] > 0, statuses
+
+
+def test_a_keys_concurrent_streams_are_one_limit_across_replicas(fleet: Fleet) -> None:
+    headers = {"Authorization": f"Bearer {STREAM_KEY}"}
+    # ~60 s of audio: at time scale 0.1 it streams for a wall second or two.
+    long_speech = speech_body(" ".join([LONG_TEXT] * 2), response_format="pcm")
+    with httpx.Client(timeout=60) as client:
+        with client.stream("POST", f"{fleet.first.url}/v1/audio/speech", json=long_speech, headers=headers) as first:
+            assert first.status_code == 200
+            chunks = first.iter_bytes()
+            received = [next(chunks)]  # the key's one stream runs through the first replica
+            refused = client.post(f"{fleet.second.url}/v1/audio/speech", json=speech_body(), headers=headers)
+            assert refused.status_code == 429, refused.text
+            assert refused.headers["retry-after"] == "1"
+            assert refused.json()["error"]["code"] == "concurrent_streams_exceeded"
+            received.extend(chunks)
+        assert sum(map(len, received)) > 48_000 * 10
+        # The stream ended on the first replica: once it lets go (its key gauge drops after the
+        # lease is released in Redis; the client may see the last byte a moment earlier), the other admits.
+        wait_until(lambda: gateway_metric(fleet.first.url, "higgs_gateway_key_streams", tier="one-stream") == 0,
+                   10, "the first replica released the key's stream")  # fmt: skip
+        again = client.post(f"{fleet.second.url}/v1/audio/speech", json=speech_body(response_format="pcm"), headers=headers)
+        assert again.status_code == 200, again.text
+    limited = gateway_metric(
+        fleet.second.url, "higgs_gateway_key_requests_total", tier="one-stream", result="stream_limited"
+    )
+    assert limited == 1
 
 
 def test_redis_down_stops_no_speech_refuses_admin_writes_and_recovers(fleet: Fleet) -> None:

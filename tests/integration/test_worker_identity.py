@@ -6,13 +6,12 @@ process as new (not routable until the voices are replayed to it, counted as a r
 but under the same worker id, so ``higgs_gateway_worker_*{worker=...}`` stays one series.
 
 Two real emulated workers (processes on 127.0.0.1); the gateway runs in this process, its
-discovery fed by a scripted API server (the ``ResourceApi`` seam).
+discovery reads a fake API server over HTTP on 127.0.0.1 through its real client.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,39 +24,23 @@ from gateway.pools.fleet import Fleet
 from gateway.types import PoolName
 from tests.integration.conftest import metric
 from tests.support.audio import reference_wav
+from tests.support.kube_api import FakeKubeApi
 from tests.support.procs import running_emulator
 from tests.support.stack import LL_PROFILE
 
+SERVICE = "higgs-worker-low-latency"
 POD = "higgs-worker-low-latency-7d9f-x2k4q"
 WORKER_ID = f"low_latency@{POD}"
 
 
-class ScriptedSlices:
-    """One EndpointSlice whose single endpoint (the pod) the test moves."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.version = 1
-        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-
-    def slice(self) -> dict[str, Any]:
-        return {
-            "metadata": {"name": "higgs-worker-low-latency-abcde", "namespace": "higgs", "resourceVersion": str(self.version)},
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}, "targetRef": {"kind": "Pod", "name": POD}}],
-            "ports": [{"name": "http", "port": self.port, "protocol": "TCP"}],
-        }
-
-    def move_to(self, port: int) -> None:
-        self.port, self.version = port, self.version + 1
-        self.events.put_nowait({"type": "MODIFIED", "object": self.slice()})
-
-    async def list(self) -> dict[str, Any]:
-        return {"metadata": {"resourceVersion": str(self.version)}, "items": [self.slice()]}
-
-    async def watch(self, resource_version: str, timeout_s: float) -> AsyncIterator[dict[str, Any]]:
-        while True:
-            yield await self.events.get()
+def endpoint_slice(port: int) -> dict[str, Any]:
+    """The Service's one EndpointSlice, its single endpoint the pod, serving on ``port``."""
+    return {
+        "metadata": {"name": "higgs-worker-low-latency-abcde", "labels": {"kubernetes.io/service-name": SERVICE}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}, "targetRef": {"kind": "Pod", "name": POD}}],
+        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+    }
 
 
 async def eventually(predicate: Any, timeout: float = 30.0, what: str = "") -> None:
@@ -73,17 +56,22 @@ def voices_on(url: str) -> set[str]:
 
 
 async def test_a_pod_back_at_another_address_keeps_its_series_and_gets_its_voices(tmp_path: Path) -> None:
+    async with FakeKubeApi("higgs") as api:
+        await pod_moves(api, tmp_path)
+
+
+async def pod_moves(api: FakeKubeApi, tmp_path: Path) -> None:
     with running_emulator(tmp_path, LL_PROFILE, 0.05, name="before") as before, running_emulator(
         tmp_path, LL_PROFILE, 0.05, name="after"
     ) as after:
         port_before, port_after = (int(p.url.rsplit(":", 1)[1]) for p in (before, after))
-        api = ScriptedSlices(port_before)
+        api.put("endpointslices", endpoint_slice(port_before))
 
         def factory(pool: PoolName, config: PoolConfig, sink: Fleet) -> Discovery:
-            return create_discovery(pool, config, sink, kube_api=api if pool is PoolName.LOW_LATENCY else None)
+            return create_discovery(pool, config, sink, kube_api=api.client() if pool is PoolName.LOW_LATENCY else None)
 
         # The slice's own port is used: the configured one (8091) is wrong on purpose.
-        discovery = {"mode": "kubernetes", "service": "higgs-worker-low-latency", "namespace": "higgs", "port": 8091}
+        discovery = {"mode": "kubernetes", "service": SERVICE, "namespace": "higgs", "port": 8091}
         config = GatewayConfig(
             data_dir=tmp_path / "gateway-data",
             pools={"low_latency": {"profile": LL_PROFILE, "discovery": discovery, "warmup": {"enabled": False}}},
@@ -101,7 +89,7 @@ async def test_a_pod_back_at_another_address_keeps_its_series_and_gets_its_voice
             assert series == 1
 
             before.stop()  # the pod is rescheduled: gone here, back there
-            api.move_to(port_after)
+            api.put("endpointslices", endpoint_slice(port_after))
             await eventually(lambda: worker().url == after.url, what="the same worker id at its new address")
             await eventually(lambda: worker().routable, what="routable again at the new address")
             assert "pod-voice" in voices_on(after.url), "replayed before it became routable"

@@ -1,6 +1,7 @@
 """A real ``redis-server`` for tests: Debian's package (installed when missing), one
 process per fixture on a free 127.0.0.1 port with its own directory, no persistence.
-``kill()`` and ``start()`` again (same port, data lost) stand in for a Redis outage."""
+``kill()`` and ``start()`` again (same port, data lost) stand in for a Redis outage.
+``password`` and ``args`` run it as the manifests do (``--requirepass``, ``--maxmemory``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,8 +22,10 @@ def redis_server_bin() -> str:
 
 
 class RedisServer:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, password: str | None = None, args: Sequence[str] = ()) -> None:
         self.directory = directory
+        self.password = password
+        self._args = [*args, *(["--requirepass", password] if password else [])]
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self._binary = redis_server_bin()
@@ -39,6 +42,7 @@ class RedisServer:
             [
                 self._binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.directory),
                 "--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+                *self._args,
             ],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -55,6 +59,10 @@ class RedisServer:
     def ping(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                if self.password:
+                    sock.sendall(f"AUTH {self.password}\r\n".encode())
+                    if not sock.recv(16).startswith(b"+OK"):
+                        return False
                 sock.sendall(b"PING\r\n")
                 return sock.recv(16).startswith(b"+PONG")
         except OSError:
@@ -69,8 +77,8 @@ class RedisServer:
 
 
 @contextmanager
-def running_redis(directory: Path) -> Iterator[RedisServer]:
-    server = RedisServer(directory)
+def running_redis(directory: Path, *, password: str | None = None, args: Sequence[str] = ()) -> Iterator[RedisServer]:
+    server = RedisServer(directory, password=password, args=args)
     server.start()
     try:
         yield server

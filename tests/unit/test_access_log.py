@@ -96,3 +96,12 @@ def test_configure_logging_is_idempotent_and_sets_the_level(captured: io.StringI
     logging.getLogger("x").info("hidden")
     logging.getLogger("x").warning("shown")
     assert [line["msg"] for line in lines(captured)] == ["shown"]
+
+
+@pytest.mark.parametrize("client_logger", ["httpx", "httpcore", "httpx2", "httpcore2"])
+def test_http_clients_request_lines_are_quiet_at_info(captured: io.StringIO, client_logger: str) -> None:
+    # httpx2 is the Kubernetes discovery client's: one INFO line per retry would undo
+    # logging an API-server outage once.
+    logging.getLogger(client_logger).info('HTTP Request: GET http://api/ "HTTP/1.1 503 Service Unavailable"')
+    logging.getLogger(client_logger).warning("kept")
+    assert [line["msg"] for line in lines(captured)] == ["kept"]

@@ -85,3 +85,47 @@ async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: P
         app.fleet.get(seen.worker_id).worker_id, PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
     )
     assert all(w.inflight == 0 for w in app.fleet.workers)
+
+
+async def test_admin_fleet_is_the_playground_panel_as_json(tmp_path: Path) -> None:
+    """Workers, queues, which pools can serve and the routing decisions so far, behind the admin token."""
+    config = load_config(
+        overrides={
+            "data_dir": str(tmp_path),
+            "auth": {"admin_token": "fleet-admin"},
+            "logging": {"access_log": False},
+            "health": {"interval_s": 0.05},
+            "pools": {"low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]}},
+        }
+    )
+    transport = FakeTransport({LL_URL: [FakeResponse(200, [PCM])]})
+    app = create_app(
+        config, transport=transport, control_client=httpx.AsyncClient(transport=httpx.MockTransport(worker_control))
+    )
+    await app.start()
+    try:
+        for _ in range(200):
+            if app.fleet.routable_count(PoolName.LOW_LATENCY):
+                break
+            await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
+            anonymous = await client.get("/admin/fleet")
+            body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}
+            spoken = await client.post("/v1/audio/speech", json=body, headers={"x-sla-class": "throughput"})
+            fleet = await client.get("/admin/fleet", headers={"Authorization": "Bearer fleet-admin"})
+    finally:
+        await app.stop()
+    assert anonymous.status_code == 401 and anonymous.json()["error"]["message"]
+    assert spoken.status_code == 200 and spoken.headers["x-gateway-route-reason"] == "no_ht_workers"
+    assert fleet.status_code == 200 and fleet.headers["content-type"] == "application/json"
+    document = fleet.json()
+    assert document["decisions"] == [{"pool": "low_latency", "reason": "no_ht_workers", "count": 1.0}]
+    assert document["availability"] == {
+        "status": "degraded",
+        "routable_workers": {"low_latency": 1, "high_throughput": 0},
+        "empty_pools": ["high_throughput"],
+    }
+    [worker] = document["pools"]["low_latency"]["workers"]
+    assert worker["state"] == "ready" and worker["url"] == LL_URL
+    assert document["pools"]["high_throughput"]["workers"] == []
+    assert set(document["queue_depths"]) == {"latency", "balanced", "throughput"}

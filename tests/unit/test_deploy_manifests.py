@@ -8,12 +8,15 @@ validators run too; otherwise those parts skip with the reason.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
+import threading
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -21,6 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from gateway.config import DEFAULT_MODEL, VLLM_OMNI_COMMAND, ServerConfig, load_config
 from gateway.deploy_profile import load_deploy_profile
@@ -128,19 +133,146 @@ def pyproject() -> dict[str, Any]:
     return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
+PINNED_BASE = r"(?P<tag>[\w./-]+:[\w.-]+)@sha256:[0-9a-f]{64}"  # an exact tag and its digest
+
+
+def stages(instructions: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The instructions of each build stage (FROM to the next FROM)."""
+    found: list[list[tuple[str, str]]] = []
+    for keyword, rest in instructions:
+        if keyword == "FROM":
+            found.append([])
+        if found:
+            found[-1].append((keyword, rest))
+    return found
+
+
 def test_gateway_image() -> None:
     ins = dockerfile("gateway.Dockerfile")
-    assert re.fullmatch(r"python:3\.11-slim(-\w+)?", final_base(ins))
+    pinned = re.fullmatch(PINNED_BASE, final_base(ins))
+    assert pinned and re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", pinned["tag"])
     assert json_form(args_of(ins, "CMD")[-1]) == ["higgs-gateway", "serve", "--config", CONFIG_PATH]
     user = args_of(ins, "USER")[-1].split(":")[0]
     assert user not in ("root", "0")
     assert DATA_DIR in json_form(args_of(ins, "VOLUME")[-1])
     assert str(GATEWAY_PORT) in args_of(ins, "EXPOSE")
-    health = json_form(args_of(ins, "HEALTHCHECK")[-1])
-    assert health[:2] == ["python", "-c"] and f"http://127.0.0.1:{GATEWAY_PORT}/health" in health[2]
     # The in-cluster discovery client comes with the image.
     assert "kubernetes" in pyproject()["project"]["optional-dependencies"]
     assert any("[kubernetes]" in run for run in args_of(ins, "RUN"))
+
+
+def test_gateway_image_runs_under_an_init_process() -> None:
+    # Kubernetes has no `docker run --init`: tini from Debian is PID 1 in every runtime,
+    # so compose no longer adds its own init (which would put tini under another init).
+    ins = dockerfile("gateway.Dockerfile")
+    runtime = stages(ins)[-1]
+    assert any(re.search(r"apt-get install .*\btini\b", rest) for kw, rest in runtime if kw == "RUN")
+    assert json_form(args_of(ins, "ENTRYPOINT")[-1]) == ["tini", "--"]
+    for name in COMPOSE_FILES:
+        assert "init" not in compose(name)["services"]["gateway"], name
+
+
+def test_gateway_image_installs_under_its_constraints() -> None:
+    ins = dockerfile("gateway.Dockerfile")
+    ignore = DOCKER / "gateway.Dockerfile.dockerignore"
+    # Every stage that runs pip has PIP_CONSTRAINT (pip's -c) naming the copied lock file.
+    for stage in stages(ins):
+        if not any("pip " in rest for kw, rest in stage if kw == "RUN"):
+            continue
+        copies = {rest.split()[-1]: rest.split()[0] for kw, rest in stage if kw == "COPY" and not rest.startswith("--")}
+        constraint = arg_defaults(stage)["PIP_CONSTRAINT"]
+        assert copies[constraint] == "docker/constraints.txt"
+        assert not ignored(ignore, "docker/constraints.txt")
+        # Declared before the first pip command of the stage.
+        first_pip = next(i for i, (kw, rest) in enumerate(stage) if kw == "RUN" and "pip " in rest)
+        assert any(kw == "ARG" and rest.startswith("PIP_CONSTRAINT=") for kw, rest in stage[:first_pip])
+
+
+def run_healthcheck(command: list[str], port: int | None) -> int:
+    env = {"PATH": os.environ["PATH"]} | ({"HIGGS_GATEWAY_SERVER__PORT": str(port)} if port else {})
+    return subprocess.run([sys.executable, *command[1:]], env=env, capture_output=True, timeout=20, check=False).returncode
+
+
+def test_gateway_healthcheck_follows_the_configured_port() -> None:
+    health = json_form(args_of(dockerfile("gateway.Dockerfile"), "HEALTHCHECK")[-1])
+    assert health[:2] == ["python", "-c"]
+    # The variable it reads is the one the gateway takes its port from.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HIGGS_GATEWAY_SERVER__PORT", "9137")
+        assert load_config(DOCKER / "config" / "gateway.image.yaml").server.port == 9137
+    assert "HIGGS_GATEWAY_SERVER__PORT" in health[2] and f"'{GATEWAY_PORT}'" in health[2]  # the image's default
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        assert run_healthcheck(health, port) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert run_healthcheck(health, port) != 0  # nothing answers there any more
+
+
+def pins(path: Path) -> dict[str, Requirement]:
+    """name -> exact pin of a compiled constraints file (markers kept)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            requirement = Requirement(line)
+            (spec,) = requirement.specifier  # one exact version each
+            assert spec.operator == "==", line
+            found[canonicalize_name(requirement.name)] = requirement
+    return found
+
+
+def assert_locked(requirements: list[str], locked: dict[str, Requirement], python: str) -> None:
+    for text in requirements:
+        wanted = Requirement(text)
+        if wanted.marker is not None and not wanted.marker.evaluate({"python_version": python, "extra": ""}):
+            continue
+        pin = locked.get(canonicalize_name(wanted.name))
+        assert pin is not None, f"{wanted.name} is not locked: run scripts/lock-images.sh"
+        version = next(iter(pin.specifier)).version
+        assert wanted.specifier.contains(version, prereleases=True), (
+            f"{wanted.name}=={version} does not satisfy {wanted.specifier}: run scripts/lock-images.sh"
+        )
+
+
+def test_gateway_constraints_lock_what_the_image_installs() -> None:
+    project = pyproject()
+    install = next(rest for rest in args_of(dockerfile("gateway.Dockerfile"), "RUN") if "higgs_gateway-" in rest)
+    extras = re.search(r"\.whl\)?\[([\w,-]+)\]", install)
+    assert extras
+    wanted = list(project["project"]["dependencies"]) + list(project["build-system"]["requires"])
+    for extra in extras[1].split(","):
+        wanted += project["project"]["optional-dependencies"][extra]
+    constraints = DOCKER / "constraints.txt"
+    assert "scripts/lock-images.sh" in constraints.read_text().splitlines()[1]  # how to regenerate it
+    assert_locked(wanted, pins(constraints), "3.11")
+
+
+def test_worker_constraints_lock_the_worker_extra() -> None:
+    ins = dockerfile("worker.Dockerfile")
+    install = next(rest for rest in args_of(ins, "RUN") if "vllm-omni" in rest)
+    constraint = re.search(r"(?:-c|--constraint)[ =](\S+)", install)
+    assert constraint
+    copies = {rest.split()[-1]: rest.split()[0] for kw, rest in ins if kw == "COPY" and not rest.startswith("--")}
+    assert copies[constraint[1]] == "docker/worker-constraints.txt"
+    assert not ignored(DOCKER / "worker.Dockerfile.dockerignore", "docker/worker-constraints.txt")
+    locked = pins(DOCKER / "worker-constraints.txt")
+    assert_locked(pyproject()["project"]["optional-dependencies"]["worker"], locked, "3.12")
+    # The whole tree, not only the two names: torch and the CUDA libraries are locked too.
+    assert {"torch", "transformers", "flashinfer-python"} <= locked.keys()
 
 
 def test_gateway_image_build_context() -> None:
@@ -163,7 +295,8 @@ def test_gateway_image_default_config() -> None:
 
 def test_worker_image() -> None:
     ins = dockerfile("worker.Dockerfile")
-    assert final_base(ins).startswith("nvidia/cuda:")
+    pinned = re.fullmatch(PINNED_BASE, final_base(ins))
+    assert pinned and re.fullmatch(r"nvidia/cuda:\d+\.\d+\.\d+-devel-ubuntu\d+\.\d+", pinned["tag"])
     env = env_of(ins)
     assert {k: env.get(k) for k in DEEP_GEMM} == DEEP_GEMM
     # The same pins as the package's `worker` extra.
@@ -214,9 +347,14 @@ def test_worker_entrypoint_needs_a_profile() -> None:
 
 
 def with_defaults(value: Any) -> Any:
-    """Compose's ${VAR:-default} interpolation with nothing set in the environment."""
+    """Compose's ${VAR:-default} interpolation with nothing set in the environment; a
+    required ${VAR:?message} becomes "${VAR}", so tests can see where a value comes from."""
     if isinstance(value, str):
-        return re.sub(r"\$\{\w+(?::?-([^}]*))?\}", lambda m: m.group(1) or "", value)
+        return re.sub(
+            r"\$\{(\w+)(?::?([-?])([^}]*))?\}",
+            lambda m: f"${{{m[1]}}}" if m[2] == "?" else (m[3] or ""),
+            value,
+        )
     if isinstance(value, list):
         return [with_defaults(v) for v in value]
     if isinstance(value, dict):
@@ -400,10 +538,22 @@ def test_compose_replicas_share_state_through_redis() -> None:
     assert config.state.redis_url is not None and "//redis:6379" in config.state.redis_url.get_secret_value()
     # Each replica its own data directory (a per-container volume), never one shared folder.
     assert DATA_DIR in gateway["volumes"]
+    # One required password: Redis runs with it, its health check and the gateways use it.
+    command = redis["command"]
+    assert command[command.index("--requirepass") + 1] == "${HIGGS_REDIS_PASSWORD}"
+    assert redis["environment"]["REDISCLI_AUTH"] == env["HIGGS_GATEWAY_STATE__REDIS_PASSWORD"] == "${HIGGS_REDIS_PASSWORD}"
+    # The same memory ceiling and policy as the Kubernetes manifest, under the container's limit.
+    k8s_redis = container(one(tuple(yaml.safe_load_all((K8S / "base" / "redis.yaml").read_text())), "Deployment", "higgs-redis"))
+    for option in ("--maxmemory", "--maxmemory-policy"):
+        assert command[command.index(option) + 1] == k8s_redis["args"][k8s_redis["args"].index(option) + 1]
+    assert redis_bytes(command[command.index("--maxmemory") + 1]) < quantity_bytes(redis["mem_limit"])
     cli = compose_cli()
     if cli is None:
         pytest.skip("neither `docker compose` nor `docker-compose` is installed")
-    env_vars = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "GATEWAY_PORTS": "8000-8002"}
+    env_vars = {
+        "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "GATEWAY_PORTS": "8000-8002",
+        "HIGGS_REDIS_PASSWORD": "not-a-real-password",
+    }  # fmt: skip
     done = subprocess.run(
         [*cli, "-f", str(DOCKER / "compose.yaml"), "-f", str(DOCKER / "compose.replicas.yaml"), "config", "-q"],
         capture_output=True, text=True, env=env_vars, timeout=60, check=False,
@@ -713,3 +863,203 @@ def test_k8s_prometheus_operator_component(tmp_path: Path) -> None:
         assert services and all(
             s["spec"]["ports"][0]["name"] == monitor["spec"]["endpoints"][0]["port"] for s in services
         )
+
+
+# ---- Policy: what every rendered object must satisfy ----------------------------------
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
+
+
+def workloads(docs: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] in WORKLOAD_KINDS]
+
+
+def pod_labels(workload: dict[str, Any]) -> dict[str, str]:
+    return dict(workload["spec"]["template"]["metadata"]["labels"])
+
+
+def effective(pod: dict[str, Any], c: dict[str, Any], key: str) -> Any:
+    """A securityContext field as it applies: the container's, else the pod's."""
+    return c.get("securityContext", {}).get(key, pod.get("securityContext", {}).get(key))
+
+
+def image_is_versioned(image: str) -> bool:
+    """An explicit tag other than `latest`, or a digest (a registry's :port is no tag)."""
+    if "@sha256:" in image:
+        return True
+    last = image.rsplit("/", 1)[-1]
+    return ":" in last and last.split(":", 1)[1] not in ("", "latest")
+
+
+def option(args: list[str], name: str) -> str:
+    return str(args[args.index(name) + 1])
+
+
+def redis_bytes(value: str) -> int:
+    """Redis's memory units: k/m/g are powers of 1000, kb/mb/gb powers of 1024."""
+    number, unit = re.fullmatch(r"(\d+)([a-z]*)", value.lower()).groups()  # type: ignore[union-attr]
+    return int(number) * {"": 1, "b": 1, "k": 10**3, "kb": 2**10, "m": 10**6, "mb": 2**20, "g": 10**9, "gb": 2**30}[unit]
+
+
+def quantity_bytes(value: str | int) -> int:
+    """A Kubernetes quantity (Mi, Gi; M, G) or a compose size (m, g: powers of 1024)."""
+    number, unit = re.fullmatch(r"(\d+)([A-Za-z]*)", str(value)).groups()  # type: ignore[union-attr]
+    units = {"": 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "k": 10**3, "M": 10**6, "G": 10**9, "m": 2**20, "g": 2**30}
+    return int(number) * units[unit]
+
+
+@pytest.mark.parametrize("target", OVERLAYS)
+def test_k8s_every_container_is_hardened(target: str) -> None:
+    docs = kustomize(str(K8S / target))
+    assert len(workloads(docs)) >= 3
+    worker_home = env_of(dockerfile("worker.Dockerfile"))["HOME"]
+    for workload in workloads(docs):
+        pod = workload["spec"]["template"]["spec"]
+        assert not any(pod.get(key) for key in ("hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace"))
+        for c in pod["containers"] + pod.get("initContainers", []):
+            where = f"{target}: {workload['metadata']['name']}/{c['name']}"
+            context = c.get("securityContext", {})
+            assert effective(pod, c, "runAsNonRoot") is True, where
+            assert effective(pod, c, "runAsUser") not in (None, 0), where  # numeric: verifiable
+            assert effective(pod, c, "seccompProfile") == {"type": "RuntimeDefault"}, where
+            assert context.get("allowPrivilegeEscalation") is False, where
+            assert context.get("privileged", False) is False, where
+            assert context.get("readOnlyRootFilesystem") is True, where
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], where
+            assert not context.get("capabilities", {}).get("add"), where
+            resources = c.get("resources", {})
+            assert {"cpu", "memory"} <= resources.get("requests", {}).keys(), where
+            assert "memory" in resources.get("limits", {}), where
+            assert "readinessProbe" in c and "livenessProbe" in c, where
+            assert image_is_versioned(c["image"]), f"{where}: {c['image']}"
+        # A read-only root: what the real worker writes at run time is on volumes.
+        if pod_labels(workload).get("app.kubernetes.io/component") == "worker" and target != "overlays/demo":
+            mounts = {m["mountPath"] for m in container(workload)["volumeMounts"]}
+            assert {worker_home, "/tmp", "/dev/shm", "/models/huggingface"} <= mounts
+        # Only the gateways talk to the Kubernetes API (discovery).
+        if pod_labels(workload)["app.kubernetes.io/name"] != "higgs-gateway":
+            assert pod.get("automountServiceAccountToken") is False, workload["metadata"]["name"]
+
+
+@pytest.mark.parametrize("target", OVERLAYS)
+def test_k8s_disruption_budgets(target: str) -> None:
+    docs = kustomize(str(K8S / target))
+    budgets = find(docs, "PodDisruptionBudget")
+    deployments = find(docs, "Deployment")
+    for deployment in deployments:
+        replicas = deployment["spec"].get("replicas", 1)
+        covering = [b for b in budgets if selects(b["spec"]["selector"]["matchLabels"], pod_labels(deployment))]
+        is_worker = pod_labels(deployment).get("app.kubernetes.io/component") == "worker"
+        if replicas > 1 or is_worker:
+            assert len(covering) == 1, deployment["metadata"]["name"]
+        for budget in covering:
+            # Never one that blocks node drains for good.
+            if "maxUnavailable" in budget["spec"]:
+                assert budget["spec"]["maxUnavailable"] >= 1
+            else:
+                assert budget["spec"]["minAvailable"] < replicas
+    for budget in budgets:  # each one covers the pods of exactly one Deployment
+        covered = [d for d in deployments if selects(budget["spec"]["selector"]["matchLabels"], pod_labels(d))]
+        assert len(covered) == 1, budget["metadata"]["name"]
+
+
+@pytest.mark.parametrize("target", OVERLAYS)
+def test_k8s_images_are_versioned(target: str) -> None:
+    docs = kustomize(str(K8S / target))
+    images = {c["image"] for w in workloads(docs) for c in w["spec"]["template"]["spec"]["containers"]}
+    assert images and all(image_is_versioned(image) for image in images), images
+    gateway_image = container(one(docs, "Deployment", "higgs-gateway"))["image"]
+    assert gateway_image.endswith(":" + pyproject()["project"]["version"])
+
+
+def test_base_kustomization_tags_the_package_version() -> None:
+    kustomization = yaml.safe_load((K8S / "base" / "kustomization.yaml").read_text())
+    tags = {image["name"]: image.get("newTag") for image in kustomization["images"]}
+    assert tags["higgs-gateway"] == pyproject()["project"]["version"]
+    assert tags["higgs-worker"] == re.search(r"vllm-omni==([\w.]+)", " ".join(pyproject()["project"]["optional-dependencies"]["worker"]))[1]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("name", [*COMPOSE_FILES, "compose.replicas.yaml"])
+def test_compose_images_are_versioned(name: str) -> None:
+    services = compose(name)["services"]
+    images = {s["image"] for s in services.values() if "image" in s}
+    assert all(image_is_versioned(image) for image in images), images
+    if "gateway" in services and "image" in services["gateway"]:
+        assert services["gateway"]["image"] == f"higgs-gateway:{pyproject()['project']['version']}"
+
+
+@pytest.mark.parametrize("target", ["base", "overlays/gpu"])
+def test_k8s_redis_is_bounded_and_authenticated(target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = kustomize(str(K8S / target))
+    redis = container(one(docs, "Deployment", "higgs-redis"))
+    args, env = [str(a) for a in redis["args"]], {e["name"]: e for e in redis["env"]}
+    # Refuses writes before the kernel kills it: the ceiling leaves room for the
+    # append-only rewrite's fork, client buffers and fragmentation.
+    assert redis_bytes(option(args, "--maxmemory")) <= 0.8 * quantity_bytes(redis["resources"]["limits"]["memory"])
+    # Never a policy that may evict a voice, a drain or an override (they carry no TTL).
+    assert option(args, "--maxmemory-policy") == "noeviction" or option(args, "--maxmemory-policy").startswith("volatile-")
+    # The password from a Secret, never a literal; redis-cli (the probe) uses the same.
+    assert option(args, "--requirepass") == "$(REDIS_PASSWORD)"
+    secret = env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert secret.get("optional", False) is False
+    assert env["REDISCLI_AUTH"]["valueFrom"]["secretKeyRef"] == secret
+    assert redis["readinessProbe"]["exec"]["command"] == ["redis-cli", "ping"]
+
+    # The gateways read the same Secret, mounted as the file their config names.
+    gateway = one(docs, "Deployment", "higgs-gateway")
+    gateway_env = {e["name"]: e for e in container(gateway)["env"]}
+    password_file = Path(gateway_env["HIGGS_GATEWAY_STATE__REDIS_PASSWORD_FILE"]["value"])
+    mount = next(m for m in container(gateway)["volumeMounts"] if m["mountPath"] == str(password_file.parent))
+    volume = next(v for v in gateway["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    assert mount.get("readOnly") is True
+    assert volume["secret"]["secretName"] == secret["name"] and not volume["secret"].get("optional", False)
+    assert {"key": secret["key"], "path": password_file.name} in volume["secret"]["items"]
+    # ...and the config accepts it: the client is built with the file's password.
+    from gateway.state.redis_backend import connect
+
+    mounted = tmp_path / password_file.name
+    mounted.write_text("from-the-secret\n")
+    monkeypatch.setenv("HIGGS_GATEWAY_STATE__REDIS_PASSWORD_FILE", str(mounted))
+    config_map = one(docs, "ConfigMap", volume_configmap(gateway, "/etc/higgs-gateway") or "")
+    state = load_config(None, yaml.safe_load(config_map["data"][Path(CONFIG_PATH).name])).state
+    assert connect(state, timeout_s=1.0).connection_pool.connection_kwargs["password"] == "from-the-secret"
+
+
+def policy_peers(policy: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(peers in the policy's namespace, peers in other namespaces) of its ingress rules."""
+    peers = [peer for rule in policy["spec"].get("ingress", []) for peer in rule.get("from", [])]
+    return [p for p in peers if "namespaceSelector" not in p], [p for p in peers if "namespaceSelector" in p]
+
+
+@pytest.mark.parametrize("target", OVERLAYS)
+def test_k8s_network_policies_select_the_right_pods(target: str) -> None:
+    docs = kustomize(str(K8S / target))
+    policies = {p["metadata"]["name"]: p for p in find(docs, "NetworkPolicy")}
+
+    def selected(selector: dict[str, Any]) -> set[str]:
+        return {w["metadata"]["name"] for w in workloads(docs) if selects(selector.get("matchLabels", {}), pod_labels(w))}
+
+    for policy in policies.values():
+        assert selected(policy["spec"]["podSelector"]), f"{policy['metadata']['name']} selects no pod"
+        for peer in policy_peers(policy)[0]:
+            assert peer["podSelector"].get("matchLabels"), "an empty selector would admit every pod"
+
+    workers = {w["metadata"]["name"] for w in workloads(docs) if pod_labels(w).get("app.kubernetes.io/component") == "worker"}
+    worker_policy = policies["higgs-worker"]
+    assert selected(worker_policy["spec"]["podSelector"]) == workers
+    local, elsewhere = policy_peers(worker_policy)
+    assert set().union(*(selected(p["podSelector"]) for p in local)) == {"higgs-gateway"}
+    assert [p["podSelector"] for p in elsewhere] == [{"matchLabels": {"app.kubernetes.io/name": "prometheus"}}]
+    assert {port["port"] for rule in worker_policy["spec"]["ingress"] for port in rule["ports"]} == {WORKER_PORT}
+
+    if target == "overlays/demo":
+        assert "higgs-redis" not in policies  # no Redis there
+        return
+    redis_policy = policies["higgs-redis"]
+    assert selected(redis_policy["spec"]["podSelector"]) == {"higgs-redis"}
+    local, elsewhere = policy_peers(redis_policy)
+    assert not elsewhere and set().union(*(selected(p["podSelector"]) for p in local)) == {"higgs-gateway"}
+    redis_port = port_number(container(one(docs, "Deployment", "higgs-redis")), "redis")
+    assert [port["port"] for rule in redis_policy["spec"]["ingress"] for port in rule["ports"]] == [redis_port]
+    # Redis opens no connection of its own.
+    assert "Egress" in redis_policy["spec"]["policyTypes"] and not redis_policy["spec"].get("egress")

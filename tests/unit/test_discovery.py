@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from lightkube import AsyncClient
 
 from gateway.config import DiscoveryConfig, PoolConfig
 from gateway.pools.discovery import StaticDiscovery, create_discovery, endpoint_worker_id
 from gateway.pools.discovery_dns import DnsDiscovery, getaddrinfo_resolver
-from gateway.pools.discovery_k8s import KubernetesDiscovery, OfficialResourceApi, WatchExpired
+from gateway.pools.discovery_k8s import KubernetesDiscovery
 from gateway.types import PoolName
+from tests.support.kube_api import FakeKubeApi
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT
@@ -227,41 +228,23 @@ async def test_default_resolver_returns_addresses() -> None:
     assert await getaddrinfo_resolver("127.0.0.1", 8091) == ["127.0.0.1"]
 
 
-# ---- kubernetes -----------------------------------------------------------------------
+# ---- kubernetes: through the real client, against a fake API server on 127.0.0.1 --------
 
-END = object()
+SLICES = "endpointslices"
+SERVICE = "higgs-worker-low-latency"
 
 
-class FakeApi:
-    """A scripted collection: list answers in order (last repeats); watches fed by the test."""
+@pytest.fixture
+async def kube() -> AsyncIterator[FakeKubeApi]:
+    async with FakeKubeApi("higgs") as api:
+        yield api
 
-    def __init__(self, *listings: dict[str, Any] | BaseException) -> None:
-        self.listings = list(listings)
-        self.list_calls = 0
-        self.watch_versions: list[str] = []
-        self.queue: asyncio.Queue[Any] | None = None
 
-    def set(self, *listings: dict[str, Any] | BaseException) -> None:
-        self.listings = list(listings)
-
-    async def list(self) -> dict[str, Any]:
-        self.list_calls += 1
-        listing = self.listings.pop(0) if len(self.listings) > 1 else self.listings[0]
-        if isinstance(listing, BaseException):
-            raise listing
-        return json.loads(json.dumps(listing))
-
-    async def watch(self, resource_version: str, timeout_s: float) -> AsyncIterator[dict[str, Any]]:
-        self.watch_versions.append(resource_version)
-        queue = self.queue = asyncio.Queue()
-        while (item := await queue.get()) is not END:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def send(self, item: Any) -> None:
-        assert self.queue is not None
-        self.queue.put_nowait(item)
+@pytest.fixture
+async def kube_client(kube: FakeKubeApi) -> AsyncIterator[AsyncClient]:
+    client = kube.client()
+    yield client
+    await client.close()
 
 
 def pod_add(name: str, ip: str, port: int = 8091) -> tuple[str, ...]:
@@ -281,134 +264,172 @@ def slice_remove(ip: str) -> tuple[str, ...]:
     return pod_remove(f"pod-{ip}")
 
 
-def endpoint_slice(name: str, endpoints: list[tuple[str, bool | None]], rv: str = "5") -> dict[str, Any]:
+def endpoint_slice(name: str, endpoints: list[tuple[str, bool | None]], service: str = SERVICE) -> dict[str, Any]:
     def endpoint(ip: str, ready: bool | None) -> dict[str, Any]:
         conditions = {} if ready is None else {"ready": ready, "serving": ready, "terminating": not ready}
         return {"addresses": [ip], "conditions": conditions, "targetRef": {"kind": "Pod", "name": f"pod-{ip}"}}
 
     return {
-        "metadata": {"name": name, "namespace": "higgs", "resourceVersion": rv,
-                     "labels": {"kubernetes.io/service-name": "higgs-worker-low-latency"}},
+        "metadata": {"name": name, "labels": {"kubernetes.io/service-name": service}},
         "addressType": "IPv4",
         "endpoints": [endpoint(ip, ready) for ip, ready in endpoints],
         "ports": [{"name": "http", "port": 8091, "protocol": "TCP"}],
-    }  # fmt: skip
+    }
 
 
-def pod(name: str, ip: str | None, ready: bool, deleting: bool = False) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": "higgs", "resourceVersion": "7"}
+def pod(name: str, ip: str | None, ready: bool, deleting: bool = False, pool: str = "low-latency") -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/component": "worker", "pool": pool}}
     if deleting:
         metadata["deletionTimestamp"] = "2025-01-01T00:00:00Z"
     status: dict[str, Any] = {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]}
     if ip:
         status["podIP"] = ip
-    return {"metadata": metadata, "status": status}
+    return {"metadata": metadata, "spec": {"containers": [{"name": "worker", "image": "worker"}]}, "status": status}
 
 
-def listing(*items: dict[str, Any], rv: str = "100") -> dict[str, Any]:
-    return {"metadata": {"resourceVersion": rv}, "items": list(items)}
-
-
-def k8s_discovery(api: FakeApi, sink: RecordingSink, **config: Any) -> KubernetesDiscovery:
-    settings = {"service": "higgs-worker-low-latency"} if "label_selector" not in config else {}
+def k8s_discovery(client: AsyncClient, sink: RecordingSink, **config: Any) -> KubernetesDiscovery:
+    settings = {"service": SERVICE} if "label_selector" not in config else {}
     discovery_config = DiscoveryConfig(mode="kubernetes", namespace="higgs", interval_s=0.01, **settings, **config)
-    discovery = create_discovery(LL, PoolConfig(profile=PROFILE, discovery=discovery_config), sink, kube_api=api)
+    discovery = create_discovery(LL, PoolConfig(profile=PROFILE, discovery=discovery_config), sink, kube_api=client)
     assert isinstance(discovery, KubernetesDiscovery)
     return discovery
 
 
-async def test_k8s_initial_list_adds_only_ready_endpoints() -> None:
+async def watching(kube: FakeKubeApi, count: int = 1) -> None:
+    """Until discovery's ``count``-th watch is open on the server."""
+    await eventually(lambda: len(kube.watches()) >= count and kube.open_watches() == 1)
+
+
+async def test_k8s_initial_list_adds_only_ready_endpoints(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(
-        endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", False), ("10.1.0.3", None)]),
-        endpoint_slice("s2", [("10.1.0.1", True), ("10.1.0.4", True)]),  # same pod in two slices
-    ))  # fmt: skip
-    discovery = k8s_discovery(api, sink)
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", False), ("10.1.0.3", None)]))
+    kube.put(SLICES, endpoint_slice("s2", [("10.1.0.1", True), ("10.1.0.4", True)]))  # same pod in two slices
+    kube.put(SLICES, endpoint_slice("other", [("10.9.0.1", True)], service="another-service"))
+    discovery = k8s_discovery(kube_client, sink)
     await discovery.start()
     await discovery.stop()
     # ready: absent "ready" means ready (API contract); not-ready is left out
     assert sink.calls == [slice_add("10.1.0.1"), slice_add("10.1.0.3"), slice_add("10.1.0.4")]
+    assert kube.calls[0].namespace == "higgs" and not kube.calls[0].watch
+    assert kube.calls[0].params["labelSelector"] == f"kubernetes.io/service-name={SERVICE}"
 
 
-async def test_k8s_watch_events_join_and_leave() -> None:
+async def test_k8s_watch_events_join_and_leave(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="100"))
-    discovery = k8s_discovery(api, sink)
+    listed = kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True)]))
+    discovery = k8s_discovery(kube_client, sink)
     await discovery.start()
     assert sink.take() == [slice_add("10.1.0.1")]
-    await eventually(lambda: api.watch_versions == ["100"])
+    await watching(kube)
+    assert kube.last_watched_version() == listed
 
     # A new pod becomes ready.
-    api.send({"type": "MODIFIED", "object": endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", True)], rv="101")})
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", True)]))
     # A second slice appears with a pod still starting (not ready yet): nothing to add.
-    api.send({"type": "ADDED", "object": endpoint_slice("s2", [("10.1.0.3", False)], rv="102")})
+    kube.put(SLICES, endpoint_slice("s2", [("10.1.0.3", False)]))
     await eventually(lambda: len(sink.calls) >= 1)
-    await asyncio.sleep(0.01)
-    assert sink.take() == [slice_add("10.1.0.2")]
-
     # The first pod is terminating (scale-down): it leaves before it stops; the starting pod is ready.
-    api.send({"type": "MODIFIED", "object": endpoint_slice("s1", [("10.1.0.1", False), ("10.1.0.2", True)], rv="103")})
-    api.send({"type": "MODIFIED", "object": endpoint_slice("s2", [("10.1.0.3", True)], rv="104")})
-    api.send({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "105"}}})
-    api.send({"type": "DELETED", "object": endpoint_slice("s2", [("10.1.0.3", True)], rv="106")})
-    await eventually(lambda: len(sink.calls) >= 3)
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", False), ("10.1.0.2", True)]))
+    kube.put(SLICES, endpoint_slice("s2", [("10.1.0.3", True)]))
+    kube.delete(SLICES, "s2")
+    await eventually(lambda: len(sink.calls) >= 4)
     await discovery.stop()
-    assert sink.calls == [slice_remove("10.1.0.1"), slice_add("10.1.0.3"), slice_remove("10.1.0.3")]
+    assert sink.calls == [slice_add("10.1.0.2"), slice_remove("10.1.0.1"), slice_add("10.1.0.3"), slice_remove("10.1.0.3")]
     assert set(discovery.workers) == {"low_latency@pod-10.1.0.2"}
+    assert kube.lists() == 1, "nothing here needed a re-list"
 
 
-async def test_k8s_watch_expiry_relists_and_reconciles() -> None:
+async def test_k8s_a_watch_the_server_ends_resumes_without_missing_a_change(
+    kube: FakeKubeApi, kube_client: AsyncClient
+) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", True)]), rv="100"))
-    discovery = k8s_discovery(api, sink)
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True)]))
+    discovery = k8s_discovery(kube_client, sink)
     await discovery.start()
     sink.take()
-    await eventually(lambda: api.watch_versions == ["100"])
+    await watching(kube)
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", True)]))
+    await eventually(lambda: bool(sink.calls))
+    resumed_from = kube.version
 
-    # Events were missed while the watch was down: the re-list shows 10.1.0.1 gone, 10.1.0.5 new.
-    api.set(listing(endpoint_slice("s1", [("10.1.0.2", True), ("10.1.0.5", True)]), rv="200"))
-    api.send(END)  # the server ended the watch (timeout_seconds)
-    await eventually(lambda: api.watch_versions == ["100", "200"])
+    kube.end_watches()  # the server's timeout
+    changed = kube.put(SLICES, endpoint_slice("s1", [("10.1.0.2", True)]))  # maybe before the watch is back
+    await eventually(lambda: len(sink.calls) >= 2)
+    await discovery.stop()
+    assert sink.calls == [slice_add("10.1.0.2"), slice_remove("10.1.0.1")]
+    # Resumed from the last version it saw (the change replayed from there), not re-listed.
+    assert kube.watches()[-1].params["resourceVersion"] == str(resumed_from) and changed > resumed_from
+    assert kube.lists() == 1
+
+
+async def test_k8s_410_gone_relists_and_reconciles(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
+    sink = RecordingSink()
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", True)]))
+    discovery = k8s_discovery(kube_client, sink)
+    await discovery.start()
+    sink.take()
+    await watching(kube)
+
+    # Changes the watch never saw, then its history is compacted: 410 Gone. The re-list
+    # shows 10.1.0.1 gone and 10.1.0.5 new.
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.2", True), ("10.1.0.5", True)]), announce=False)
+    kube.expire_watches()
+    await eventually(lambda: kube.lists() == 2 and len(kube.watches()) == 2)
     assert sink.take() == [slice_remove("10.1.0.1"), slice_add("10.1.0.5")]
+    assert kube.last_watched_version() == kube.version
 
-    # 410 Gone as an ERROR event: list again, watch from the new version.
-    api.set(listing(endpoint_slice("s1", [("10.1.0.5", True)]), rv="300"))
-    api.send({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}})
-    await eventually(lambda: api.watch_versions == ["100", "200", "300"])
-    assert sink.take() == [slice_remove("10.1.0.2")]
-
-    # 410 raised by the client: same.
-    api.set(listing(endpoint_slice("s1", [("10.1.0.5", True)]), rv="400"))
-    api.send(WatchExpired("too old"))
-    await eventually(lambda: api.watch_versions[-1:] == ["400"])
+    # A watch that starts from a version already compacted away: the same.
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.5", True)]), announce=False)
+    kube.expire_next_watch()
+    kube.end_watches()
+    await eventually(lambda: kube.lists() == 3 and len(kube.watches()) == 4)
     await discovery.stop()
-    assert sink.calls == [] and api.list_calls == 4
+    assert sink.calls == [slice_remove("10.1.0.2")]
 
 
-async def test_k8s_api_failures_keep_the_pool() -> None:
+async def test_k8s_each_watch_ends_at_its_deadline_and_the_relist_repairs_a_missed_change(
+    kube: FakeKubeApi, kube_client: AsyncClient
+) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="100"))
-    discovery = k8s_discovery(api, sink)
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True)]))
+    discovery = k8s_discovery(kube_client, sink, watch_timeout_s=0.2)
     await discovery.start()
     sink.take()
-    await eventually(lambda: len(api.watch_versions) == 1)
-
-    # The watch breaks and the API server stays away for two lists: nobody is removed.
-    api.set(ConnectionError("api server down"), ConnectionError("still down"), listing(
-        endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", True)]), rv="150"))  # fmt: skip
-    api.send(ConnectionResetError("watch cut"))
-    await eventually(lambda: api.watch_versions[-1:] == ["150"])
+    await watching(kube)
+    assert float(kube.watches()[0].params["timeoutSeconds"]) > 0.2, "the server's timeout is only the backstop"
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.6", True)]), announce=False)
+    await eventually(lambda: bool(sink.calls), timeout=5)
     await discovery.stop()
-    assert api.list_calls == 4
+    assert sink.calls == [slice_add("10.1.0.6")]
+    assert kube.lists() >= 2
+
+
+async def test_k8s_api_failures_keep_the_pool(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
+    sink = RecordingSink()
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True)]))
+    discovery = k8s_discovery(kube_client, sink)
+    await discovery.start()
+    sink.take()
+    await watching(kube)
+
+    # The watch is cut and the API server stays away for a while: nobody is removed.
+    kube.outage(True)
+    await eventually(lambda: kube.failures >= 4)
+    assert sink.calls == [] and set(discovery.workers) == {"low_latency@pod-10.1.0.1"}
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True), ("10.1.0.2", True)]))
+    watches_before = len(kube.watches())
+    kube.outage(False)
+    await eventually(lambda: bool(sink.calls))
+    await watching(kube, watches_before + 1)
+    await discovery.stop()
     assert sink.calls == [slice_add("10.1.0.2")]
 
 
-async def test_k8s_list_failure_at_start_retries() -> None:
+async def test_k8s_list_failure_at_start_retries(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
     sink = RecordingSink()
-    api = FakeApi(
-        PermissionError("403 endpointslices is forbidden"), listing(endpoint_slice("s1", [("10.1.0.7", True)]))
-    )
-    discovery = k8s_discovery(api, sink)
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.7", True)]))
+    kube.fail_lists(403)  # RBAC not applied yet
+    discovery = k8s_discovery(kube_client, sink)
     await discovery.start()  # must not raise
     assert sink.calls == []
     await eventually(lambda: bool(sink.calls))
@@ -416,22 +437,21 @@ async def test_k8s_list_failure_at_start_retries() -> None:
     assert sink.calls == [slice_add("10.1.0.7")]
 
 
-async def test_k8s_pods_by_label_selector() -> None:
+async def test_k8s_pods_by_label_selector(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(
-        pod("w-a", "10.2.0.1", ready=True),
-        pod("w-b", "10.2.0.2", ready=False),
-        pod("w-c", None, ready=False),
-    ))  # fmt: skip
-    discovery = k8s_discovery(
-        api, sink, label_selector="app.kubernetes.io/component=worker,pool=low-latency", port=9000
-    )
+    kube.put("pods", pod("w-a", "10.2.0.1", ready=True))
+    kube.put("pods", pod("w-b", "10.2.0.2", ready=False))
+    kube.put("pods", pod("w-c", None, ready=False))
+    kube.put("pods", pod("w-x", "10.2.0.9", ready=True, pool="high-throughput"))
+    selector = "app.kubernetes.io/component=worker,pool=low-latency"
+    discovery = k8s_discovery(kube_client, sink, label_selector=selector, port=9000)
     await discovery.start()
-    await eventually(lambda: len(api.watch_versions) == 1)
+    await watching(kube)
     assert sink.take() == [pod_add("w-a", "10.2.0.1", 9000)]
+    assert {call.params["labelSelector"] for call in kube.calls} == {selector}, "the selector is sent verbatim"
 
-    api.send({"type": "MODIFIED", "object": pod("w-b", "10.2.0.2", ready=True)})
-    api.send({"type": "MODIFIED", "object": pod("w-a", "10.2.0.1", ready=True, deleting=True)})
+    kube.put("pods", pod("w-b", "10.2.0.2", ready=True))
+    kube.put("pods", pod("w-a", "10.2.0.1", ready=True, deleting=True))
     await eventually(lambda: len(sink.calls) >= 2)
     await discovery.stop()
     assert sink.calls == [pod_add("w-b", "10.2.0.2", 9000), pod_remove("w-a")]
@@ -455,71 +475,82 @@ def slice_with_ports(ports: list[dict[str, Any]], *endpoints: tuple[str, str]) -
         ([{"name": "metrics", "port": 9400}, {"name": "http", "port": 9100}], {"port_name": "http"}, 9100),
         ([{"name": "a", "port": 7000}, {"name": "b", "port": 8091}], {}, 8091),  # several: the configured one
         ([{"name": "a", "port": 7000}, {"name": "b", "port": 7001}], {}, 7000),  # several, none configured: first
+        ([{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "http", "port": 9100}], {}, 9100),  # TCP only
         ([], {"port": 9200}, 9200),  # a slice listing no port: the configured one
     ],
 )
-async def test_k8s_uses_each_endpointslices_own_port(ports: list[dict[str, Any]], config: dict[str, Any], expected: int) -> None:
+async def test_k8s_uses_each_endpointslices_own_port(
+    kube: FakeKubeApi, kube_client: AsyncClient, ports: list[dict[str, Any]], config: dict[str, Any], expected: int
+) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(slice_with_ports(ports, ("worker-0", "10.3.0.1"))))
-    discovery = k8s_discovery(api, sink, **config)
+    kube.put(SLICES, slice_with_ports(ports, ("worker-0", "10.3.0.1")))
+    discovery = k8s_discovery(kube_client, sink, **config)
     await discovery.start()
     await discovery.stop()
     assert sink.calls == [pod_add("worker-0", "10.3.0.1", expected)]
 
 
-async def test_k8s_a_slice_without_the_named_port_adds_nobody() -> None:
+async def test_k8s_a_slice_without_the_named_port_adds_nobody(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(slice_with_ports([{"name": "metrics", "port": 9400}], ("worker-0", "10.3.0.1"))))
-    discovery = k8s_discovery(api, sink, port_name="http")
+    kube.put(SLICES, slice_with_ports([{"name": "metrics", "port": 9400}], ("worker-0", "10.3.0.1")))
+    discovery = k8s_discovery(kube_client, sink, port_name="http")
     await discovery.start()
     await discovery.stop()
     assert sink.calls == []
 
 
-async def test_k8s_pods_use_their_named_container_port() -> None:
+async def test_k8s_pods_use_their_named_container_port(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
     sink = RecordingSink()
     item = pod("w-a", "10.2.0.1", ready=True)
     item["spec"] = {"containers": [{"name": "worker", "ports": [{"name": "http", "containerPort": 8095}]}]}
-    api = FakeApi(listing(item))
-    discovery = k8s_discovery(api, sink, label_selector="pool=low-latency", port_name="http")
+    kube.put("pods", item)
+    discovery = k8s_discovery(kube_client, sink, label_selector="pool=low-latency", port_name="http")
     await discovery.start()
     await discovery.stop()
     assert sink.calls == [pod_add("w-a", "10.2.0.1", 8095)]
 
 
-async def test_k8s_a_pod_at_a_new_address_keeps_its_worker_id() -> None:
+async def test_k8s_a_pod_at_a_new_address_keeps_its_worker_id(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(slice_with_ports([{"name": "http", "port": 8091}], ("worker-0", "10.3.0.1")), rv="100"))
-    discovery = k8s_discovery(api, sink)
+    kube.put(SLICES, slice_with_ports([{"name": "http", "port": 8091}], ("worker-0", "10.3.0.1")))
+    discovery = k8s_discovery(kube_client, sink)
     await discovery.start()
     assert sink.take() == [pod_add("worker-0", "10.3.0.1")]
-    await eventually(lambda: api.watch_versions == ["100"])
+    await watching(kube)
     # Rescheduled: the same pod name at another IP is the same worker at a new URL, not a leaver and a joiner.
-    moved = slice_with_ports([{"name": "http", "port": 8091}], ("worker-0", "10.3.0.9"))
-    moved["metadata"]["resourceVersion"] = "101"
-    api.send({"type": "MODIFIED", "object": moved})
+    kube.put(SLICES, slice_with_ports([{"name": "http", "port": 8091}], ("worker-0", "10.3.0.9")))
     await eventually(lambda: bool(sink.calls))
     await discovery.stop()
     assert sink.calls == [pod_add("worker-0", "10.3.0.9")]
 
 
-async def test_k8s_api_outage_is_logged_once_and_its_end_once(caplog: pytest.LogCaptureFixture) -> None:
+async def test_k8s_api_outage_is_logged_once_and_its_end_once(
+    kube: FakeKubeApi, kube_client: AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
     sink = RecordingSink()
-    api = FakeApi(listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="100"))
-    discovery = k8s_discovery(api, sink)
+    kube.put(SLICES, endpoint_slice("s1", [("10.1.0.1", True)]))
+    discovery = k8s_discovery(kube_client, sink)
     await discovery.start()
-    await eventually(lambda: len(api.watch_versions) == 1)
-    down = [ConnectionError("api server down")] * 5
-    api.set(*down, listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="150"))
+    await watching(kube)
     with caplog.at_level(logging.DEBUG, logger="higgs_gateway.discovery.kubernetes"):
-        api.send(ConnectionResetError("watch cut"))
-        await eventually(lambda: api.watch_versions[-1:] == ["150"])
+        kube.outage(True)  # the watch is cut, then every list fails
+        await eventually(lambda: kube.failures >= 6)
+        kube.outage(False)
+        await watching(kube, len(kube.watches()) + 1)
     await discovery.stop()
-    assert api.list_calls == 7
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "keeping 1 worker(s)" in warnings[0], warnings
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "answers again" in r.getMessage()]
     assert len(infos) == 1, infos
+    assert sink.calls == [slice_add("10.1.0.1")]
+
+
+async def test_k8s_stop_closes_a_watch_in_progress(kube: FakeKubeApi, kube_client: AsyncClient) -> None:
+    discovery = k8s_discovery(kube_client, RecordingSink())
+    await discovery.start()
+    await watching(kube)
+    await discovery.stop()
+    await eventually(lambda: kube.open_watches() == 0)
 
 
 def test_discovery_config_needs_its_mode_fields() -> None:
@@ -529,51 +560,3 @@ def test_discovery_config_needs_its_mode_fields() -> None:
         DiscoveryConfig(mode="kubernetes")
     with pytest.raises(ValueError, match="exactly one"):
         DiscoveryConfig(mode="kubernetes", service="s", label_selector="a=b")
-
-
-# ---- the official client adapter, with a fake HTTP layer -------------------------------
-
-
-class FakeHttpResponse:
-    """What the official client hands back with _preload_content=False (urllib3-like)."""
-
-    def __init__(self, body: bytes = b"", lines: list[dict[str, Any]] | None = None) -> None:
-        self.status = 200
-        self.data = body
-        self._chunks = [(json.dumps(line) + "\n").encode() for line in lines or []]
-
-    def stream(self, amt: Any = None, decode_content: bool = False) -> Any:
-        yield from self._chunks
-
-    def close(self) -> None:
-        pass
-
-    def release_conn(self) -> None:
-        pass
-
-
-async def test_official_api_lists_and_watches_through_the_client() -> None:
-    pytest.importorskip("kubernetes")
-    calls: list[dict[str, Any]] = []
-    slices = listing(endpoint_slice("s1", [("10.1.0.1", True)]), rv="100")
-    events = [
-        {"type": "ADDED", "object": endpoint_slice("s1", [("10.1.0.1", True)], rv="101")},
-        {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}},
-    ]
-
-    def list_fn(namespace: str, **kwargs: Any) -> FakeHttpResponse:
-        calls.append({"namespace": namespace, **kwargs})
-        if kwargs.get("watch"):
-            return FakeHttpResponse(lines=events)
-        return FakeHttpResponse(body=json.dumps(slices).encode())
-
-    api = OfficialResourceApi(list_fn, "higgs", "kubernetes.io/service-name=higgs-worker-low-latency")
-    assert await api.list() == slices
-    seen = []
-    with pytest.raises(WatchExpired):
-        async for event in api.watch("100", timeout_s=60):
-            seen.append(event)
-    assert seen == [events[0]]
-    assert calls[0]["label_selector"] == "kubernetes.io/service-name=higgs-worker-low-latency"
-    assert calls[1]["namespace"] == "higgs" and calls[1]["resource_version"] == "100"
-    assert calls[1]["watch"] is True and calls[1]["timeout_seconds"] == 60

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
-from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry, disable_created_metrics, enable_created_metrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.config import RoutingThresholds
+from gateway.app import create_app
+from gateway.config import RoutingThresholds, load_config
 from gateway.metrics import (
     NO_POOL,
     TTFP_BUCKETS,
@@ -29,7 +31,7 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "higgs_gateway_requests": ("counter", {"sla_class", "pool", "status"}),
     "higgs_gateway_request_duration_seconds": ("histogram", {"sla_class", "pool"}),
     "higgs_gateway_ttfp_seconds": ("histogram", {"sla_class", "pool"}),
-    "higgs_gateway_rtf": ("histogram", {"pool"}),
+    "higgs_gateway_rtf_ratio": ("histogram", {"pool"}),
     "higgs_gateway_audio_seconds": ("counter", {"pool"}),
     "higgs_gateway_routing_decisions": ("counter", {"sla_class", "pool", "reason"}),
     "higgs_gateway_pool_inflight": ("gauge", {"pool"}),
@@ -210,8 +212,8 @@ def test_observe_request_records_every_event_series() -> None:
     assert get("higgs_gateway_request_duration_seconds_sum", sla_class="latency", pool="low_latency") == 4.0
     assert get("higgs_gateway_audio_seconds_total", pool="low_latency") == 11.0
     # RTF only for completed requests: 3 s for 10 s of audio.
-    assert get("higgs_gateway_rtf_count", pool="low_latency") == 1
-    assert get("higgs_gateway_rtf_sum", pool="low_latency") == pytest.approx(0.3)
+    assert get("higgs_gateway_rtf_ratio_count", pool="low_latency") == 1
+    assert get("higgs_gateway_rtf_ratio_sum", pool="low_latency") == pytest.approx(0.3)
     # A rejected request has no pool, so no latency series for pool "none".
     assert not any(name.startswith("higgs_gateway_ttfp") and ("pool", NO_POOL) in labels for name, labels in samples)
 
@@ -238,7 +240,6 @@ def test_render_speaks_text_and_openmetrics() -> None:
     metrics = GatewayMetrics()
     body, content_type = metrics.render()
     assert content_type.startswith("text/plain; version=0.0.4")
-    assert b"_created" not in body  # one series per child, not two
     body, content_type = metrics.render("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
     assert content_type.startswith("application/openmetrics-text")
     assert body.rstrip().endswith(b"# EOF")
@@ -253,3 +254,35 @@ def test_promtool_accepts_the_exposition() -> None:
     done = promtool("check", "metrics", stdin=body.decode())
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "" and done.stderr.strip() == "", done.stdout + done.stderr  # no lint warnings
+
+
+def test_the_composition_root_turns_created_series_off(tmp_path: Path) -> None:
+    """``create_app`` throws prometheus_client's process-wide switch: one series per child."""
+    try:
+        enable_created_metrics()
+        assert b"_created" in GatewayMetrics().render()[0]  # the library's default
+        app = create_app(load_config(overrides={"data_dir": str(tmp_path), "logging": {"access_log": False}}))
+        metrics = app.recorder.metrics
+        metrics.observe_request(sla_class="latency", pool="low_latency", status=200, duration_s=1, ttfp_s=0.1, audio_s=2)
+        for accept in (None, "application/openmetrics-text;version=1.0.0"):
+            body = metrics.render(accept)[0]
+            assert b"higgs_gateway_requests_total" in body and b"_created" not in body
+    finally:
+        disable_created_metrics()  # as every gateway in this process runs
+
+
+def test_key_usage_is_by_tier_unless_per_key_is_asked() -> None:
+    by_tier = GatewayMetrics(key_tiers=["default", "pro"], keys=[("pro", "acme")])
+    series = scrape(by_tier)
+    assert value(series["higgs_gateway_key_requests"], tier="pro", result="stream_limited") == 0
+    assert value(series["higgs_gateway_key_streams"], tier="default") == 0
+    by_tier.key_requests.labels(*by_tier.key_series("pro", "acme"), "admitted").inc()
+    assert value(scrape(by_tier)["higgs_gateway_key_requests"], tier="pro", result="admitted") == 1
+    assert "acme" not in by_tier.render()[0].decode()  # no key name unless asked
+
+    per_key = GatewayMetrics(key_tiers=["default", "pro"], keys=[("pro", "acme")], per_key=True)
+    per_key.key_audio_seconds.labels(*per_key.key_series("pro", "acme")).inc(2.5)
+    series = scrape(per_key)
+    assert value(series["higgs_gateway_key_audio_seconds"], tier="pro", key="acme") == 2.5
+    assert {labels for labels in series["higgs_gateway_key_streams"]} == {(("key", "acme"), ("tier", "pro"))}
+    assert GatewayMetrics().render()[0].decode().count("higgs_gateway_key_requests_total{") == 0  # no keys, no series

@@ -66,7 +66,7 @@ def test_each_transition_is_logged_once_not_per_request(caplog: pytest.LogCaptur
     state = availability(pools)
     with caplog.at_level(logging.INFO, logger="higgs_gateway.availability"):
         pools.routable = {LL: 1, HT: 1}
-        state.refresh()  # the first fill at start-up is not news
+        state.refresh()  # the first fill at start-up is one line, for the whole fleet
         pools.routable[LL] = 0
         for _ in range(50):  # every lease release refreshes
             state.refresh()
@@ -74,7 +74,27 @@ def test_each_transition_is_logged_once_not_per_request(caplog: pytest.LogCaptur
         for _ in range(50):
             state.refresh()
     messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 2, messages
-    assert "low_latency has no routable worker" in messages[0] and "high_throughput" in messages[0]
-    assert caplog.records[0].levelno == logging.WARNING
-    assert "low_latency serves again" in messages[1]
+    assert len(messages) == 3, messages
+    assert messages[0].startswith("every pool has a routable worker")
+    assert "low_latency has no routable worker" in messages[1] and "high_throughput" in messages[1]
+    assert caplog.records[1].levelno == logging.WARNING
+    assert "low_latency serves again" in messages[2]
+
+
+def test_the_first_moment_every_pool_serves_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    pools = Pools()
+    state = availability(pools)
+    announced = lambda: [r for r in caplog.records if "every pool has a routable worker" in r.getMessage()]  # noqa: E731
+    with caplog.at_level(logging.INFO, logger="higgs_gateway.availability"):
+        pools.routable[LL] = 1
+        state.refresh()
+        assert announced() == []  # low-latency alone: the demo is not warm yet
+        pools.routable[HT] = 1
+        state.refresh()
+        [record] = announced()
+        assert "low_latency: 1, high_throughput: 1" in record.getMessage()
+        pools.routable[HT] = 0
+        state.refresh()
+        pools.routable[HT] = 2
+        state.refresh()
+    assert len(announced()) == 1  # later recoveries have their own line

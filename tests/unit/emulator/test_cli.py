@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.emulator.cli import build_parser, main
+from gateway.emulator.speech_stream import StreamTimeouts
 
 BASE = ["bosonai/higgs-audio-v3-tts-4b", "--trust-remote-code", "--deploy-config", "higgs_multimodal_qwen3_low_latency.yaml"]
 
@@ -44,3 +45,18 @@ def test_defaults_and_served_names() -> None:
     args = build_parser().parse_args([*BASE, "--omni", "--served-model-name", "a", "b", "--time-scale", "0.1"])
     assert args.served_model_name == ["a", "b"] and args.time_scale == 0.1 and args.seed is None
     assert args.port == 8000
+
+
+def test_stream_timers_default_to_the_real_workers() -> None:
+    # SSS:75–76: 30 s idle, 10 s for session.config; the flags exist only to shorten them in tests.
+    args = build_parser().parse_args([*BASE, "--omni"])
+    assert (args.stream_config_timeout, args.stream_idle_timeout) == (10.0, 30.0)
+    assert StreamTimeouts() == StreamTimeouts(config=10.0, idle=30.0)
+
+
+@pytest.mark.parametrize("flag", ["--stream-config-timeout", "--stream-idle-timeout"])
+def test_stream_timers_must_be_positive(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([*BASE, "--omni", flag, "0"])
+    assert caught.value.code == 2
+    assert f"{flag} must be > 0" in capsys.readouterr().err

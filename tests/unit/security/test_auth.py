@@ -28,11 +28,11 @@ def make(rps=0.0, burst=20, keys=(KEY_A, KEY_B), clock=None):
     return ApiKeyAuth(config, clock=clock or FakeClock()), config
 
 
-def test_open_when_no_keys_are_configured():
+async def test_open_when_no_keys_are_configured():
     auth = ApiKeyAuth(AuthConfig())
     assert not auth.enabled
-    assert auth.check(None).authenticated is False
-    assert auth.check("Bearer anything").key_id == "anonymous"
+    assert (await auth.admit(None)).authenticated is False
+    assert (await auth.admit("Bearer anything")).key_id == "anonymous"
 
 
 def test_hash_key_is_plain_sha256_hex():
@@ -40,18 +40,18 @@ def test_hash_key_is_plain_sha256_hex():
 
 
 @pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer   ", "Basic dXNlcjpwYXNz", KEY_A])
-def test_missing_key_is_401_with_challenge(header):
+async def test_missing_key_is_401_with_challenge(header):
     auth, _ = make()
     with pytest.raises(AuthError) as err:
-        auth.check(header)
+        await auth.admit(header)
     assert err.value.status == 401 and err.value.code == "missing_api_key"
     assert err.value.headers["WWW-Authenticate"].startswith("Bearer")
 
 
-def test_wrong_key_is_401_and_never_echoed():
+async def test_wrong_key_is_401_and_never_echoed():
     auth, _ = make()
     with pytest.raises(AuthError) as err:
-        auth.check("Bearer hgw-wrong-key")
+        await auth.admit("Bearer hgw-wrong-key")
     assert err.value.status == 401 and err.value.code == "invalid_api_key"
     assert "hgw-wrong-key" not in str(err.value.envelope())
 
@@ -59,18 +59,18 @@ def test_wrong_key_is_401_and_never_echoed():
 @pytest.mark.parametrize(
     "header", [f"Bearer {KEY_A}", f"bearer {KEY_A}", f"BEARER  {KEY_A} ", f"Bearer\t{KEY_A}"]
 )
-def test_right_key_passes(header):
+async def test_right_key_passes(header):
     auth, _ = make()
-    identity = auth.check(header)
+    identity = await auth.admit(header)
     assert identity.authenticated and identity.key_id == hash_key(KEY_A)[:12]
 
 
-def test_several_keys_have_distinct_identities():
+async def test_several_keys_have_distinct_identities():
     auth, _ = make()
-    assert auth.check(f"Bearer {KEY_A}") != auth.check(f"Bearer {KEY_B}")
+    assert await auth.admit(f"Bearer {KEY_A}") != await auth.admit(f"Bearer {KEY_B}")
 
 
-def test_every_configured_digest_is_compared_in_constant_time(monkeypatch):
+async def test_every_configured_digest_is_compared_in_constant_time(monkeypatch):
     calls = []
 
     def spy(a, b):
@@ -79,7 +79,7 @@ def test_every_configured_digest_is_compared_in_constant_time(monkeypatch):
 
     monkeypatch.setattr(auth_module.hmac, "compare_digest", spy)
     auth, config = make(keys=(KEY_A, KEY_B, "third"))
-    auth.check(f"Bearer {KEY_A}")  # matches the first, still compares all three
+    await auth.admit(f"Bearer {KEY_A}")  # matches the first, still compares all three
     assert len(calls) == 3
     assert all(len(a) == len(b) == 64 for a, b in calls)  # digests, never raw keys
 
@@ -90,49 +90,62 @@ def test_config_rejects_non_digests_and_normalises_case():
     assert AuthConfig(api_key_sha256=[hash_key("k").upper()]).api_key_sha256 == [hash_key("k")]
 
 
-def test_rate_limit_burst_then_429_with_retry_after_then_refill():
+async def test_rate_limit_burst_then_429_with_retry_after_then_refill():
     clock = FakeClock()
     auth, _ = make(rps=2.0, burst=3, clock=clock)
     for _ in range(3):
-        auth.check(f"Bearer {KEY_A}")
+        await auth.admit(f"Bearer {KEY_A}")
     with pytest.raises(AuthError) as err:
-        auth.check(f"Bearer {KEY_A}")
+        await auth.admit(f"Bearer {KEY_A}")
     assert err.value.status == 429 and err.value.code == "rate_limit_exceeded"
+    assert err.value.envelope()["error"]["type"] == "requests"
     assert err.value.headers["Retry-After"] == "1" and err.value.retry_after == 1
-    auth.check(f"Bearer {KEY_B}")  # buckets are per key
+    await auth.admit(f"Bearer {KEY_B}")  # buckets are per key
     clock.now += 0.5  # one token back at 2/s
-    auth.check(f"Bearer {KEY_A}")
+    await auth.admit(f"Bearer {KEY_A}")
     with pytest.raises(AuthError):
-        auth.check(f"Bearer {KEY_A}")
+        await auth.admit(f"Bearer {KEY_A}")
 
 
-def test_retry_after_rounds_up_slow_refills():
+async def test_retry_after_rounds_up_slow_refills():
     clock = FakeClock()
     auth, _ = make(rps=0.2, burst=1, clock=clock)
-    auth.check(f"Bearer {KEY_A}")
+    await auth.admit(f"Bearer {KEY_A}")
     with pytest.raises(AuthError) as err:
-        auth.check(f"Bearer {KEY_A}")
+        await auth.admit(f"Bearer {KEY_A}")
     assert err.value.retry_after == 5
 
 
-def test_zero_rps_is_unlimited_and_limits_apply_at_run_time():
+async def test_zero_rps_is_unlimited_and_limits_apply_at_run_time():
     clock = FakeClock()
     auth, config = make(rps=0.0, burst=1, clock=clock)
     for _ in range(100):
-        auth.check(f"Bearer {KEY_A}")
+        await auth.admit(f"Bearer {KEY_A}")
     config.rate_limit_rps = 1.0
-    auth.check(f"Bearer {KEY_A}")
+    await auth.admit(f"Bearer {KEY_A}")
     with pytest.raises(AuthError):
-        auth.check(f"Bearer {KEY_A}")
+        await auth.admit(f"Bearer {KEY_A}")
 
 
-def test_failed_auth_spends_no_tokens_and_creates_no_buckets():
-    auth, _ = make(rps=1.0, burst=1)
+async def test_failed_auth_spends_no_tokens_and_creates_no_buckets():
+    limiter = SpyLimiter()
+    config = AuthConfig(api_key_sha256=[hash_key(KEY_A)], rate_limit_rps=1.0, rate_limit_burst=1)
+    auth = ApiKeyAuth(config, limiter=limiter)
     for i in range(50):
         with pytest.raises(AuthError):
-            auth.check(f"Bearer guess-{i}")
-    assert auth._buckets == {}
-    auth.check(f"Bearer {KEY_A}")
+            await auth.admit(f"Bearer guess-{i}")
+    assert limiter.keys == []
+    await auth.admit(f"Bearer {KEY_A}")
+    assert limiter.keys == [hash_key(KEY_A)]  # limits are kept under the digest, never the key
+
+
+class SpyLimiter:
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    async def take(self, key: str, rate: float, burst: int) -> float:
+        self.keys.append(key)
+        return 0.0
 
 
 def test_keys_cli(monkeypatch, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from gateway.state.backend import ChangeListener, RoutingUpdate, StoredVoice
@@ -20,6 +21,8 @@ class FakeBackend:
         self.drained: set[str] = set()
         self.voices: dict[str, StoredVoice] = {}
         self.tokens: dict[str, int] = {}
+        self.streams: dict[str, set[str]] = {}  # key -> holders (leases never expire here)
+        self.renewed: list[tuple[str, str]] = []
         self.on_change: ChangeListener | None = None
 
     @property
@@ -94,6 +97,23 @@ class FakeBackend:
         self._check()
         self.tokens[key] = self.tokens.get(key, burst) - 1
         return 0.0 if self.tokens[key] >= 0 else 1.0 / rate
+
+
+    async def acquire_stream(self, key: str, limit: int, holder: str, ttl_s: float) -> bool:
+        self._check()
+        holders = self.streams.setdefault(key, set())
+        if len(holders) >= limit:
+            return False
+        holders.add(holder)
+        return True
+
+    async def release_stream(self, key: str, holder: str) -> None:
+        self._check()
+        self.streams.get(key, set()).discard(holder)
+
+    async def renew_streams(self, leases: Sequence[tuple[str, str]], ttl_s: float) -> None:
+        self._check()
+        self.renewed.extend(leases)
 
 
 class FakeFleet:
