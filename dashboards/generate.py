@@ -25,7 +25,7 @@ from pathlib import Path
 from prometheus_client.utils import floatToGoString
 
 from gateway.config import GatewayConfig, SloConfig, load_config
-from gateway.metrics import TTFP_BUCKETS
+from gateway.types.labels import TTFP_BUCKETS
 from grafana_foundation_sdk.builders import stat, timeseries
 from grafana_foundation_sdk.builders.common import VizLegendOptions, VizTooltipOptions
 from grafana_foundation_sdk.builders.dashboard import (

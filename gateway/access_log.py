@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import orjson
 
-ACCESS_LOGGER = "higgs_gateway.access"
+from gateway.log_text import ACCESS_LOGGER, TextFormatter
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -62,8 +62,6 @@ def configure_logging(level: str | int = "INFO", *, json_lines: bool = True, str
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:
-        from gateway.log_text import TextFormatter  # it imports this module
-
         handler.setFormatter(TextFormatter())
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)

@@ -15,6 +15,8 @@ else differs from production.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -39,39 +41,40 @@ from gateway.api.speech_request import WorkerPayloads, max_new_tokens_limit
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
-from gateway.observations import StreamObserver
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.drains import DrainStore
-from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.fleet import Fleet
 from gateway.pools.health import HealthChecker
+from gateway.pools.lease import Lease
 from gateway.pools.load_reports import LoadReporter
 from gateway.pools.preparation import WorkerPreparation
-from gateway.pools.replicas import ReplicaSync
 from gateway.pools.restarts import RestartDetector
+from gateway.pools.sink import WorkerSink
+from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.recorder import Recorder
-from gateway.routing import reasons
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
-from gateway.routing.retry import RETRY_OTHER_WORKER
 from gateway.routing.thresholds import ThresholdStore
 from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.state.replicas import ReplicaSync
 from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.setup import build_supervisors
-from gateway.types import PoolName, WorkerState
+from gateway.types import PoolName, WorkerState, reasons
+from gateway.types.observations import StreamObserver
 from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
 from gateway.voices.registry import VoiceRegistry
 from gateway.voices.store import VoiceStore
 
-DiscoveryFactory = Callable[[PoolName, PoolConfig, Fleet], Discovery]
+DiscoveryFactory = Callable[[PoolName, PoolConfig, WorkerSink], Discovery]
 CORS_EXPOSED_HEADERS = [
     "x-request-id", "x-gateway-pool", "x-gateway-route-reason", "x-gateway-predicted-ttfp-ms", "x-gateway-predicted-rtf",
 ]  # fmt: skip
@@ -111,6 +114,7 @@ class GatewayApp:
         supervisors: list[PoolSupervisor],
         transport: UpstreamTransport,
         control_client: httpx.AsyncClient,
+        performance: PerformanceModel,
     ) -> None:
         self._stack = stack
         self.api = api  # the framework app inside the stack: routes and the OpenAPI schema
@@ -127,6 +131,8 @@ class GatewayApp:
         self._supervisors = supervisors
         self._transport = transport
         self._control_client = control_client
+        self.performance = performance
+        self._learning: asyncio.Task[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._stack(scope, receive, send)
@@ -142,6 +148,8 @@ class GatewayApp:
         self._health.start()
         self._load_reports.start()
         self._replicas.start()
+        # Curves are refit here, in the background, and only read by routing and metrics.
+        self._learning = asyncio.create_task(self.performance.run(self.fleet.view.snapshot), name="learning")
         for supervisor in self._supervisors:
             await supervisor.start()
 
@@ -154,7 +162,11 @@ class GatewayApp:
         await self._replicas.stop()
         await self._health.stop()
         await self._load_reports.stop()
-        await self.fleet.close()
+        if self._learning is not None:
+            self._learning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._learning
+        await self.fleet.readiness.close()
         for supervisor in self._supervisors:
             await supervisor.stop()
         await self._transport.close()
@@ -184,7 +196,7 @@ def create_app(
     disable_created_metrics()
     auth = config.auth
     metrics = GatewayMetrics(
-        routing_reasons=(*reasons.ROUTE_REASONS, RETRY_OTHER_WORKER),
+        routing_reasons=reasons.ROUTE_REASONS,
         key_tiers=auth.tier_names() if auth.keys_configured else (),
         keys=[(key.tier, key.name) for key in auth.keys],
         per_key=auth.per_key_metrics,
@@ -195,33 +207,36 @@ def create_app(
     state_backend = create_backend(config.state)
     drains = DrainStore.in_data_dir(data_dir, mirror=state_backend)
     thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
+    # Each pool's deploy profile, read once: slots, prior curves and the supervisor's check.
+    profiles = load_pool_profiles(config)
     # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
-    profile_priors = pool_priors(config)
+    profile_priors = pool_priors(profiles)
     performance = PerformanceModel(thresholds.current().learning, clock, profile_priors)
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
     # Workers and routing.
-    specs = pool_specs(config)
-    fleet = Fleet(config, specs, clock=clock, drained=drains.ids)
-    admission = Admission(
+    specs = pool_specs(config, profiles)
+    fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
+    admission: Admission[Lease] = Admission(
         config.admission,
         create_policy(thresholds.current().policy),
         thresholds=thresholds.thresholds,
-        snapshot=RoutingSnapshot(fleet.snapshot, performance, thresholds.thresholds),
+        snapshot=RoutingSnapshot(fleet.view.snapshot, performance, thresholds.thresholds),
+        reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
         clock=clock,
         observer=recorder,
     )
-    fleet.on_capacity_change(admission.capacity_changed)
-    fleet.on_ejection(recorder.worker_ejected)
+    fleet.events.on_capacity_change(admission.capacity_changed)
+    fleet.events.on_ejection(recorder.worker_ejected)
     # A restarted worker is a new process: count it, and forget the curve learned from the old one.
-    fleet.on_worker_restarted(recorder.worker_restarted)
-    fleet.on_worker_restarted(lambda worker, _why: performance.reset_worker(worker.worker_id))
+    fleet.events.on_worker_restarted(recorder.worker_restarted)
+    fleet.events.on_worker_restarted(lambda worker, _why: performance.reset_worker(worker.worker_id))
     # Ready while any pool serves (degraded), or only while every pool does (server.ready_requires).
-    availability = PoolAvailability(fleet.routable_count, config.server.ready_requires, clock=clock)
-    fleet.on_capacity_change(availability.refresh)
-    recorder.watch_fleet(fleet, admission, thresholds, clock, performance, availability)
-    routing = RoutingControl(thresholds, admission, fleet, performance, profile_priors, mirror=state_backend)
+    availability = PoolAvailability(fleet.view.routable_count, config.server.ready_requires, clock=clock)
+    fleet.events.on_capacity_change(availability.refresh)
+    recorder.watch_fleet(fleet.view, admission, thresholds, clock, performance, availability)
+    routing = RoutingControl(thresholds, admission, fleet.view, performance, profile_priors, mirror=state_backend)
 
     # Voices, worker preparation and the background loops that keep the view true.
     voice_targets = (WorkerState.READY, WorkerState.EJECTED)  # answer HTTP; starting ones get a replay
@@ -229,7 +244,7 @@ def create_app(
     voice_registry = VoiceRegistry(
         VoiceStore.in_data_dir(data_dir, config.voices, mirror=voice_mirror),
         control_client,
-        lambda: [w for w in fleet.workers if w.state in voice_targets],
+        lambda: [w for w in fleet.view.workers if w.state in voice_targets],
     )
     shared_state = SharedState(
         config.state,
@@ -237,40 +252,40 @@ def create_app(
         routing=routing,
         thresholds=thresholds,
         drains=drains,
-        fleet=fleet,
+        fleet=fleet.members,
         voices=voice_registry.store,
         voice_mirror=voice_mirror,
         voices_changed=voice_registry.replay_all_later,
         observer=recorder,
     )
-    fleet.set_prepare_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
+    fleet.readiness.set_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
     # After each good probe: is the same process still behind the address?
     restarts = (
         RestartDetector(control_client, config.health.timeout_s, voice_registry.missing_on)
         if config.health.detect_restarts
         else None
     )
-    health_checker = HealthChecker(fleet, control_client, config.health, clock=clock, restarts=restarts)
+    health_checker = HealthChecker(fleet.view, fleet.health, control_client, config.health, clock=clock, restarts=restarts)
     load_reporter = LoadReporter(
-        fleet, control_client, config.load_reports, clock=clock, on_untracked=recorder.load_tracking_fallback
+        fleet.view, control_client, config.load_reports, clock=clock, on_untracked=recorder.load_tracking_fallback
     )
     # Replicas on one data directory follow its files; on a shared store its follower does.
-    replicas = ReplicaSync(routing, drains, fleet, voice_registry, clock, follow_data_dir=state_backend is None)
+    replicas = ReplicaSync(routing, drains, fleet.members, voice_registry, clock, follow_data_dir=state_backend is None)
     # Supervised pools: profiles are checked here, so a bad one stops the start-up.
-    supervisors = build_supervisors(config, fleet, is_ready=fleet.has_answered)
+    supervisors = build_supervisors(config, fleet.members, profiles, is_ready=fleet.health.has_answered)
     # Pools without ``launch`` find their workers by discovery (built at start: some need the loop).
-    discoveries = [partial(discovery_factory, pool, pool_config, fleet) for pool, pool_config in config.pools.items() if pool_config.launch is None]
+    discoveries = [partial(discovery_factory, pool, pool_config, fleet.members) for pool, pool_config in config.pools.items() if pool_config.launch is None]
 
     # The request path.
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
-    relay = Relay(transport, fleet, admission, config.upstream, recorder, clock=clock)
+    relay = Relay(transport, fleet.health, admission, config.upstream, recorder, clock=clock)
     speech = SpeechPipeline(
         auth=api_keys,
         admission=admission,
         payloads=WorkerPayloads(
             config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
-            max_new_tokens_limit(spec.max_model_len for spec in specs.values()),
+            max_new_tokens_limit(profile.talker.max_model_len for profile in profiles.values()),
         ),
         relay=relay,
         encoders=open_encoder,
@@ -301,7 +316,7 @@ def create_app(
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
-        config, AdminAuth(config.auth), routing, thresholds, fleet, drains, admission, performance,
+        config, AdminAuth(config.auth), routing, thresholds, fleet.view, fleet.members, drains, admission, performance,
         availability=availability, decision_totals=metrics.routing_decision_totals,
     )  # fmt: skip
     app.include_router(admin_router)
@@ -333,5 +348,6 @@ def create_app(
         supervisors=supervisors,
         transport=transport,
         control_client=control_client,
+        performance=performance,
     )
     return gateway

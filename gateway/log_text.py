@@ -13,7 +13,8 @@ import sys
 from datetime import datetime
 from typing import IO
 
-from gateway.access_log import ACCESS_LOGGER
+# The access log's logger: its records are formatted as one request line.
+ACCESS_LOGGER = "higgs_gateway.access"
 
 
 class TextFormatter(logging.Formatter):

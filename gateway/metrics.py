@@ -21,7 +21,6 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -30,18 +29,12 @@ from prometheus_client.registry import Collector
 
 from gateway import __version__
 from gateway.types import PoolName, SlaClass
-from gateway.upstream.errors import RetryReason, UpstreamErrorKind
+from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
+from gateway.types.labels import NO_POOL, TTFP_BUCKETS, DisconnectPhase, EjectionReason, KeyResult, RejectReason, RestartReason
 
 log = logging.getLogger(__name__)
 
 PREFIX = "higgs_gateway_"
-# Pool label of a request that never reached a pool (rejected, invalid, client left while queued).
-NO_POOL = "none"
-
-# Time to first audio byte: 10 ms .. 60 s, dense around the 100 ms - 1 s range where the
-# SLA targets live. 0.5 is the latency-class SLO bound the alert rules read (le="0.5").
-TTFP_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0,
-                1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)  # fmt: skip
 # A whole request: short clips take a fraction of a second, Stage 0 caps audio near 82 s.
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0,
                     45.0, 60.0, 90.0, 120.0, 300.0)  # fmt: skip
@@ -53,53 +46,6 @@ PREDICTION_RATIO_BUCKETS = (0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5
 # Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
-
-
-class RejectReason(StrEnum):
-    """``higgs_gateway_rejections_total{reason}``: why admission turned a request away.
-
-    Same strings as gateway.routing.reasons (a unit test keeps them in step).
-    """
-
-    QUEUE_FULL = "queue_full"  # the class's queue is at its size limit (429)
-    WAIT_TIMEOUT = "wait_timeout"  # waited max_wait_s without a slot (503)
-    NO_WORKERS = "no_workers"  # no routable worker in any pool the policy may use (503)
-    SHUTTING_DOWN = "shutting_down"  # the gateway is stopping (503)
-    RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
-    STREAM_LIMITED = "stream_limited"  # the API key has its tier's most concurrent streams (429)
-
-
-class KeyResult(StrEnum):
-    """``higgs_gateway_key_requests_total{result}``: what the API-key check made of a request."""
-
-    ADMITTED = "admitted"  # within every limit of its key's tier
-    RATE_LIMITED = "rate_limited"  # over the tier's requests per second (429)
-    STREAM_LIMITED = "stream_limited"  # over the tier's concurrent streams (429)
-
-
-class DisconnectPhase(StrEnum):
-    """``higgs_gateway_client_disconnects_total{phase}``: where the client left."""
-
-    QUEUED = "queued"  # still waiting in admission
-    BEFORE_FIRST_BYTE = "before_first_byte"  # routed, worker not yet answered
-    STREAMING = "streaming"  # audio was flowing
-
-
-class EjectionReason(StrEnum):
-    """``higgs_gateway_worker_ejections_total{reason}``: why a worker left the routable set."""
-
-    HEALTH_PROBE = "health_probe"  # consecutive failed /health probes
-    REQUEST_FAILURES = "request_failures"  # consecutive transport failures on real traffic
-    PROCESS_EXIT = "process_exit"  # a supervised worker's process died
-
-
-class RestartReason(StrEnum):
-    """``higgs_gateway_worker_restarts_total{reason}``: how a worker restart was noticed."""
-
-    PROCESS_EXIT = "process_exit"  # a supervised worker's process exited and is started again
-    START_TIME_CHANGED = "start_time_changed"  # its /metrics process_start_time_seconds moved
-    VOICES_MISSING = "voices_missing"  # it no longer held a registered voice (list or a request)
-    ADDRESS_CHANGED = "address_changed"  # the same identity (pod) came back at another address
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,19 +13,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.access_log import AccessLog, AccessRecord
-from gateway.metrics import FleetSnapshot, GatewayMetrics, KeyResult, RejectReason, WorkerSnapshot
-from gateway.observations import StreamObservation, StreamObserver, StreamOutcome
+from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
 from gateway.pools.availability import PoolAvailability
-from gateway.pools.fleet import Fleet
+from gateway.pools.view import FleetView
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
-from gateway.routing.curves import Curve
-from gateway.routing.model import Decision
-from gateway.routing.performance import PerformanceModel
+from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.security.auth import KeyIdentity
-from gateway.types import BYTES_PER_SECOND, SlaClass, WorkerState
-from gateway.upstream.errors import RetryReason, UpstreamErrorKind
+from gateway.types import SlaClass, WorkerState
+from gateway.types.codec import BYTES_PER_SECOND
+from gateway.types.curve import Curve
+from gateway.types.decision import Decision
+from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
+from gateway.types.labels import EjectionReason, KeyResult, RejectReason, RestartReason
+from gateway.types.observations import StreamObservation, StreamObserver, StreamOutcome
 
 
 @dataclass(slots=True)
@@ -116,11 +118,11 @@ class Recorder:
             observer.on_stream_done(observation)
 
     # ---- fleet ------------------------------------------------------------------------
-    def worker_ejected(self, worker: Worker, reason: str) -> None:
+    def worker_ejected(self, worker: Worker, reason: EjectionReason) -> None:
         self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
 
-    def worker_restarted(self, worker: Worker, reason: str) -> None:
-        """A new process behind a worker id (``RestartReason`` values)."""
+    def worker_restarted(self, worker: Worker, reason: RestartReason) -> None:
+        """A new process behind a worker id."""
         self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
 
     def load_tracking_fallback(self, worker: Worker) -> None:
@@ -180,7 +182,7 @@ class Recorder:
     # ---- live gauges, read at scrape time ---------------------------------------------
     def watch_fleet(
         self,
-        fleet: Fleet,
+        fleet: FleetView,
         admission: Admission,
         thresholds: ThresholdStore,
         clock: Callable[[], float],
@@ -190,7 +192,7 @@ class Recorder:
         def snapshot() -> FleetSnapshot:
             now = clock()
             pools = availability.current() if availability is not None else None
-            curves = performance.curves() if performance is not None else {}
+            curves = performance.snapshot() if performance is not None else EMPTY_SNAPSHOT  # a read, never a refit
             workers = [
                 WorkerSnapshot(
                     pool=w.pool.value,
@@ -200,7 +202,7 @@ class Recorder:
                     up=w.routable,
                     report_age_s=None if w.reported_at is None else now - w.reported_at,
                     slots=w.slots,
-                    curve=_curve_points(curves.get(w.worker_id)),
+                    curve=_curve_points(curves.curve(w.worker_id, w.pool)),
                 )
                 for w in fleet.workers
                 if w.state is not WorkerState.STOPPED

@@ -5,11 +5,11 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 
 from gateway.api.sla import sla_class_or_default
-from gateway.metrics import KeyResult
 from gateway.recorder import Recorder
 from gateway.security.auth import ApiKeyAuth, KeyIdentity
 from gateway.security.errors import AuthError
 from gateway.state.stream_limit import StreamSlot
+from gateway.types.labels import KeyResult
 
 
 class KeyStream:

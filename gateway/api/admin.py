@@ -17,9 +17,10 @@ from gateway import __version__
 from gateway.config import GatewayConfig
 from gateway.config_check import redacted
 from gateway.errors import GatewayError, bad_request
-from gateway.pools.drains import DrainStore
 from gateway.pools.availability import PoolAvailability
-from gateway.pools.fleet import Fleet
+from gateway.pools.drains import DrainStore
+from gateway.pools.members import Members
+from gateway.pools.view import FleetView
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
@@ -32,7 +33,8 @@ def create_router(
     admin_auth: AdminAuth,
     routing: RoutingControl,
     thresholds: ThresholdStore,
-    fleet: Fleet,
+    fleet: FleetView,
+    members: Members,
     drains: DrainStore,
     admission: Admission,
     performance: PerformanceModel | None = None,
@@ -96,14 +98,14 @@ def create_router(
         return status
 
     async def set_drained(worker_id: str, drained: bool) -> dict[str, Any]:
-        if fleet.get(worker_id) is None:
+        if members.get(worker_id) is None:
             raise GatewayError(
                 404, f"No worker with id {worker_id!r}; see GET /admin/pools.", param="worker_id", code="worker_not_found"
             )
         # Persisted first (the shared store, if any, before this replica's copy): survives a
         # restart, other replicas follow; a shared store out of reach refuses it (503).
         await drains.change(worker_id, drained)
-        worker = fleet.set_drained(worker_id, drained)
+        worker = members.set_drained(worker_id, drained)
         return {"id": worker.worker_id, "drained": worker.drained, "inflight": worker.inflight, "state": worker.state.value}
 
     @router.post("/workers/{worker_id}/drain")

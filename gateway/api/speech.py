@@ -2,9 +2,9 @@
 
 auth (rate, concurrent streams) -> SLA headers -> admission precheck -> body -> payload -> admission -> relay ->
 encoder -> response, with the recorder told once how it ended. The order matters:
-capacity is checked before the body is read (a flood is turned away cheaply), and the
-relay leases the worker in the same event-loop step admission answers in (nobody can
-steal the slot). The relay's ``OpenStream.close`` is the one release of the worker,
+capacity is checked before the body is read (a flood is turned away cheaply), and
+admission answers with a reservation: the worker's slot, already held, that the relay
+takes over (nobody can steal it in between). The relay's ``OpenStream.close`` is the one release of the worker,
 ``_Delivery.finish`` the one place a streamed request ends.
 """
 
@@ -26,26 +26,20 @@ from gateway.audio.encoder import StreamEncoder
 from gateway.audio.formats import STREAMING_HEADERS, AudioFormat, response_media_type
 from gateway.audio.sse import sse_delta, sse_done, sse_error
 from gateway.errors import GatewayError
-from gateway.metrics import DisconnectPhase
-from gateway.observations import StreamOutcome
 from gateway.recorder import Recorder, RequestRecord
+from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission
-from gateway.routing.model import RequestInfo
-from gateway.types import (
-    BYTES_PER_SECOND,
-    POOL_HEADER,
-    PREDICTED_RTF_HEADER,
-    PREDICTED_TTFP_HEADER,
-    ROUTE_REASON_HEADER,
-)
+from gateway.types import POOL_HEADER, PREDICTED_RTF_HEADER, PREDICTED_TTFP_HEADER, ROUTE_REASON_HEADER
+from gateway.types.codec import BYTES_PER_SECOND, FRAMES_PER_SECOND
+from gateway.types.labels import DisconnectPhase
+from gateway.types.observations import StreamOutcome
+from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import OpenStream, Relay
 
 log = logging.getLogger("higgs_gateway.speech")
 
 CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
-# Codec frames: 25 per second of audio; Higgs counts one output token per frame.
-FRAMES_PER_SECOND = 25
 EncoderFactory = Callable[[AudioFormat, float], StreamEncoder]
 SPEECH_OPENAPI = {
     "requestBody": {
@@ -59,7 +53,7 @@ class SpeechPipeline:
     def __init__(
         self,
         auth: ApiKeyGate,
-        admission: Admission,
+        admission: Admission[Lease],
         payloads: WorkerPayloads,
         relay: Relay,
         encoders: EncoderFactory,
@@ -123,10 +117,9 @@ class SpeechPipeline:
         stream: OpenStream | None = None
         try:
             with watch.guard():
-                decision = await self._admission.admit(info)
-                record.reason = decision.reason
-                # No await in between: the relay leases the worker admission just handed out.
-                stream = await self._relay.open(decision, info, payload)
+                reservation = await self._admission.admit(info)
+                record.reason = reservation.decision.reason
+                stream = await self._relay.open(reservation, info, payload)  # the relay owns the slot from here
             encoder = self._encoders(speech.response_format, speech.speed)
         except BaseException:
             watch.close()

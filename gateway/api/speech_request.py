@@ -17,7 +17,7 @@ from gateway.errors import GatewayError, bad_request
 from gateway.audio.formats import AudioFormat
 from gateway.config import ModelsConfig, VoicesConfig
 from gateway.security.ref_audio import RefAudioPolicy
-from gateway.types import MIN_AUDIO_TOKENS
+from gateway.types.codec import MIN_AUDIO_TOKENS
 from gateway.voices.resolve import resolve_voice
 from gateway.voices.store import VoiceStore
 

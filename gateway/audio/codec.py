@@ -17,7 +17,7 @@ from gateway.audio.encoder import EncoderClosedError
 from gateway.audio.formats import AudioFormat
 from gateway.audio.frames import PCM_LAYOUT, pcm_to_frame
 from gateway.audio.pcm import BYTES_PER_FRAME, SampleAligner
-from gateway.types import SAMPLE_RATE
+from gateway.types.codec import SAMPLE_RATE
 
 # Every muxer: hand each packet to the sink at once. Left to the I/O layer's own choice,
 # packets may wait in a 32 KiB buffer: seconds of compressed speech held back.

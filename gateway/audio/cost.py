@@ -11,9 +11,9 @@ import time
 
 from gateway.audio.factory import open_encoder
 from gateway.audio.formats import AudioFormat
-from gateway.types import BYTES_PER_SECOND, SAMPLE_RATE
+from gateway.types.codec import BYTES_PER_FRAME, BYTES_PER_SECOND, SAMPLE_RATE
 
-_FIRST_CHUNK_BYTES = BYTES_PER_SECOND // 25  # the worker's pattern: 40 ms, then 1 s chunks
+_FIRST_CHUNK_BYTES = BYTES_PER_FRAME  # the worker's pattern: one 40 ms frame, then 1 s chunks
 
 
 def speech_like_pcm(seconds: float) -> bytes:

@@ -8,7 +8,7 @@ import av
 import numpy as np
 
 from gateway.audio.pcm import BYTES_PER_FRAME
-from gateway.types import CHANNELS, SAMPLE_RATE
+from gateway.types.codec import CHANNELS, SAMPLE_RATE
 
 PCM_SAMPLE_FORMAT = "s16"  # packed signed 16-bit, native order; PyAV runs on little-endian hosts
 PCM_LAYOUT = "mono" if CHANNELS == 1 else "stereo"

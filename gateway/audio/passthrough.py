@@ -10,7 +10,7 @@ import struct
 
 from gateway.audio.encoder import EncoderClosedError
 from gateway.audio.pcm import BYTES_PER_FRAME, SampleAligner
-from gateway.types import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH
+from gateway.types.codec import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH
 
 _UNKNOWN_SIZE = 0xFFFFFFFF  # a live stream's length is unknown when the header goes out
 _WAVE_FORMAT_PCM = 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.types import BYTES_PER_SECOND, CHANNELS, SAMPLE_WIDTH
+from gateway.types.codec import BYTES_PER_SECOND, CHANNELS, SAMPLE_WIDTH
 
 BYTES_PER_FRAME = CHANNELS * SAMPLE_WIDTH  # one sample for every channel
 

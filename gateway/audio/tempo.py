@@ -21,7 +21,7 @@ from gateway.audio.frames import (
     pcm_to_frame,
 )
 from gateway.audio.pcm import BYTES_PER_FRAME, SampleAligner
-from gateway.types import SAMPLE_RATE
+from gateway.types.codec import SAMPLE_RATE
 
 MIN_SPEED = 0.25
 MAX_SPEED = 4.0

@@ -18,21 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from gateway.bench import report, traces
+from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace
 from gateway.config import DEFAULT_MODEL
 from gateway.help_format import HelpFormatter
 from gateway.types import SlaClass
-
-
-def int_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
-    if not values or any(value < 1 for value in values):
-        raise argparse.ArgumentTypeError("levels must be positive integers")
-    return values
 
 
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:

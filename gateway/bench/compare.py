@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.bench import report
+from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
@@ -96,8 +97,6 @@ def chosen_setups(spec: str, references: bool = True) -> list[Setup]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gateway.bench.cli import int_list
-
     setups = chosen_setups(args.setups, references=not args.no_references)
     levels = int_list(args.levels)
     arrivals = (
@@ -200,7 +199,7 @@ def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
 def timing_parameters() -> dict[str, Any]:
     """The emulator's timing model as this checkout defines it (recorded with each run)."""
     try:
-        from gateway.emulator.timing import TimingParams
+        from gateway.worker_timing import TimingParams
     except ImportError:  # the emulator's model is optional for reading old results
         return {}
     return {name: repr(value) for name, value in dataclasses.asdict(TimingParams()).items()}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions, RequestSpec, make_client
 from gateway.bench.fleet import HT_PROFILE, Fleet, Service, free_port, tree_cpu_seconds, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
@@ -118,7 +119,6 @@ def workloads(levels: list[int], short: bool) -> list[Workload]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gateway.bench.cli import int_list
     from gateway.bench.overhead_report import write_report
 
     if args.report_only:

@@ -49,9 +49,10 @@ from gateway.bench.leaks import LeakCheck
 from gateway.bench.texts import TEXTS, text_order
 from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
-from gateway.emulator.timing import StepModel
-from gateway.pools.fleet import pool_specs
-from gateway.types import BYTES_PER_SECOND, SLA_CLASS_HEADER, PoolName
+from gateway.pools.specs import load_pool_profiles, pool_specs
+from gateway.types import SLA_CLASS_HEADER, PoolName
+from gateway.types.codec import BYTES_PER_SECOND
+from gateway.worker_timing import StepModel
 
 WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often
@@ -590,7 +591,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = Path(work) / "gateway.yaml"
         document = soak_gateway_document(port, Path(work) / "data", ll, ht, DEFAULT_TOKEN, args.first_byte_timeout)
         config.write_text(yaml.safe_dump(document))
-        specs = pool_specs(GatewayConfig(**document))
+        gateway_config = GatewayConfig(**document)
+        specs = pool_specs(gateway_config, load_pool_profiles(gateway_config))
         slots = f"{specs[PoolName.LOW_LATENCY].slots_per_worker} + {specs[PoolName.HIGH_THROUGHPUT].slots_per_worker}"
         gateway = fleet.gateway("gateway", config, port, ready_path="/ready?require=every_pool")
         report = asyncio.run(run_soak(gateway.url, gateway.pid, [*ll, *ht], plan, DEFAULT_TOKEN))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gateway.types import BYTES_PER_SECOND
+from gateway.types.codec import BYTES_PER_SECOND
 
 
 def audio_seconds(pcm_bytes: int) -> float:

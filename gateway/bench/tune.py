@@ -28,7 +28,8 @@ from typing import Any
 
 import httpx
 
-from gateway.bench.cli import add_client_arguments, int_list, run_options
+from gateway.bench.arguments import int_list
+from gateway.bench.cli import add_client_arguments, run_options
 from gateway.bench.crossover import Crossover, balanced_threshold, find_crossover
 from gateway.bench.report import to_markdown, units_note
 from gateway.bench.scenarios import run_async, sweep, warm_up

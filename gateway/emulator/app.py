@@ -28,7 +28,7 @@ from gateway.emulator.ref_audio import RefAudioResolver, probe_audio_seconds
 from gateway.emulator.speech import LoadCounter, SpeechService
 from gateway.emulator.speech_stream import SpeechStreamHandler, StreamTimeouts
 from gateway.emulator.spoken import SpeechAudio
-from gateway.emulator.timing import StepModel, TimingParams
+from gateway.worker_timing import StepModel, TimingParams
 from gateway.emulator.voices import (
     DEFAULT_MAX_UPLOADED,
     MAX_SAMPLE_BYTES,

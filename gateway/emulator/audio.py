@@ -19,9 +19,8 @@ import zlib
 
 import numpy as np
 
-from gateway.types import SAMPLE_RATE
+from gateway.types.codec import SAMPLE_RATE, SAMPLES_PER_FRAME
 
-SAMPLES_PER_FRAME = SAMPLE_RATE // 25  # one 40 ms codec frame
 BYTES_PER_FRAME = SAMPLES_PER_FRAME * 2
 
 _TOKENS = re.compile(r"[^\W_]+(?:'[^\W_]+)*|[.!?;:,]")

@@ -12,7 +12,7 @@ import struct
 import av
 import numpy as np
 
-from gateway.types import CHANNELS, SAMPLE_RATE
+from gateway.types.codec import CHANNELS, SAMPLE_RATE
 
 CONTENT_TYPES = {
     "wav": "audio/wav",

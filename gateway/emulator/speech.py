@@ -40,8 +40,8 @@ from gateway.emulator.metrics import (
 from gateway.emulator.protocol import SpeechJob, parse_speech_request, validate_speech
 from gateway.emulator.ref_audio import RefAudioResolver
 from gateway.emulator.spoken import SpeechAudio
-from gateway.emulator.timing import StepModel
-from gateway.types import BYTES_PER_SECOND, SAMPLE_RATE
+from gateway.types.codec import BYTES_PER_SECOND, SAMPLE_RATE
+from gateway.worker_timing import StepModel
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

@@ -40,7 +40,7 @@ from gateway.emulator.espeak import (
     LibraryLocator,
     import_locator,
 )
-from gateway.types import SAMPLE_RATE
+from gateway.types.codec import SAMPLE_RATE
 
 log = logging.getLogger("gateway.emulator")
 

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from gateway.config import DiscoveryConfig
 from gateway.pools.background import BackgroundLoop
-from gateway.pools.discovery import Membership, endpoint_url, endpoint_worker_id
+from gateway.pools.sources import Membership, endpoint_url, endpoint_worker_id
 from gateway.pools.sink import WorkerSink
 from gateway.types import PoolName
 

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeAlias
 
 from gateway.config import DiscoveryConfig
 from gateway.pools.background import BackgroundLoop
-from gateway.pools.discovery import Membership, endpoint_url, host_port
+from gateway.pools.sources import Membership, endpoint_url, host_port
 from gateway.pools.sink import WorkerSink
 from gateway.types import PoolName
 

@@ -18,9 +18,10 @@ import httpx
 
 from gateway.config import HealthConfig
 from gateway.pools.background import BackgroundLoop
-from gateway.pools.fleet import Fleet
 from gateway.pools.restarts import RestartDetector
+from gateway.pools.view import FleetView
 from gateway.pools.worker import Worker
+from gateway.pools.worker_health import WorkerHealth
 from gateway.types import WorkerState
 
 log = logging.getLogger("higgs_gateway.health")
@@ -32,7 +33,8 @@ TICK_S = 0.05
 class HealthChecker:
     def __init__(
         self,
-        fleet: Fleet,
+        fleet: FleetView,
+        health: WorkerHealth,
         client: httpx.AsyncClient,
         config: HealthConfig,
         clock: Callable[[], float] = time.monotonic,
@@ -40,6 +42,7 @@ class HealthChecker:
         restarts: RestartDetector | None = None,
     ) -> None:
         self._fleet = fleet
+        self._health = health
         self._client = client
         self._config = config
         self._clock = clock
@@ -76,7 +79,7 @@ class HealthChecker:
         if worker.state in (WorkerState.FAILED, WorkerState.STOPPED):
             return False
         if worker.state is WorkerState.EJECTED:
-            return self._fleet.due_for_half_open(worker)
+            return self._health.due_for_half_open(worker)
         return now >= self._next_probe.get(worker.worker_id, 0.0)
 
     def _schedule_next(self, worker: Worker) -> None:
@@ -88,7 +91,7 @@ class HealthChecker:
         try:
             response = await self._client.get(f"{worker.url}/health", timeout=self._config.timeout_s)
         except httpx.HTTPError as exc:
-            self._fleet.probe_failed(worker, type(exc).__name__)
+            self._health.probe_failed(worker, type(exc).__name__)
             return False
         if response.status_code == 200:
             if self._restarts is not None:
@@ -97,10 +100,10 @@ class HealthChecker:
                 # drained one too (its drain survives): it gets its voices before it is undrained.
                 restarted = await self._restarts.check(worker, record_only=worker.state is WorkerState.STARTING)
                 if restarted is not None:
-                    self._fleet.worker_restarted(worker, restarted)
-            self._fleet.probe_succeeded(worker)
+                    self._health.worker_restarted(worker, restarted)
+            self._health.probe_succeeded(worker)
             return True
-        self._fleet.probe_failed(worker, f"/health answered {response.status_code}")
+        self._health.probe_failed(worker, f"/health answered {response.status_code}")
         return False
 
     async def _probe(self, worker: Worker) -> None:

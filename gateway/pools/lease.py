@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from gateway.pools.events import FleetEvents
+from gateway.pools.members import Members
 from gateway.pools.worker import Worker
 
 
@@ -32,3 +34,22 @@ class Lease:
         self._released = True
         self.worker.inflight -= 1
         self._on_release(self.worker)
+
+
+class Leases:
+    """Hands out leases on the members' workers; a release may free capacity."""
+
+    def __init__(self, members: Members, events: FleetEvents, clock: Callable[[], float]) -> None:
+        self._members = members
+        self._events = events
+        self._clock = clock
+
+    def lease(self, worker_id: str) -> Lease:
+        worker = self._members.get(worker_id)
+        if worker is None:
+            raise KeyError(worker_id)
+        return Lease(worker, self._released)
+
+    def _released(self, worker: Worker) -> None:
+        worker.note_release(self._clock())
+        self._events.capacity_changed()

@@ -26,7 +26,7 @@ import httpx
 
 from gateway.config import LoadReportConfig
 from gateway.pools.background import BackgroundLoop
-from gateway.pools.fleet import Fleet
+from gateway.pools.view import FleetView
 from gateway.pools.worker import LoadSource, Worker
 from gateway.types import WorkerState
 
@@ -73,7 +73,7 @@ def _sum_series(text: str, names: tuple[str, ...], label: str | None = None) -> 
 class LoadReporter:
     def __init__(
         self,
-        fleet: Fleet,
+        fleet: FleetView,
         client: httpx.AsyncClient,
         config: LoadReportConfig,
         clock: Callable[[], float] = time.monotonic,

@@ -11,9 +11,9 @@ import logging
 import httpx
 
 from gateway.config import GatewayConfig, WarmupConfig
-from gateway.pools.fleet import PoolSpec
+from gateway.pools.specs import PoolSpec
+from gateway.pools.warmup import batch_sizes_for, warm_up
 from gateway.pools.worker import Worker
-from gateway.supervisor.warmup import batch_sizes_for, warm_up
 from gateway.types import PoolName
 from gateway.voices.registry import VoiceRegistry
 

@@ -14,7 +14,7 @@ and every request naming one would fail. What the released worker offers to tell
 The health checker runs ``check`` after each good probe of a routable worker; on a
 restart the fleet makes it unroutable until its voices are replayed. The request path
 has a last line of defence of its own: a worker answering "Unknown voice" for a voice
-the gateway registered is treated the same way (see ``Fleet.request_failed``).
+the gateway registered is treated the same way (see ``WorkerHealth.request_failed``).
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from gateway.pools.worker import Worker
+from gateway.types.labels import RestartReason
 
 log = logging.getLogger("higgs_gateway.restarts")
 
 START_TIME_SERIES = "process_start_time_seconds"
-START_TIME_CHANGED = "start_time_changed"
-VOICES_MISSING = "voices_missing"
 # Start times are whole clock ticks (10 ms); anything closer is the same process.
 SAME_START_TOLERANCE_S = 0.05
 
@@ -63,7 +62,7 @@ class RestartDetector:
         self._timeout_s = timeout_s
         self._voices_missing = voices_missing
 
-    async def check(self, worker: Worker, record_only: bool = False) -> str | None:
+    async def check(self, worker: Worker, record_only: bool = False) -> RestartReason | None:
         """Why the worker is a new process since the last check, or None. Records its start
         time on the worker; a worker that offers neither signal is never called restarted.
         ``record_only``: a worker being prepared (its voices are replayed anyway)."""
@@ -72,12 +71,12 @@ class RestartDetector:
             previous = worker.process_start_time
             worker.process_start_time = started
             if previous is not None and abs(started - previous) > SAME_START_TOLERANCE_S:
-                return START_TIME_CHANGED
+                return RestartReason.START_TIME_CHANGED
             return None
         if self._voices_missing is not None and not record_only:
             try:
                 if await self._voices_missing(worker.url):
-                    return VOICES_MISSING
+                    return RestartReason.VOICES_MISSING
             except (httpx.HTTPError, ValueError) as exc:  # unreadable now: the next probe asks again
                 log.debug("voice list of %s unreadable: %r", worker.worker_id, exc)
         return None

@@ -11,8 +11,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from gateway.routing.model import WorkerLoad
 from gateway.types import PoolName, WorkerState
+from gateway.types.view import WorkerLoad
 
 log = logging.getLogger("higgs_gateway.workers")
 

@@ -4,11 +4,15 @@
 queues the request until ``capacity_changed`` (or the waiter's own timer: queue budget
 spent, promotion, deadline) finds it a slot. Waiters are served latency, then balanced
 (with promoted throughput, by arrival), then throughput; within the same class and wait
-stage, strictly first come first served.
+stage, strictly first come first served. How long a class may queue before its rule
+changes (`latency` may spill, `throughput` is promoted) is declared by the class
+(``routing.classes``); admission only keeps the clock.
 
-Contract with the caller: when ``admit`` returns a ROUTE, the caller takes the lease
-before its next ``await``. Until then the slot is counted here as "handed out", so no
-other request (queued or fresh) can be given it.
+``admit`` returns a ``Reservation``: the slot is taken (``reserve``, the fleet's lease) in
+the same step the policy chooses it, before the answer leaves admission, whether on the
+fast path or when a waiter is served. Nothing can take that slot in between, and the
+view every later decision sees already counts it. The caller owns the reservation from
+there and releases it once (the relay's open stream does).
 """
 
 from __future__ import annotations
@@ -18,16 +22,16 @@ import heapq
 import time
 from collections.abc import Callable, Set
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Generic, Protocol
 
 from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.errors import GatewayError
-from gateway.routing import reasons
-from gateway.routing.budget import latency_queue_budget_s
-from gateway.routing.model import Action, Decision, LoadView, PolicyState, RequestInfo
+from gateway.routing.adaptive import CLASSES
 from gateway.routing.policy import RoutingPolicy
-from gateway.routing.retry import RETRY_OTHER_WORKER, pick_retry_worker
-from gateway.types import DROPPED_REASON_HEADER, PoolName, SlaClass
+from gateway.types import DROPPED_REASON_HEADER, SlaClass, reasons
+from gateway.types.decision import Action, Decision
+from gateway.types.reservation import Reservation, SlotT
+from gateway.types.view import LoadView, RequestInfo
 
 Clock = Callable[[], float]
 
@@ -73,14 +77,15 @@ class NullObserver:
 
 
 @dataclass(eq=False, slots=True)
-class _Waiter:
+class _Waiter(Generic[SlotT]):
     request: RequestInfo
     seq: int  # arrival order across all classes
     enqueued_at: float
     deadline: float
     spill_at: float | None  # latency: when its queue budget is spent
     promote_at: float | None  # throughput: when it starts being served like balanced
-    future: asyncio.Future[Decision]
+    promoted_to: SlaClass | None
+    future: asyncio.Future[Reservation[SlotT]]
 
     def promoted(self, now: float) -> bool:
         return self.promote_at is not None and now >= self.promote_at
@@ -88,8 +93,8 @@ class _Waiter:
     def as_routed(self, now: float) -> RequestInfo:
         """The request as the policy should see it at ``now``."""
         request = self.request
-        if self.promoted(now):
-            request = replace(request, sla_class=SlaClass.BALANCED)
+        if self.promoted_to is not None and self.promoted(now):
+            request = replace(request, sla_class=self.promoted_to)
         if self.spill_at is not None and now >= self.spill_at and not request.waited_out:
             request = replace(request, waited_out=True)
         return request
@@ -99,28 +104,27 @@ class _Waiter:
         return min([*upcoming, self.deadline])
 
 
-class Admission:
+class Admission(Generic[SlotT]):
     def __init__(
         self,
         config: AdmissionConfig,
         policy: RoutingPolicy,
         thresholds: Callable[[], RoutingThresholds],
         snapshot: Callable[[], LoadView],
+        reserve: Callable[[str], SlotT],
         clock: Clock = time.monotonic,
         observer: AdmissionObserver | None = None,
     ) -> None:
         self._config = config
         self._policy = policy
-        self._state = PolicyState()
         self._thresholds = thresholds
         self._snapshot = snapshot
+        self._reserve = reserve  # takes a slot on a worker now (the fleet's lease)
         self._clock = clock
         self._observer: AdmissionObserver = observer or NullObserver()
-        self._queues: dict[SlaClass, dict[int, _Waiter]] = {sla: {} for sla in PRIORITY}
+        self._queues: dict[SlaClass, dict[int, _Waiter[SlotT]]] = {sla: {} for sla in PRIORITY}
         self._queued = 0
         self._next_seq = 0
-        # Slots given to waiters whose lease is not taken yet: worker_id -> count.
-        self._handed_out: dict[str, int] = {}
         self._closed = False
 
     # --- public -----------------------------------------------------------------------
@@ -131,32 +135,33 @@ class Admission:
         return self._closed
 
     def set_policy(self, policy: RoutingPolicy) -> None:
-        """Swap the policy at run time (the admin API changed ``routing.policy``)."""
+        """Swap the policy at run time (the admin API changed ``routing.policy``); a new
+        policy starts with fresh memory of its own."""
         self._policy = policy
-        self._state = PolicyState()
         self.capacity_changed()
 
-    async def admit(self, request: RequestInfo) -> Decision:
-        """A ROUTE decision, or raises ``AdmissionRejected``. See the module doc for the lease contract."""
+    async def admit(self, request: RequestInfo) -> Reservation[SlotT]:
+        """A held slot with the decision behind it, or raises ``AdmissionRejected``."""
         sla = request.sla_class
         if self._closed:
             raise self._rejected(sla, reasons.SHUTTING_DOWN)
         now = self._clock()
         thresholds = self._thresholds()
         spill_at = None
-        if sla == SlaClass.LATENCY:
-            budget = latency_queue_budget_s(request, thresholds)
+        budget = CLASSES[sla].spill_after_s(request, thresholds)
+        if budget is not None:
             if budget <= 0:
                 request = replace(request, waited_out=True)
             spill_at = now + budget
 
         if self._queued == 0:
             # Fast path: nobody to overtake, so ask the policy directly.
-            decision = self._decide(request, self._view(), thresholds)
+            decision = self._policy.decide(request, self._snapshot(), thresholds)
             if decision.action == Action.ROUTE:
+                reservation = self._held(decision)
                 self._observer.on_wait(sla, 0.0)
                 self._observer.on_decision(sla, decision)
-                return decision
+                return reservation
             if decision.action == Action.REJECT:
                 raise self._rejected(sla, decision.reason)
 
@@ -169,19 +174,23 @@ class Admission:
             self._serve()
         return await self._wait(waiter)
 
-    def retry(self, request: RequestInfo, tried: Set[str], prefer: PoolName | None) -> Decision | None:
+    def retry(self, request: RequestInfo, tried: Set[str]) -> Reservation[SlotT] | None:
         """Another worker for an admitted request whose worker failed before the first byte,
-        or None when no untried worker has a free slot. Same contract as ``admit``: the
-        caller leases before its next await. Slots handed to waiters count as taken, so a
-        retry never gets a slot a queued request was just given."""
+        or None when the policy finds none with room now (a retry never queues: it was
+        admitted before the waiters). The policy decides it like any request of its class,
+        the tried workers excluded, with the same caps, ceilings and latency reserve; it
+        already waited, so a `latency` retry may spill. Slots handed to waiters are held,
+        so a retry never gets one."""
         if self._closed:
             return None
-        worker = pick_retry_worker(self._view(), tried, prefer)
-        if worker is None:
+        retry = replace(request, waited_out=True, tried=frozenset(tried))
+        decision = self._policy.decide(retry, self._snapshot(), self._thresholds())
+        if decision.action is not Action.ROUTE:
             return None
-        decision = Decision(Action.ROUTE, RETRY_OTHER_WORKER, worker.pool, worker.worker_id)
+        decision = replace(decision, reason=reasons.RETRY_OTHER_WORKER)
+        reservation = self._held(decision)
         self._observer.on_decision(request.sla_class, decision)
-        return decision
+        return reservation
 
     def precheck(self, sla: SlaClass) -> None:
         """Cheap checks made before the request body is read, so a flood is turned away
@@ -212,11 +221,12 @@ class Admission:
 
     # --- queueing ---------------------------------------------------------------------
 
-    def _enqueue(self, request: RequestInfo, now: float, spill_at: float | None) -> _Waiter:
+    def _enqueue(self, request: RequestInfo, now: float, spill_at: float | None) -> _Waiter[SlotT]:
         sla = request.sla_class
         deadline = now + self._config.max_wait(sla)
-        promote_at = now + self._config.promote_after_s if sla == SlaClass.THROUGHPUT else None
-        waiter = _Waiter(
+        promoted_to = CLASSES[sla].promoted_to
+        promote_at = now + self._config.promote_after_s if promoted_to is not None else None
+        waiter: _Waiter[SlotT] = _Waiter(
             request=request,
             seq=self._next_seq,
             enqueued_at=now,
@@ -224,6 +234,7 @@ class Admission:
             # Past the deadline there is no point spilling: the last chance is at the deadline.
             spill_at=None if spill_at is None else min(spill_at, deadline),
             promote_at=promote_at,
+            promoted_to=promoted_to,
             future=asyncio.get_running_loop().create_future(),
         )
         self._next_seq += 1
@@ -231,12 +242,12 @@ class Admission:
         self._queued += 1
         return waiter
 
-    def _dequeue(self, waiter: _Waiter) -> None:
+    def _dequeue(self, waiter: _Waiter[SlotT]) -> None:
         sla = waiter.request.sla_class
         del self._queues[sla][waiter.seq]
         self._queued -= 1
 
-    async def _wait(self, waiter: _Waiter) -> Decision:
+    async def _wait(self, waiter: _Waiter[SlotT]) -> Reservation[SlotT]:
         future = waiter.future
         # When the queue was last served for this waiter: events after it are still due.
         # Event loops may fire a timer slightly before the clock reaches its target; an
@@ -254,19 +265,16 @@ class Admission:
         except asyncio.CancelledError:
             self._abandon(waiter)
             raise
-        decision = future.result()  # raises AdmissionRejected
-        # From here the caller owns the slot and leases it before its next await.
-        self._release_handed_out(decision)
-        return decision
+        return future.result()  # raises AdmissionRejected; from here the caller owns the slot
 
-    def _abandon(self, waiter: _Waiter) -> None:
-        """The client went away while queued: leave no trace, give back an unused slot."""
+    def _abandon(self, waiter: _Waiter[SlotT]) -> None:
+        """The client went away while queued: leave no trace, give back a slot held for it."""
         future = waiter.future
         if not future.done():
             self._dequeue(waiter)
             future.cancel()
         elif not future.cancelled() and future.exception() is None:
-            self._release_handed_out(future.result())
+            future.result().release()  # nobody else owns it: the caller never got it
             self._serve()
 
     # --- serving ----------------------------------------------------------------------
@@ -276,7 +284,7 @@ class Admission:
             return
         now = self._clock()
         thresholds = self._thresholds()
-        view = self._view()
+        view = self._snapshot()
         # A waiter never overtakes an earlier one the policy saw the same way in this pass.
         blocked: set[tuple[SlaClass, bool]] = set()
         exhausted = _nothing_free(view)
@@ -285,10 +293,10 @@ class Admission:
             key = (request.sla_class, request.waited_out)
             if key in blocked:
                 continue
-            decision = self._decide(request, view, thresholds)
+            decision = self._policy.decide(request, view, thresholds)
             if decision.action == Action.ROUTE:
                 worker_id = self._hand_out(waiter, decision, now)
-                # Count the slot as taken for the rest of the pass, without a new snapshot.
+                # The slot is held; count it in this pass's view without a new snapshot.
                 view = view.with_leases({worker_id: 1})
                 if _nothing_free(view):
                     break
@@ -298,7 +306,7 @@ class Admission:
                 blocked.add(key)
         self._expire(now)
 
-    def _service_order(self, now: float) -> list[_Waiter]:
+    def _service_order(self, now: float) -> list[_Waiter[SlotT]]:
         throughput = list(self._queues[SlaClass.THROUGHPUT].values())
         promoted = [w for w in throughput if w.promoted(now)]
         not_promoted = [w for w in throughput if not w.promoted(now)]
@@ -316,39 +324,28 @@ class Admission:
             for waiter in expired:
                 self._reject_waiter(waiter, reasons.WAIT_TIMEOUT, now)
 
-    def _decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
-        decision, self._state = self._policy.decide(request, view, thresholds, self._state)
-        return decision
+    def _held(self, decision: Decision) -> Reservation[SlotT]:
+        """The slot ``decision`` chose, taken now: the only way a decision leaves admission."""
+        assert decision.worker_id is not None
+        return Reservation(decision, self._reserve(decision.worker_id))
 
-    def _hand_out(self, waiter: _Waiter, decision: Decision, now: float) -> str:
+    def _hand_out(self, waiter: _Waiter[SlotT], decision: Decision, now: float) -> str:
         self._dequeue(waiter)
-        worker_id = decision.worker_id or ""
-        self._handed_out[worker_id] = self._handed_out.get(worker_id, 0) + 1
-        waiter.future.set_result(decision)
+        reservation = self._held(decision)
+        waiter.future.set_result(reservation)
         sla = waiter.request.sla_class
         self._observer.on_wait(sla, now - waiter.enqueued_at)
         self._observer.on_decision(sla, decision)
-        return worker_id
+        return reservation.worker_id
 
-    def _release_handed_out(self, decision: Decision) -> None:
-        worker_id = decision.worker_id or ""
-        left = self._handed_out.get(worker_id, 0) - 1
-        if left > 0:
-            self._handed_out[worker_id] = left
-        else:
-            self._handed_out.pop(worker_id, None)
-
-    def _reject_waiter(self, waiter: _Waiter, reason: str, now: float) -> None:
+    def _reject_waiter(self, waiter: _Waiter[SlotT], reason: str, now: float) -> None:
         self._dequeue(waiter)
         sla = waiter.request.sla_class
         self._observer.on_wait(sla, now - waiter.enqueued_at)
         waiter.future.set_exception(self._rejected(sla, reason))
 
-    def _all_waiters(self) -> list[_Waiter]:
+    def _all_waiters(self) -> list[_Waiter[SlotT]]:
         return [w for queue in self._queues.values() for w in queue.values()]
-
-    def _view(self) -> LoadView:
-        return self._snapshot().with_leases(self._handed_out)
 
     def _rejected(self, sla: SlaClass, reason: str) -> AdmissionRejected:
         self._observer.on_rejected(sla, reason)

@@ -1,19 +1,19 @@
-"""Baseline policies for the benchmark: same interface as adaptive, deliberately naive.
+"""Baseline policies for the benchmark: same interface and stages as adaptive, deliberately naive.
 
 Each one still waits (never overloads a worker) when everything it may use is full.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gateway.config import RoutingThresholds
-from gateway.routing import reasons
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
-from gateway.routing.outcomes import first_free, other_pool, reject, route, wait
-from gateway.routing.picker import choose
+from gateway.routing.filters import InPool
+from gateway.routing.outcomes import candidates, first_free, other_pool, reject, wait
+from gateway.routing.picker import TieBreak
 from gateway.routing.scorers import indifferent, most_free_slots
-from gateway.types import PoolName
+from gateway.routing.stages import routed
+from gateway.types import PoolName, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 FLEET_SCOPE = "fleet"
 
@@ -24,13 +24,12 @@ class SinglePoolPolicy:
     def __init__(self, pool: PoolName, name: str) -> None:
         self.pool = pool
         self.name = name
+        self._ties = TieBreak()
 
-    def decide(
-        self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-    ) -> tuple[Decision, PolicyState]:
+    def decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         if not view.has_workers(self.pool):
-            return reject(reasons.NO_WORKERS), state
-        return first_free(view, state, [(self.pool, self.name)], reasons.QUEUED_ALL_FULL)
+            return reject(reasons.NO_WORKERS)
+        return first_free(view, request, self._ties, [(self.pool, self.name)], reasons.QUEUED_ALL_FULL)
 
 
 class RoundRobinPolicy:
@@ -38,17 +37,22 @@ class RoundRobinPolicy:
 
     name = reasons.ROUND_ROBIN
 
-    def decide(
-        self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-    ) -> tuple[Decision, PolicyState]:
+    def __init__(self) -> None:
+        self._ties = TieBreak()
+        self._next_pool = PoolName.LOW_LATENCY  # the pool to try first next time
+
+    def decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         if not any(w.routable for w in view.workers):
-            return reject(reasons.NO_WORKERS), state
-        for pool in (state.next_pool, other_pool(state.next_pool)):
-            worker, picked_state = choose(view.pool(pool), pool.value, state, indifferent)
-            if worker is not None:
-                decision = route(pool, worker.worker_id, reasons.ROUND_ROBIN)
-                return decision, replace(picked_state, next_pool=other_pool(pool))
-        return wait(reasons.QUEUED_ALL_FULL), state
+            return reject(reasons.NO_WORKERS)
+        free = candidates(view, request)
+        for pool in (self._next_pool, other_pool(self._next_pool)):
+            workers = InPool(pool).keep(free)
+            if workers:
+                chosen = self._ties.pick(workers, indifferent(workers), pool.value)
+                assert chosen is not None
+                self._next_pool = other_pool(pool)
+                return routed(chosen, reasons.ROUND_ROBIN)
+        return wait(reasons.QUEUED_ALL_FULL)
 
 
 class LeastLoadedPolicy:
@@ -56,12 +60,15 @@ class LeastLoadedPolicy:
 
     name = reasons.LEAST_LOADED
 
-    def decide(
-        self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-    ) -> tuple[Decision, PolicyState]:
+    def __init__(self) -> None:
+        self._ties = TieBreak()
+
+    def decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         if not any(w.routable for w in view.workers):
-            return reject(reasons.NO_WORKERS), state
-        worker, picked_state = choose(view.workers, FLEET_SCOPE, state, most_free_slots)
-        if worker is None:
-            return wait(reasons.QUEUED_ALL_FULL), state
-        return route(worker.pool, worker.worker_id, reasons.LEAST_LOADED), picked_state
+            return reject(reasons.NO_WORKERS)
+        free = candidates(view, request)
+        if not free:
+            return wait(reasons.QUEUED_ALL_FULL)
+        chosen = self._ties.pick(free, most_free_slots(free), FLEET_SCOPE)
+        assert chosen is not None
+        return routed(chosen, reasons.LEAST_LOADED)

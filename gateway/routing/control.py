@@ -16,16 +16,22 @@ from typing import Any, Protocol
 
 from gateway.deploy_profile import deep_merge
 from gateway.errors import bad_request
-from gateway.pools.fleet import Fleet
 from gateway.routing.admission import Admission
-from gateway.routing.curves import Curve
 from gateway.routing.performance import PerformanceModel
-from gateway.routing.prior import with_measured
-from gateway.types import PoolName
 from gateway.routing.policy import create_policy
+from gateway.routing.prior import with_measured
 from gateway.routing.thresholds import ThresholdStore, ThresholdUpdateError, effective_thresholds
+from gateway.types import PoolName
+from gateway.types.curve import Curve
+from gateway.types.view import LoadView
 
 log = logging.getLogger("higgs_gateway.routing")
+
+
+class FleetLoads(Protocol):
+    """The fleet's read model (``pools.view.FleetView``): loads now."""
+
+    def snapshot(self) -> LoadView: ...
 
 
 class RoutingMirror(Protocol):
@@ -45,7 +51,7 @@ class RoutingControl:
         self,
         thresholds: ThresholdStore,
         admission: Admission,
-        fleet: Fleet,
+        fleet: FleetLoads,
         performance: PerformanceModel | None = None,
         profile_priors: Mapping[PoolName, Curve] | None = None,
         mirror: RoutingMirror | None = None,

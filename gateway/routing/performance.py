@@ -28,21 +28,30 @@ The correction is kept per load as a weighted mean of ``log(observed / prior)``:
   violators), so more load never predicts a faster worker.
 
 Memory is bounded: a few floats per load per worker. Nothing here does I/O; the clock
-is injected. ``PerformanceModel.curves()`` is what the routing snapshot carries.
+is injected.
+
+Learning is off the read path. A stream's end only files its samples (a few additions);
+the curves are refit by ``PerformanceModel.run``, a background task, at most every
+``REFRESH_S``, and published as one immutable ``CurveSnapshot``. A routing decision, the
+admission precheck, a metrics scrape and the admin view only read the published snapshot
+(one attribute read), so none of them ever waits on a refit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from gateway.config import LearningSettings
-from gateway.observations import StreamObservation, StreamOutcome
-from gateway.routing.curves import Curve
-from gateway.routing.model import LoadView
 from gateway.types import PoolName
+from gateway.types.codec import FRAMES_PER_SECOND
+from gateway.types.curve import Curve
+from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.view import LoadView
 
 Clock = Callable[[], float]
 
@@ -92,14 +101,37 @@ class WorkerModel:
         self.curve = self.prior
 
 
-class PerformanceModel:
-    """Every worker's curve; fed by the recorder, read by the routing snapshot."""
+@dataclass(frozen=True, slots=True)
+class CurveSnapshot:
+    """Every worker's curve as of one refit: immutable, read without locks or copies.
 
-    # The pool level is recomputed at most this often, and then every changed curve.
+    ``pools`` holds, per pool, what a worker with no curve of its own yet (it joined since
+    the last refit) is predicted as: its peers' correction on the pool's prior.
+    """
+
+    workers: Mapping[str, Curve]
+    pools: Mapping[PoolName, Curve] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, workers: Mapping[str, Curve], pools: Mapping[PoolName, Curve] | None = None) -> CurveSnapshot:
+        return cls(MappingProxyType(dict(workers)), MappingProxyType(dict(pools or {})))
+
+    def curve(self, worker_id: str, pool: PoolName) -> Curve | None:
+        curve = self.workers.get(worker_id)
+        return curve if curve is not None else self.pools.get(pool)
+
+
+EMPTY_SNAPSHOT = CurveSnapshot.of({})
+
+
+class PerformanceModel:
+    """Every worker's curve: fed by the recorder, refit by ``run``, read as ``snapshot()``."""
+
+    # The background refit runs this often (when anything changed).
     REFRESH_S = 0.25
-    # Curves recomputed per read at most (~0.3 ms each at 64 loads): 64 learning workers
-    # spread their ~20 ms over several decisions instead of stalling one.
-    RECOMPUTE_PER_READ = 8
+    # Curves recomputed per event-loop step of a refit (0.3-1.5 ms each at 64 loads): 64
+    # learning workers spread their ~20 ms over several steps instead of one long stall.
+    RECOMPUTE_PER_STEP = 2
 
     def __init__(
         self,
@@ -111,20 +143,20 @@ class PerformanceModel:
         self._clock = clock
         self._priors = dict(priors or {})  # per pool, for workers met in a load view
         self._workers: dict[str, WorkerModel] = {}
-        self._curves: dict[str, Curve] = {}
-        self._pools: dict[str, PoolName] = {}  # workers met in a load view
-        self._refreshed_at = -math.inf
+        self._pools: dict[str, PoolName] = {}  # workers tracked from the fleet's view
         self._pool_levels: dict[PoolName, tuple[list[float], list[float]]] = {}
-        self._due: list[str] = []  # changed workers whose curve this refresh has yet to recompute
+        self._published = CurveSnapshot.of({}, self._priors)
 
-    # --- membership -------------------------------------------------------------------
-    def add_worker(self, worker_id: str, prior: Curve) -> None:
+    # --- membership (control path) ----------------------------------------------------
+    def add_worker(self, worker_id: str, prior: Curve, pool: PoolName | None = None) -> None:
         if worker_id not in self._workers:
             self._workers[worker_id] = WorkerModel(prior)
-            self._curves[worker_id] = prior
+            if pool is not None:
+                self._pools[worker_id] = pool
+            self._publish()
 
-    def curves_for(self, view: LoadView) -> Mapping[str, Curve]:
-        """Curves of the view's workers; one first seen starts from its pool's prior."""
+    def track(self, view: LoadView) -> None:
+        """Follow the fleet: a worker first seen starts from its pool's prior, one gone is dropped."""
         workers = self._workers
         for worker in view.workers:
             if worker.worker_id not in workers:
@@ -132,37 +164,40 @@ class PerformanceModel:
                 if prior is not None:
                     # Every worker of a pool keeps the pool's prior, so their samples are
                     # comparable: the pool level of the shrinkage is what they share.
-                    self.add_worker(worker.worker_id, prior)
+                    workers[worker.worker_id] = WorkerModel(prior)
                     self._pools[worker.worker_id] = worker.pool
-                    self._refreshed_at = -math.inf  # a newcomer looks like its peers at once
         if len(workers) > len(view.workers):
             # Workers that left the fleet (discovery, scale-down): bounded memory.
             present = {worker.worker_id for worker in view.workers}
             for worker_id in [w for w in workers if w not in present]:
                 self.remove_worker(worker_id)
-        return self.curves()
 
     def set_priors(self, priors: Mapping[PoolName, Curve]) -> None:
         """New priors (e.g. ``tune``'s measured curves): workers of a changed pool start over."""
         changed = {pool for pool, curve in priors.items() if self._priors.get(pool) != curve}
         self._priors = dict(priors)
-        for worker_id, model in list(self._workers.items()):
+        for worker_id in list(self._workers):
             pool = self._pools.get(worker_id)
             if pool in changed:
                 self._workers[worker_id] = WorkerModel(priors[pool])
-                self._curves[worker_id] = priors[pool]
+        self._pool_levels = {pool: level for pool, level in self._pool_levels.items() if pool not in changed}
+        self._publish()
 
     def remove_worker(self, worker_id: str) -> None:
         self._workers.pop(worker_id, None)
-        self._curves.pop(worker_id, None)
         self._pools.pop(worker_id, None)
 
     def reset_worker(self, worker_id: str) -> None:
-        """Forget what a worker showed (it restarted: a new process, cold graphs)."""
+        """Forget what a worker showed (it restarted: a new process, cold graphs).
+
+        Its curve becomes its peers' at once (the last refit's pool level): one curve
+        recomputed, on the fleet's restart path, never in a decision.
+        """
         model = self._workers.get(worker_id)
         if model is not None:
             self._workers[worker_id] = WorkerModel(model.prior)
-            self._refresh(self._clock())  # like its peers until it shows otherwise
+            self._recompute([worker_id], self._clock())
+            self._publish()
 
     def configure(self, settings: LearningSettings) -> None:
         self.settings = settings
@@ -188,8 +223,8 @@ class PerformanceModel:
                 continue
             load = min(sample.load, prior.max_load)
             step = sample.seconds / sample.frames
-            # 25 frames (one second of audio) count as one sample.
-            self._add(model.step, load, step / prior.step(load), sample.frames / 25.0, now)
+            # One second of audio counts as one sample.
+            self._add(model.step, load, step / prior.step(load), sample.frames / FRAMES_PER_SECOND, now)
         model.dirty = True
         pool = self._pools.get(observation.worker_id)
         if pool is not None:  # its peers lean on what it showed
@@ -203,28 +238,21 @@ class PerformanceModel:
             return  # absurd: a stall, a clock jump, a stream that was not what it seemed
         buckets.add(load - 1, math.log(ratio), weight, now, settings)
 
-    # --- reading ----------------------------------------------------------------------
-    def curves(self) -> Mapping[str, Curve]:
-        """Every worker's current curve (recomputed where new samples arrived)."""
-        now = self._clock()
-        if now - self._refreshed_at >= self.REFRESH_S:
-            self._start_refresh(now)
-        if self._due:
-            self._recompute(self._due[: self.RECOMPUTE_PER_READ], now)
-            del self._due[: self.RECOMPUTE_PER_READ]
-        return self._curves
+    # --- reading: the published snapshot only ---------------------------------------
+    def snapshot(self) -> CurveSnapshot:
+        """The curves as of the last refit. Never computes anything."""
+        return self._published
 
     def curve(self, worker_id: str) -> Curve | None:
-        return self.curves().get(worker_id)
+        return self._published.workers.get(worker_id)
 
     def describe(self, worker_id: str) -> dict[str, object] | None:
-        """Prior and learned curve side by side, for ``GET /admin/pools``."""
+        """Prior and published curve side by side, for ``GET /admin/pools``."""
         model = self._workers.get(worker_id)
-        if model is None:
+        curve = self._published.workers.get(worker_id)
+        if model is None or curve is None:
             return None
         now = self._clock()
-        if model.dirty:
-            self._refresh(now)
         half_life = self.settings.half_life_s
         step_weights = model.step.decayed(now, half_life)
         ttfp_weights = model.ttfp.decayed(now, half_life)
@@ -233,9 +261,9 @@ class PerformanceModel:
             points.append({
                 "load": load,
                 "prior_rtf": round(model.prior.rtf(load), 4),
-                "rtf": round(model.curve.rtf(load), 4),
+                "rtf": round(curve.rtf(load), 4),
                 "prior_ttfp_ms": round(model.prior.ttfp(load) * 1000, 1),
-                "ttfp_ms": round(model.curve.ttfp(load) * 1000, 1),
+                "ttfp_ms": round(curve.ttfp(load) * 1000, 1),
                 "step_samples": round(step_weights[load - 1], 2),
                 "ttfp_samples": round(ttfp_weights[load - 1], 2),
             })  # fmt: skip
@@ -246,18 +274,54 @@ class PerformanceModel:
             "points": points,
         }
 
-    def _refresh(self, now: float) -> None:
-        """Recompute every changed curve now (a reset, the admin view)."""
-        self._start_refresh(now)
-        self._recompute(self._due, now)
-        self._due = []
+    # --- refitting: off the read path -----------------------------------------------
+    async def run(self, loads: Callable[[], LoadView], interval_s: float | None = None) -> None:
+        """The background refit: follow the fleet's membership, refit, publish; forever.
 
-    def _start_refresh(self, now: float) -> None:
-        """The pool level from every worker's samples; the changed workers queued for theirs."""
-        self._refreshed_at = now
-        self._due = [worker_id for worker_id, model in self._workers.items() if model.dirty]
-        if not self._due:
-            return
+        Each pass yields to the event loop every ``RECOMPUTE_PER_STEP`` curves, so requests
+        keep flowing while a large fleet learns.
+        """
+        interval = self.REFRESH_S if interval_s is None else interval_s
+        while True:
+            self.track(loads())
+            await self.refit_in_steps()
+            await asyncio.sleep(interval)
+
+    def refit(self) -> CurveSnapshot:
+        """One whole refit pass at once, published (tests, tools)."""
+        now = self._clock()
+        self._recompute(self._start_refit(now), now)
+        self._publish()
+        return self._published
+
+    async def refit_in_steps(self) -> None:
+        now = self._clock()
+        due = self._start_refit(now)
+        for start in range(0, len(due), self.RECOMPUTE_PER_STEP):
+            if start:
+                await asyncio.sleep(0)
+            self._recompute(due[start : start + self.RECOMPUTE_PER_STEP], now)
+        self._publish()
+
+    def _publish(self) -> None:
+        """Swap in a new immutable snapshot: readers see the old one or the new one, whole."""
+        pools = {}
+        for pool, prior in self._priors.items():
+            level = self._pool_levels.get(pool)
+            if level is None:
+                pools[pool] = prior
+            else:
+                step_level, ttfp_level = level
+                steps = [p * math.exp(f) for p, f in zip(prior.step_s, step_level, strict=True)]
+                ttfps = [p * math.exp(f) for p, f in zip(prior.ttfp_s, ttfp_level, strict=True)]
+                pools[pool] = Curve(tuple(_monotone(steps, [0.0] * len(steps))), tuple(_monotone(ttfps, [0.0] * len(ttfps))))
+        self._published = CurveSnapshot.of({w: m.curve for w, m in self._workers.items()}, pools)
+
+    def _start_refit(self, now: float) -> list[str]:
+        """The pool level from every worker's samples; the changed workers, due for theirs."""
+        due = [worker_id for worker_id, model in self._workers.items() if model.dirty]
+        if not due:
+            return due
         half_life = self.settings.half_life_s
         decayed = {
             worker_id: (model.step.decayed(now, half_life), model.ttfp.decayed(now, half_life))
@@ -267,6 +331,7 @@ class PerformanceModel:
             pool: self._pool_level([w for w, p in self._pools.items() if p is pool], decayed)
             for pool in set(self._pools.values())
         }
+        return due
 
     def _recompute(self, worker_ids: list[str], now: float) -> None:
         settings, half_life = self.settings, self.settings.half_life_s
@@ -284,7 +349,7 @@ class PerformanceModel:
             prior = model.prior
             steps = _monotone([p * f for p, f in zip(prior.step_s, step_factors, strict=True)], step_weights)
             ttfps = _monotone([p * f for p, f in zip(prior.ttfp_s, ttfp_factors, strict=True)], ttfp_weights)
-            model.curve = self._curves[worker_id] = Curve(tuple(steps), tuple(ttfps))
+            model.curve = Curve(tuple(steps), tuple(ttfps))
             model.dirty = False
 
     def _pool_level(

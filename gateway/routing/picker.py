@@ -1,40 +1,44 @@
-"""Picker: the best-scored candidate, ties broken round-robin (last stage of selection)."""
+"""The picker: the best-scored candidate, with the one tie rule every policy uses.
+
+Scores within ``TIE`` (relative) of the best are a tie: learned curves carry noise, and two
+workers of the same hardware must share the work instead of one winning on a rounding
+difference. Ties go round-robin: the first worker id after the one last picked in the same
+scope (wrapping). Ordering by id, not by the view's order, keeps the rotation stable when
+the view is rebuilt in another order.
+
+The rotation is the only memory picking needs; each policy owns its ``TieBreak``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 
-from gateway.routing.filters import candidates
-from gateway.routing.model import PolicyState, WorkerLoad
-from gateway.routing.scorers import Scorer, fewest_in_flight
+from gateway.types.view import WorkerLoad
 
-
-def pick(workers: Iterable[WorkerLoad], scorer: Scorer, last_picked: str | None) -> WorkerLoad | None:
-    """Highest score; among equals, the first worker id after ``last_picked`` (wrapping).
-
-    Ordering by id, not by the view's order, keeps the rotation stable when the view is
-    rebuilt in a different order.
-    """
-    scored = [(scorer(w), w) for w in workers]
-    if not scored:
-        return None
-    best = max(score for score, _ in scored)
-    tied = sorted((w for score, w in scored if score == best), key=lambda w: w.worker_id)
-    if last_picked is not None:
-        for worker in tied:
-            if worker.worker_id > last_picked:
-                return worker
-    return tied[0]
+TIE = 0.03
 
 
-def choose(
-    workers: Iterable[WorkerLoad],
-    scope: str,
-    state: PolicyState,
-    scorer: Scorer = fewest_in_flight,
-) -> tuple[WorkerLoad | None, PolicyState]:
-    """Filter, score and pick in one ``scope`` (a pool or the fleet); remember the pick."""
-    chosen = pick(candidates(workers), scorer, state.last_picked.get(scope))
-    if chosen is None:
-        return None, state
-    return chosen, state.with_picked(scope, chosen.worker_id)
+class TieBreak:
+    """A policy's round-robin memory: the worker last picked in each scope (a pool, or the fleet)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: dict[str, str] = {}
+
+    def last(self, scope: str) -> str | None:
+        return self._last.get(scope)
+
+    def pick(self, workers: Sequence[WorkerLoad], scores: Sequence[float], scope: str) -> WorkerLoad | None:
+        """The lowest score; among ties, the next worker id after the last pick. Remembered."""
+        if not workers:
+            return None
+        best = min(scores)
+        bound = best + TIE * abs(best)
+        tied = [w for w, s in zip(workers, scores, strict=True) if s <= bound]
+        chosen = tied[0]
+        if len(tied) > 1:
+            last = self._last.get(scope, "")
+            chosen = min(tied, key=lambda w: (w.worker_id <= last, w.worker_id))
+        self._last[scope] = chosen.worker_id
+        return chosen

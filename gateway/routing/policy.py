@@ -6,27 +6,26 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.config import PolicyName, RoutingThresholds
-from gateway.routing import reasons
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.baselines import LeastLoadedPolicy, RoundRobinPolicy, SinglePoolPolicy
 from gateway.routing.rules import RulesPolicy
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
-from gateway.types import PoolName
+from gateway.types import PoolName, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 
 class RoutingPolicy(Protocol):
-    """A pure function of its inputs: no I/O, no clock, no memory outside ``state``.
+    """No I/O, no clock: the answer depends on the request, the view, the thresholds and
+    the policy's own memory (each policy owns its state: a tie rotation, a hysteresis mode).
 
-    ``decide`` answers ROUTE (a worker with a free slot), WAIT (admission queues the
-    request and asks again when capacity changes) or REJECT. The returned state replaces
-    the one passed in; the caller owns it.
+    ``decide`` answers ROUTE (a worker with room), WAIT (admission queues the request and
+    asks again when capacity changes) or REJECT. A request with ``tried`` workers is a
+    retry after a failed first byte: it goes through the same stages, those excluded.
     """
 
     name: str
 
-    def decide(
-        self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-    ) -> tuple[Decision, PolicyState]: ...
+    def decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision: ...
 
 
 _FACTORIES: dict[str, Callable[[], RoutingPolicy]] = {

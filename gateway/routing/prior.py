@@ -13,11 +13,12 @@ import bisect
 import math
 from collections.abc import Mapping
 
-from gateway.config import GatewayConfig, MeasuredCurve
-from gateway.deploy_profile import DeployProfile, load_deploy_profile
-from gateway.emulator.timing import StepModel, TimingParams
-from gateway.routing.curves import Curve
+from gateway.config import MeasuredCurve
+from gateway.deploy_profile import DeployProfile
 from gateway.types import PoolName
+from gateway.types.codec import FRAMES_PER_SECOND
+from gateway.types.curve import Curve
+from gateway.worker_timing import StepModel, TimingParams
 
 # What an average request looks like to the prior: ~8 s of audio, ~110 prompt tokens.
 TYPICAL_FRAMES = 200
@@ -70,28 +71,21 @@ def _running_max(values: list[float]) -> list[float]:
     return out
 
 
-def pool_priors(config: GatewayConfig) -> dict[PoolName, Curve]:
-    """Each pool's prior, from its deploy profile with the pool's stage overrides."""
-    priors = {}
-    for name, pool in config.pools.items():
-        profile = load_deploy_profile(pool.profile, pool.launch.stage_overrides if pool.launch else None)
-        priors[name] = prior_curve(profile)
-    return priors
+def pool_priors(profiles: Mapping[PoolName, DeployProfile]) -> dict[PoolName, Curve]:
+    """Each pool's prior, from its deploy profile (with the pool's stage overrides)."""
+    return {name: prior_curve(profile) for name, profile in profiles.items()}
 
 
 def measured_prior(base: Curve, measured: MeasuredCurve) -> Curve:
     """``base`` corrected to what ``tune`` measured: exact at measured loads, the profile's
     shape between and beyond them (the correction is interpolated in log space)."""
-    steps = _corrected(base.step_s, {load: rtf / FRAMES for load, rtf in measured.rtf.items()})
+    steps = _corrected(base.step_s, {load: rtf / FRAMES_PER_SECOND for load, rtf in measured.rtf.items()})
     ttfps = _corrected(base.ttfp_s, dict(measured.ttfp_s))
     return Curve(tuple(_running_max(steps)), tuple(_running_max(ttfps)))
 
 
 def with_measured(priors: Mapping[PoolName, Curve], measured: Mapping[PoolName, MeasuredCurve]) -> dict[PoolName, Curve]:
     return {pool: measured_prior(curve, measured[pool]) if pool in measured else curve for pool, curve in priors.items()}
-
-
-FRAMES = 25  # RTF = 25 x step time (one 40 ms frame per decode step)
 
 
 def _corrected(base: tuple[float, ...], points: dict[int, float]) -> list[float]:

@@ -10,74 +10,79 @@ instead of slots) replaced it, and the benchmark compares the two on the same tr
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-
 from gateway.config import RoutingThresholds
-from gateway.routing import reasons
 from gateway.routing.capacity import balanced_threshold, latency_reserve
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
 from gateway.routing.outcomes import Option, first_free, reject
-from gateway.types import PoolName, SlaClass
+from gateway.routing.picker import TieBreak
+from gateway.types import PoolName, SlaClass, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT
-
-ClassRule = Callable[[RequestInfo, LoadView, RoutingThresholds, PolicyState], tuple[Decision, PolicyState]]
 
 
 class RulesPolicy:
     name = "rules"
 
     def __init__(self) -> None:
-        self._rules: dict[SlaClass, ClassRule] = {
-            SlaClass.LATENCY: _latency,
-            SlaClass.BALANCED: _balanced,
-            SlaClass.THROUGHPUT: _throughput,
-        }
+        self._ties = TieBreak()
+        # Hysteresis mode of `balanced`: True once fleet load crossed the threshold, until
+        # it falls below threshold - hysteresis.
+        self._balanced_on_high_throughput = False
 
-    def decide(
-        self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-    ) -> tuple[Decision, PolicyState]:
+    def decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         if not (view.has_workers(LL) or view.has_workers(HT)):
-            return reject(reasons.NO_WORKERS), state
-        return self._rules[request.sla_class](request, view, thresholds, state)
+            return reject(reasons.NO_WORKERS)
+        if request.sla_class is SlaClass.LATENCY:
+            return self._latency(request, view)
+        if request.sla_class is SlaClass.BALANCED:
+            return self._balanced(request, view, thresholds)
+        return self._throughput(request, view, thresholds)
 
+    def _latency(self, request: RequestInfo, view: LoadView) -> Decision:
+        if not view.has_workers(LL):
+            # Waiting for a pool with no workers is pointless: take high-throughput at once.
+            return first_free(view, request, self._ties, [(HT, reasons.NO_LL_WORKERS)], reasons.QUEUED_ALL_FULL)
+        if not request.waited_out:
+            return first_free(view, request, self._ties, [(LL, reasons.LL_SLOT_FREE)], reasons.QUEUED_LL_FULL)
+        # Budget spent: any slot now. If none, keep waiting until admission's deadline rather
+        # than reject; a slot freeing a moment later still beats an error.
+        options = [(LL, reasons.LL_SLOT_FREE), (HT, reasons.SPILL_LL_FULL)]
+        return first_free(view, request, self._ties, options, reasons.QUEUED_ALL_FULL)
 
-def _latency(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    if not view.has_workers(LL):
-        # Waiting for a pool with no workers is pointless: take high-throughput at once.
-        return first_free(view, state, [(HT, reasons.NO_LL_WORKERS)], reasons.QUEUED_ALL_FULL)
-    if not request.waited_out:
-        return first_free(view, state, [(LL, reasons.LL_SLOT_FREE)], reasons.QUEUED_LL_FULL)
-    # Budget spent: any slot now. If none, keep waiting until admission's deadline rather
-    # than reject; a slot freeing a moment later still beats an error.
-    options = [(LL, reasons.LL_SLOT_FREE), (HT, reasons.SPILL_LL_FULL)]
-    return first_free(view, state, options, reasons.QUEUED_ALL_FULL)
+    def _balanced(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
+        on_high_throughput = self._balanced_on_high_throughput = balanced_mode(
+            self._balanced_on_high_throughput,
+            view.fleet_load(),
+            balanced_threshold(thresholds, view),
+            thresholds.balanced_hysteresis,
+        )
+        options: list[Option]
+        if not view.has_workers(LL):
+            options = [(HT, reasons.NO_LL_WORKERS)]
+        elif not on_high_throughput:
+            options = [(LL, reasons.BALANCED_UNDER_THRESHOLD), (HT, reasons.SPILL_LL_FULL)]
+        elif view.has_workers(HT):
+            options = [(HT, reasons.BALANCED_OVER_THRESHOLD), (LL, reasons.SPILL_HT_FULL)]
+        else:
+            options = [(LL, reasons.NO_HT_WORKERS)]
+        return first_free(view, request, self._ties, options, reasons.QUEUED_ALL_FULL)
 
-
-def _balanced(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    on_high_throughput = balanced_mode(
-        state.balanced_on_high_throughput,
-        view.fleet_load(),
-        balanced_threshold(thresholds, view),
-        thresholds.balanced_hysteresis,
-    )
-    state = replace(state, balanced_on_high_throughput=on_high_throughput)
-    options: list[Option]
-    if not view.has_workers(LL):
-        options = [(HT, reasons.NO_LL_WORKERS)]
-    elif not on_high_throughput:
-        options = [(LL, reasons.BALANCED_UNDER_THRESHOLD), (HT, reasons.SPILL_LL_FULL)]
-    elif view.has_workers(HT):
-        options = [(HT, reasons.BALANCED_OVER_THRESHOLD), (LL, reasons.SPILL_HT_FULL)]
-    else:
-        options = [(LL, reasons.NO_HT_WORKERS)]
-    return first_free(view, state, options, reasons.QUEUED_ALL_FULL)
+    def _throughput(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
+        ll_free = view.free(LL)
+        # Borrowing one slot must leave the whole reserve free for latency requests to come.
+        may_borrow = ll_free - 1 >= latency_reserve(thresholds, view)
+        options: list[Option] = []
+        if view.has_workers(HT):
+            options.append((HT, reasons.THROUGHPUT_DEFAULT))
+            borrow: Option = (LL, reasons.BORROW_LL)
+        else:
+            borrow = (LL, reasons.NO_HT_WORKERS)
+        if may_borrow:
+            options.append(borrow)
+        wait_reason = reasons.QUEUED_LL_RESERVED if ll_free > 0 and not may_borrow else reasons.QUEUED_ALL_FULL
+        return first_free(view, request, self._ties, options, wait_reason)
 
 
 def balanced_mode(on_high_throughput: bool, fleet_load: int, threshold: int, hysteresis: int) -> bool:
@@ -88,21 +93,3 @@ def balanced_mode(on_high_throughput: bool, fleet_load: int, threshold: int, hys
     if on_high_throughput:
         return fleet_load >= threshold - hysteresis
     return fleet_load >= threshold
-
-
-def _throughput(
-    request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-) -> tuple[Decision, PolicyState]:
-    ll_free = view.free(LL)
-    # Borrowing one slot must leave the whole reserve free for latency requests to come.
-    may_borrow = ll_free - 1 >= latency_reserve(thresholds, view)
-    options: list[Option] = []
-    if view.has_workers(HT):
-        options.append((HT, reasons.THROUGHPUT_DEFAULT))
-        borrow: Option = (LL, reasons.BORROW_LL)
-    else:
-        borrow = (LL, reasons.NO_HT_WORKERS)
-    if may_borrow:
-        options.append(borrow)
-    wait_reason = reasons.QUEUED_LL_RESERVED if ll_free > 0 and not may_borrow else reasons.QUEUED_ALL_FULL
-    return first_free(view, state, options, wait_reason)

@@ -22,7 +22,7 @@ from gateway.atomic import write_atomically
 from gateway.config import ConfigError, RoutingConfig, RoutingThresholds, format_validation_error
 from gateway.deploy_profile import deep_merge
 from gateway.routing.capacity import balanced_threshold
-from gateway.routing.model import LoadView
+from gateway.types.view import LoadView
 
 log = logging.getLogger(__name__)
 

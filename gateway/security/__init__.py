@@ -3,7 +3,6 @@
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth, KeyIdentity, hash_key
 from gateway.security.errors import AuthError, RefAudioError, SecurityError
-from gateway.security.headers import has_control_chars
 from gateway.security.ref_audio import RefAudioPolicy
 
 __all__ = [
@@ -14,6 +13,5 @@ __all__ = [
     "RefAudioError",
     "RefAudioPolicy",
     "SecurityError",
-    "has_control_chars",
     "hash_key",
 ]

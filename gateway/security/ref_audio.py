@@ -16,82 +16,15 @@ them and the worker's parser, not ours, decides where the request goes.
 from __future__ import annotations
 
 import base64
-import ipaddress
-import re
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from gateway.config import AuthConfig
+from gateway.host_rules import HostRule, canonical_host, parse_host_rule
 from gateway.security.errors import RefAudioError
 from gateway.voices.probe import SUPPORTED_NAMES, sniff_format
 
 MAX_URL_CHARS = 2048
 DEFAULT_PORTS = {"http": 80, "https": 443}
-HOST_ENTRY = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>[0-9]{1,5}))?")
-
-
-@dataclass(frozen=True, slots=True)
-class HostRule:
-    host: str  # lowercase ASCII name or canonical IP text; "*.x" for subdomains of x
-    port: int | None  # None = any port
-    wildcard: bool
-
-    def matches(self, host: str, port: int) -> bool:
-        if self.port is not None and self.port != port:
-            return False
-        if self.wildcard:
-            return host.endswith("." + self.host)
-        return host == self.host
-
-
-def _canonical_host(host: str) -> str | None:
-    """Lowercase ASCII form of a host (IDNA for names, canonical text for IPs), or None."""
-    host = host.lower()
-    if host.endswith("."):
-        host = host[:-1]  # "example.com." is the same DNS name
-    if not host:
-        return None
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        pass
-    try:
-        ascii_host = host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return None
-    if not all(c.isalnum() or c in "-." for c in ascii_host):
-        return None  # "%2e", "_" and friends: not a hostname any resolver agrees on
-    return ascii_host
-
-
-def parse_host_rule(entry: str) -> HostRule:
-    """``host``, ``host:port``, ``*.domain[:port]``, ``1.2.3.4[:port]``, ``[::1][:port]``, ``::1``."""
-    text = entry.strip()
-    wildcard = text.startswith("*.")
-    if wildcard:
-        text = text[2:]
-    try:
-        ipaddress.ip_address(text)  # a bare IPv6 literal has colons but no port
-        host_text, port = text, None
-    except ValueError:
-        match = HOST_ENTRY.fullmatch(text)
-        if match is None:
-            raise ValueError(f"not a host: {entry!r} (use host, host:port, *.domain or an IP)") from None
-        host_text, port = match["host"].strip("[]"), int(match["port"]) if match["port"] else None
-        if port is not None and not 0 < port < 65536:
-            raise ValueError(f"not a host: {entry!r} (bad port)")
-    host = _canonical_host(host_text)
-    if host is None or (wildcard and _is_ip(host)):
-        raise ValueError(f"not a host: {entry!r}")
-    return HostRule(host, port, wildcard)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 class RefAudioPolicy:
@@ -163,7 +96,7 @@ class RefAudioPolicy:
             hostname = parts.hostname or ""
         except ValueError as exc:  # "http://[zz]/": brackets around something not an address
             raise RefAudioError("ref_audio URL has no valid host.") from exc
-        host = _canonical_host(hostname)
+        host = canonical_host(hostname)
         if host is None:
             raise RefAudioError("ref_audio URL has no valid host.")
         if not any(rule.matches(host, port) for rule in self._host_rules()):

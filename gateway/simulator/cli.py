@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from gateway.bench import report
+from gateway.bench.arguments import int_list
 from gateway.bench.cli import add_trace_arguments
 from gateway.bench.client import ClientOptions
 from gateway.bench.compare import SETUPS, Setup, add_ramp_arguments, headline, ramp_trace, trace_file
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, sweep, trace, warm_up
 from gateway.bench.targets import RUN_ID, new_run_id, targets_table
-from gateway.bench.cli import add_trace_arguments
 from gateway.bench.traces import Arrival
 from gateway.config import RoutingThresholds
 from gateway.help_format import HelpFormatter
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gateway.bench.cli import build_trace, int_list  # noqa: F811
+    from gateway.bench.cli import build_trace  # noqa: F811
 
     levels = int_list(args.levels) if args.levels else []
     setups = _setups(args)

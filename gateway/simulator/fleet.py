@@ -3,7 +3,7 @@
 Workers are the emulator's own engines (the same timing model and deploy profiles as
 ``higgs-gateway emulate``), warmed like a supervised worker. The gateway side is the real
 thing wherever routing is concerned: ``Admission``, the policy, the performance model
-learning from ``PaceTracker`` observations, ``routing_view``. What it leaves out is HTTP:
+learning from what ``PaceMeter`` measures, ``routing_view``. What it leaves out is HTTP:
 requests go straight to the engine, and audio comes back as chunk events at the times the
 engine says, so a simulated TTFP lacks the gateway's own ~2 ms per request.
 """
@@ -11,7 +11,7 @@ engine says, so a simulated TTFP lacks the gateway's own ~2 ms per request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gateway.bench.client import RequestResult, RequestSpec
@@ -21,16 +21,18 @@ from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine, EngineRequest
-from gateway.emulator.timing import StepModel, TimingParams
-from gateway.observations import PCM_BYTES_PER_FRAME, PaceMeter, StreamObservation
+from gateway.pools.specs import default_slots
 from gateway.routing.admission import Admission, AdmissionRejected
-from gateway.routing.capacity import default_slots
-from gateway.routing.model import LoadView, RequestInfo, WorkerLoad
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve
 from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, SlaClass
+from gateway.types.codec import BYTES_PER_FRAME
+from gateway.types.observations import StreamObservation
+from gateway.types.view import LoadView, RequestInfo, WorkerLoad
+from gateway.upstream.pace import PaceMeter
+from gateway.worker_timing import StepModel, TimingParams
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,25 @@ class SimWorker:
         )
 
 
+class SimSlot:
+    """The simulator's lease: one place on a simulated worker, released once."""
+
+    __slots__ = ("worker", "_on_release", "_released")
+
+    def __init__(self, worker: SimWorker, on_release: Callable[[], None]) -> None:
+        worker.inflight += 1
+        self.worker = worker
+        self._on_release = on_release
+        self._released = False
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self.worker.inflight -= 1
+        self._on_release()
+
+
 class SimGateway:
     """Admission + policy + learning over simulated workers; a ``SpeechClient`` for the bench."""
 
@@ -88,13 +109,16 @@ class SimGateway:
             self.workers[worker.worker_id] = worker
         priors = {w.pool: prior_curve(w.profile) for w in self.workers.values()}
         self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors)
-        self.admission = Admission(
+        self.admission: Admission[SimSlot] = Admission(
             admission or AdmissionConfig(),
             create_policy(policy) if isinstance(policy, str) else policy,
             thresholds=lambda: self.thresholds,
             snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
+            reserve=lambda worker_id: SimSlot(self.workers[worker_id], self.admission.capacity_changed),
             clock=self._loop.time,
         )
+        # The background refit, as in the gateway (it ends with the simulation's loop).
+        self._learning = self._loop.create_task(self.performance.run(self.loads), name="learning")
 
     def loads(self) -> LoadView:
         return LoadView(tuple(
@@ -109,13 +133,12 @@ class SimGateway:
         sla = spec.sla_class
         request = RequestInfo(sla or SlaClass.BALANCED, None, len(spec.text))
         try:
-            decision = await self.admission.admit(request)
+            reservation = await self.admission.admit(request)
         except AdmissionRejected as exc:
             result.status, result.error = exc.status, f"http_{exc.status}"
             result.e2e_s = now() - sent
             return result
-        worker = self.workers[decision.worker_id or ""]
-        worker.inflight += 1  # the lease, taken before the next await as admission requires
+        decision, worker = reservation.decision, reservation.slot.worker  # the slot is already held
         engine_request = worker.request(spec.text)
         dispatch_load, dispatched_at = worker.inflight, now()
         pace = PaceMeter(now, lambda: worker.inflight)  # what the relay measures, the same way
@@ -124,7 +147,7 @@ class SimGateway:
             result.status, result.pool = 200, worker.pool.value
             while True:
                 event = await events.get()
-                size = event.frames * PCM_BYTES_PER_FRAME
+                size = event.frames * BYTES_PER_FRAME
                 at = now()
                 pace.add(size)
                 if result.ttfp_s is None:
@@ -135,8 +158,7 @@ class SimGateway:
                     break
         finally:
             worker.driver.release(engine_request)
-            worker.inflight -= 1
-            self.admission.capacity_changed()
+            reservation.release()  # wakes admission's queue, as the fleet's lease does
         ttfp = None if pace.first_at is None else pace.first_at - dispatched_at
         self.performance.on_stream_done(StreamObservation(
             worker.worker_id, worker.pool, dispatch_load, ttfp, tuple(pace.samples), bytes=pace.bytes,

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from gateway.config import StateConfig
 from gateway.pools.drains import DrainStore
-from gateway.pools.fleet import Fleet
 from gateway.routing.control import RoutingControl
 from gateway.routing.thresholds import ThresholdStore
 from gateway.state.backend import ChangeKind, StateBackend, StoredVoice
@@ -32,6 +31,12 @@ from gateway.voices.names import name_key
 from gateway.voices.store import Voice, VoiceStore
 
 log = logging.getLogger(__name__)
+
+
+class DrainFollower(Protocol):
+    """Applies the drained set other replicas wrote (the fleet's ``Membership``)."""
+
+    def apply_drained(self, drained_ids: Iterable[str]) -> None: ...
 
 
 class StateObserver(Protocol):
@@ -86,7 +91,7 @@ class SharedState:
         routing: RoutingControl,
         thresholds: ThresholdStore,
         drains: DrainStore,
-        fleet: Fleet,
+        fleet: DrainFollower,
         voices: VoiceStore,
         voice_mirror: VoiceMirrorOnLoop | None,
         voices_changed: Callable[[], None],

@@ -110,10 +110,6 @@ class PoolSupervisor:
             await self._probe.aclose()
             self._probe = None
 
-    async def restart_worker(self, worker_id: str) -> None:
-        """Operator restart of one worker (also brings a failed one back). KeyError if unknown."""
-        await self._runners[worker_id].restart()
-
     def _ready_probe(self, worker_id: str, url: str) -> ReadyProbe:
         async def ready() -> bool:
             if self._is_ready is not None:

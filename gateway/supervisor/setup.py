@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 from gateway.config import GatewayConfig
-from gateway.deploy_profile import ProfileError, load_deploy_profile, resolve_profile_path
+from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile, resolve_profile_path
 from gateway.pools.sink import WorkerSink
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.profile_check import Finding, Severity, check_profile, has_errors
 from gateway.supervisor.readiness import IsReady
+from gateway.types import PoolName
 
 log = logging.getLogger("higgs_gateway.supervisor")
 
@@ -24,15 +26,18 @@ class ProfileCheckFailed(RuntimeError):
         super().__init__("deploy profile check failed:\n  " + "\n  ".join(errors))
 
 
-def check_supervised_profiles(config: GatewayConfig) -> list[Finding]:
+def check_supervised_profiles(
+    config: GatewayConfig, profiles: Mapping[PoolName, DeployProfile] | None = None
+) -> list[Finding]:
     """Findings for every pool that has ``launch:``, as its workers will run it (with
-    ``launch.stage_overrides`` applied), including the pool-role rule."""
+    ``launch.stage_overrides`` applied), including the pool-role rule. ``profiles``: the
+    ones the gateway already read at start-up (else each is read here)."""
     findings: list[Finding] = []
     for name, pool in config.pools.items():
         if pool.launch is None:
             continue
         try:
-            profile = load_deploy_profile(pool.profile, pool.launch.stage_overrides)
+            profile = profiles[name] if profiles is not None else load_deploy_profile(pool.profile, pool.launch.stage_overrides)
         except ProfileError as exc:
             findings.append(Finding(exc.source, exc.key, exc.reason))
             continue
@@ -44,11 +49,14 @@ def check_supervised_profiles(config: GatewayConfig) -> list[Finding]:
 
 
 def build_supervisors(
-    config: GatewayConfig, sink: WorkerSink, is_ready: IsReady | None = None
+    config: GatewayConfig,
+    sink: WorkerSink,
+    profiles: Mapping[PoolName, DeployProfile] | None = None,
+    is_ready: IsReady | None = None,
 ) -> list[PoolSupervisor]:
     """One PoolSupervisor per pool with ``launch:``; raises ProfileCheckFailed on any error
     (warnings, e.g. streaming off, are logged). Nothing is started yet: call ``start()``."""
-    findings = check_supervised_profiles(config)
+    findings = check_supervised_profiles(config, profiles)
     if has_errors(findings):
         raise ProfileCheckFailed(findings)
     for finding in findings:

@@ -33,7 +33,8 @@ from enum import Enum
 from typing import Any
 
 from gateway.errors import GatewayError, bad_request
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
 from gateway.upstream.worker_errors import (
     FetchFailure,
     ref_audio_fetch_failure,

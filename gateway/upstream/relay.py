@@ -6,7 +6,8 @@ times, by default once), which admission picks (``Admission.retry``) so a slot i
 to a queued request is never handed out twice. After the first byte, the bytes already
 sent cannot be taken back: the speech pipeline ends the stream instead.
 
-Each attempt is an ``OpenStream`` that owns its lease and its upstream response;
+Each attempt is an ``OpenStream`` that owns its reservation (the slot admission took for
+it: the lease) and its upstream response;
 ``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
 
 Whose fault a failed attempt was (and so whether it counts toward the worker's ejection,
@@ -22,22 +23,51 @@ from collections.abc import AsyncIterator, Callable, Set
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
-from gateway.observations import PaceMeter, StreamObservation, StreamOutcome
-from gateway.pools.fleet import Fleet
-from gateway.pools.lease import Lease
-from gateway.pools.worker import Worker
-from gateway.routing.model import Decision, RequestInfo
 from gateway.types import SPEECH_PATH, PoolName
+from gateway.types.decision import Decision
+from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
+from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.reservation import Reservation
+from gateway.types.view import RequestInfo
+from gateway.upstream.errors import UpstreamError
+from gateway.upstream.pace import PaceMeter
 from gateway.upstream import blame
 from gateway.upstream.blame import Blame, Verdict
-from gateway.upstream.errors import RETRY_REASON, RetryReason, UpstreamError, UpstreamErrorKind
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
 
 Clock = Callable[[], float]
 
 
+class UpstreamWorker(Protocol):
+    """A worker as the relay uses it (the fleet's ``Worker``)."""
+
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def pool(self) -> PoolName: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def inflight(self) -> int: ...
+
+
+class HeldSlot(Protocol):
+    """A lease on one worker slot (the fleet's ``Lease``): released exactly once."""
+
+    @property
+    def worker(self) -> UpstreamWorker: ...
+    def release(self) -> None: ...
+
+
+class AttemptReports(Protocol):
+    """Where the relay says how an attempt went (the fleet's ``WorkerHealth``)."""
+
+    def request_succeeded(self, worker: UpstreamWorker) -> None: ...
+    def request_failed(self, worker: UpstreamWorker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None: ...
+
+
 class RelayObserver(Protocol):
-    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None: ...
+    def upstream_error(self, worker: UpstreamWorker, kind: UpstreamErrorKind) -> None: ...
 
     def retried(self, reason: RetryReason) -> None: ...
 
@@ -47,7 +77,7 @@ class RelayObserver(Protocol):
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
-    def retry(self, request: RequestInfo, tried: Set[str], prefer: PoolName | None) -> Decision | None: ...
+    def retry(self, request: RequestInfo, tried: Set[str]) -> Reservation[HeldSlot] | None: ...
 
 
 class OpenStream:
@@ -63,9 +93,9 @@ class OpenStream:
         "load_at_dispatch", "dispatched_at", "pace", "_closed", "hidden_failures",
     )  # fmt: skip
 
-    def __init__(self, lease: Lease, decision: Decision, attempts: int, observer: RelayObserver, clock: Clock) -> None:
-        self.lease = lease
-        self.decision = decision
+    def __init__(self, reservation: Reservation[HeldSlot], attempts: int, observer: RelayObserver, clock: Clock) -> None:
+        self.lease = lease = reservation.slot
+        self.decision: Decision = reservation.decision
         self.attempts = attempts
         self.response: UpstreamResponse | None = None
         self.first_chunk = b""
@@ -79,7 +109,7 @@ class OpenStream:
         self.hidden_failures: tuple[str, ...] = ()  # earlier attempts' failures, for the log
 
     @property
-    def worker(self) -> Worker:
+    def worker(self) -> UpstreamWorker:
         return self.lease.worker
 
     def received(self, chunk: bytes) -> None:
@@ -124,35 +154,33 @@ class Relay:
     def __init__(
         self,
         transport: UpstreamTransport,
-        fleet: Fleet,
+        reports: AttemptReports,
         admission: RetryAdmission,
         config: UpstreamConfig,
         observer: RelayObserver,
         clock: Clock = time.monotonic,
     ) -> None:
         self._transport = transport
-        self._fleet = fleet
+        self._reports = reports
         self._admission = admission
         self._config = config
         self._observer = observer
         self._clock = clock
 
-    async def open(self, decision: Decision, request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+    async def open(self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
-        Leases ``decision``'s worker before its first await (admission's hand-out
-        contract). Raises ``GatewayError`` when every attempt failed (its ``log_detail``
-        says what each worker did); on any exception (cancellation included) every lease
-        it took is released.
+        Owns ``reservation`` (a slot admission already holds) and each retry's from here.
+        Raises ``GatewayError`` when every attempt failed (its ``log_detail`` says what each
+        worker did); on any exception (cancellation included) every lease it took is released.
         """
         tried: set[str] = set()
-        undecided: list[tuple[Worker, Verdict]] = []  # failures only a later attempt can settle
+        undecided: list[tuple[UpstreamWorker, Verdict]] = []  # failures only a later attempt can settle
         history: list[str] = []
         attempts = 0
         while True:
             attempts += 1
-            assert decision.worker_id is not None
-            stream = OpenStream(self._fleet.lease(decision.worker_id), decision, attempts, self._observer, self._clock)
+            stream = OpenStream(reservation, attempts, self._observer, self._clock)
             worker = stream.worker
             tried.add(worker.worker_id)
             try:
@@ -164,10 +192,10 @@ class Relay:
                 await stream.close(outcome)
                 raise
             else:
-                self._fleet.request_succeeded(worker)
+                self._reports.request_succeeded(worker)
                 for earlier, failed in undecided:
                     # Another worker served this very request: those failures were the workers'.
-                    self._fleet.request_failed(earlier, failed.kind, failed.detail, ejecting=True)
+                    self._reports.request_failed(earlier, failed.kind, failed.detail, ejecting=True)
                 stream.hidden_failures = tuple(history)
                 return stream
             history.append(f"{worker.worker_id} ({verdict.blame.value}) {verdict.kind.value}: {verdict.detail}")
@@ -177,28 +205,27 @@ class Relay:
             reason = RETRY_REASON.get(verdict.kind) if verdict.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
-            # Own pool first: the pool the policy chose for this request, not a retry's.
-            retry = self._admission.retry(request, tried, decision.pool) if may_retry else None
+            retry = self._admission.retry(request, tried) if may_retry else None
             if retry is None:
                 error = verdict.client_error
                 error.log_detail = "; ".join(history)
                 raise error
             assert reason is not None
             self._observer.retried(reason)
-            decision = retry
+            reservation = retry
 
-    def _report(self, worker: Worker, verdict: Verdict) -> None:
+    def _report(self, worker: UpstreamWorker, verdict: Verdict) -> None:
         """Tell the fleet what the failure says about the worker, and count it."""
         if verdict.blame not in (Blame.REQUEST, Blame.UNDECIDED):
             # Undecided failures are counted (or not) once a later attempt settles them;
             # the request's own are never the worker's business.
-            self._fleet.request_failed(worker, verdict.kind, verdict.detail, ejecting=verdict.blame is Blame.WORKER)
+            self._reports.request_failed(worker, verdict.kind, verdict.detail, ejecting=verdict.blame is Blame.WORKER)
         self._observer.upstream_error(worker, verdict.kind)
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
-        self._fleet.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
+        self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
         self._observer.upstream_error(stream.worker, kind)
         return kind
 

@@ -15,7 +15,8 @@ import httpx
 import orjson
 
 from gateway.config import UpstreamConfig
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
 
 JSON_HEADERS = {"content-type": "application/json"}
 

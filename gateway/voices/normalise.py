@@ -15,7 +15,7 @@ import wave
 import av
 import numpy as np
 
-from gateway.types import SAMPLE_RATE
+from gateway.types.codec import SAMPLE_RATE
 from gateway.voices.errors import VoiceError
 from gateway.voices.probe import AudioFormat
 

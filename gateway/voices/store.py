@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gateway.config import VoicesConfig
+from gateway.types.codec import SAMPLE_RATE
 from gateway.voices.errors import VoiceError
 from gateway.voices.names import DEFAULT_VOICE, is_valid_name, name_key, validate_name
-from gateway.types import SAMPLE_RATE
 from gateway.voices.normalise import WAV_EXT, WAV_MIME, normalised_wav
 from gateway.voices.probe import FORMATS_BY_EXT, validate_reference_audio
 

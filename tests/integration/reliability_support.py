@@ -23,12 +23,12 @@ from typing import Any
 
 import httpx
 
-from gateway.types import BYTES_PER_SECOND
+from gateway.types.codec import BYTES_PER_SECOND
 from tests.support.audio import reference_wav
 
 BYTES_PER_FRAME = 1920  # one 40 ms codec frame of 24 kHz mono s16le
 FRAMES_PER_SECOND = 25
-CHARS_PER_SECOND = 15.0  # the emulator's speaking rate (gateway/emulator/timing.py)
+CHARS_PER_SECOND = 15.0  # the emulator's speaking rate (gateway/worker_timing.py)
 STAGE0_MAX_TOKENS = 2048
 CODEBOOK_DELAY_STEPS = 7
 

@@ -56,7 +56,7 @@ from gateway.app import create_app
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.fleet import Fleet
-from gateway.supervisor.warmup import default_batch_sizes
+from gateway.pools.warmup import default_batch_sizes
 from gateway.types import PoolName
 from tests.integration.conftest import (
     ADMIN,

@@ -100,8 +100,10 @@ async def test_latency_keeps_low_latency_slots_during_a_throughput_flood(stack: 
         assert (routed.pool, routed.reason) == ("low_latency", "fastest_ttfp"), routed
     assert all(r.status == 200 for r in flooded), [r.status for r in flooded]
     where = Counter((r.pool, r.reason) for r in flooded)
-    assert where[("high_throughput", "most_throughput")] >= 12, dict(where)
-    assert set(where) <= {("high_throughput", "most_throughput"), ("low_latency", "most_throughput")}, dict(where)
+    # Queued past admission.promote_after_s (0.5 s), a throughput request is placed as
+    # balanced (fastest_finish): still never into the reserve.
+    assert where[("high_throughput", "most_throughput")] + where[("high_throughput", "fastest_finish")] >= 12, dict(where)
+    assert set(where) <= {(pool, reason) for pool in ("high_throughput", "low_latency") for reason in ("most_throughput", "fastest_finish")}, dict(where)
     assert sampler.worker_max <= 4, f"low-latency worker carried {sampler.worker_max}"
     await asyncio.to_thread(wait_idle, stack.url, urls(stack))
 

@@ -13,8 +13,8 @@ import pytest
 
 from gateway.config import LaunchConfig, WarmupConfig
 from gateway.deploy_profile import resolve_profile_path
+from gateway.pools.warmup import default_batch_sizes, warm_up
 from gateway.supervisor.pool import PoolSupervisor
-from gateway.supervisor.warmup import default_batch_sizes, warm_up
 from gateway.supervisor.worker import RunState
 from gateway.types import PoolName
 

@@ -80,7 +80,7 @@ async def pod_moves(api: FakeKubeApi, tmp_path: Path) -> None:
         gateway = create_app(config, discovery_factory=factory)
         await gateway.start()
         try:
-            worker = lambda: gateway.fleet.get(WORKER_ID)  # noqa: E731
+            worker = lambda: gateway.fleet.members.get(WORKER_ID)  # noqa: E731
             await eventually(lambda: worker() is not None and worker().routable, what="the pod routable")
             assert worker().url == before.url
             await gateway.voices.add("pod-voice", reference_wav(), consent="yes")

@@ -36,11 +36,11 @@ from gateway.bench.leaks import LeakCheck
 from gateway.app import GatewayApp, create_app
 from gateway.config import DEFAULT_MODEL, load_config
 from gateway.deploy_profile import load_deploy_profile
-from gateway.emulator.app import EmulatorSettings
-from gateway.emulator.app import create_app as create_emulator
+from gateway.emulator.app import EmulatorSettings, create_app as create_emulator
 from gateway.security.auth import hash_key
 from gateway.types import PoolName
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
 from gateway.upstream.worker_errors import worker_error_message
 from tests.support.deadline import within
 
@@ -236,7 +236,7 @@ class InProcessGateway:
 
     def leak_check(self) -> LeakCheck:
         """What no error body may contain: the workers' ids and addresses, anything they said."""
-        workers = list(self.gateway.fleet.workers)
+        workers = list(self.gateway.fleet.view.workers)
         said = [message for message in self.upstream.worker_messages if len(message) >= 16]
         return LeakCheck.of((w.worker_id for w in workers), (w.url for w in workers), said)
 
@@ -305,11 +305,11 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
         )
         await runtime.start()
         for _ in range(400):  # both workers answer probes, get voices replayed, become routable
-            if all(runtime.fleet.routable_count(pool) for pool in PoolName):
+            if all(runtime.fleet.view.routable_count(pool) for pool in PoolName):
                 break
             await asyncio.sleep(0.025)
         else:
-            raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.describe()}")
+            raise RuntimeError(f"in-process workers never became routable: {runtime.fleet.view.describe()}")
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=runtime), base_url="http://gateway.test")
         return runtime, client
 

@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from gateway.metrics import TTFP_BUCKETS
+from gateway.types.labels import TTFP_BUCKETS
 from tests.support.prometheus import (
     DASHBOARD_FILES,
     DASHBOARDS,

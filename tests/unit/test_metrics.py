@@ -10,20 +10,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, disable_created_metri
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import create_app
-from gateway.config import RoutingThresholds, load_config
-from gateway.metrics import (
-    NO_POOL,
-    TTFP_BUCKETS,
-    DisconnectPhase,
-    EjectionReason,
-    FleetSnapshot,
-    GatewayMetrics,
-    RejectReason,
-    RetryReason,
-    UpstreamErrorKind,
-    WorkerSnapshot,
-)
-from gateway.routing import reasons
+from gateway.config import load_config
+from gateway.metrics import FleetSnapshot, GatewayMetrics, RetryReason, UpstreamErrorKind, WorkerSnapshot
+from gateway.types import reasons
+from gateway.types.labels import NO_POOL, TTFP_BUCKETS, DisconnectPhase, EjectionReason, RejectReason
 from tests.support.prometheus import promtool
 
 # name -> (type, label names) as the classic text format exposes them.

@@ -11,7 +11,7 @@ import av
 import numpy as np
 
 from gateway.audio import AudioFormat, StreamEncoder
-from gateway.types import SAMPLE_RATE
+from gateway.types.codec import SAMPLE_RATE
 
 # Irregular chunk sizes as TCP would deliver them: odd byte counts split samples.
 IRREGULAR_CHUNK_BYTES = (1, 961, 4801, 1920, 24_001, 7, 48_000, 333, 2, 12_345)

@@ -1,6 +1,6 @@
 from gateway.audio import AudioFormat
 from gateway.audio.cost import encode_cpu_ms_per_audio_second, speech_like_pcm, worker_chunks
-from gateway.types import BYTES_PER_SECOND
+from gateway.types.codec import BYTES_PER_SECOND
 
 
 def test_worker_chunk_pattern_covers_the_audio() -> None:

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from gateway.audio import AudioFormat, EncoderClosedError, open_encoder
-from gateway.types import SAMPLE_RATE
+from gateway.types.codec import SAMPLE_RATE
 
 from .signals import chirp_pcm, decode, encode_all, tone_pcm
 

@@ -27,7 +27,7 @@ from gateway.emulator.engine import Engine, EngineRequest
 from gateway.emulator.faults import Faults
 from gateway.emulator.metrics import RTF_BUCKETS, SECONDS_BUCKETS, SECONDS_FAST_BUCKETS, EmulatorMetrics, EngineCounts
 from gateway.emulator.spoken import SpeechAudio
-from gateway.emulator.timing import StepModel
+from gateway.worker_timing import StepModel
 from tests.support.clip_server import HUGE_BYTES, ClipServer, clip_server, tone_wav
 from tests.support.procs import free_port
 

@@ -26,7 +26,7 @@ from gateway.emulator.spoken import (
     render_clip,
     render_fitted,
 )
-from gateway.emulator.timing import StepModel, TimingParams
+from gateway.worker_timing import StepModel, TimingParams
 
 TEXT = "The gateway routes every request to the pool that serves it best. Latency first!"
 SEED = 42

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from gateway.config import RoutingThresholds
-from gateway.routing.model import Decision, LoadView, RequestInfo, WorkerLoad
 from gateway.types import PoolName, SlaClass
+from gateway.types.curve import Curve
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT
@@ -48,6 +50,8 @@ class FakeFleet:
     """Workers whose in-flight counts move only through lease() and release()."""
 
     workers: dict[str, WorkerLoad] = field(default_factory=dict)
+    taken: int = 0  # slots ever reserved
+    released: int = 0  # slots released through their reservation
 
     @classmethod
     def of(cls, *workers: WorkerLoad) -> FakeFleet:
@@ -56,11 +60,13 @@ class FakeFleet:
     def snapshot(self) -> LoadView:
         return LoadView(tuple(self.workers.values()))
 
-    def lease(self, decision: Decision) -> None:
-        assert decision.worker_id is not None
-        worker = self.workers[decision.worker_id]
+    def reserve(self, worker_id: str) -> FakeSlot:
+        """Admission's ``reserve``: the slot is counted the moment it is taken."""
+        worker = self.workers[worker_id]
         assert worker.load < worker.slots, f"{worker.worker_id} over its slots"
-        self.workers[worker.worker_id] = replace(worker, inflight=worker.inflight + 1)
+        self.workers[worker_id] = replace(worker, inflight=worker.inflight + 1)
+        self.taken += 1
+        return FakeSlot(self, worker_id)
 
     def release(self, worker_id: str) -> None:
         worker = self.workers[worker_id]
@@ -71,6 +77,21 @@ class FakeFleet:
 
     def inflight(self, worker_id: str) -> int:
         return self.workers[worker_id].inflight
+
+
+@dataclass(eq=False)
+class FakeSlot:
+    """A held slot; releasing it twice would be a bug in its owner, so it fails loudly."""
+
+    fleet: FakeFleet
+    worker_id: str
+    done: bool = False
+
+    def release(self) -> None:
+        assert not self.done, f"slot on {self.worker_id} released twice"
+        self.done = True
+        self.fleet.released += 1
+        self.fleet.release(self.worker_id)
 
 
 @dataclass
@@ -87,3 +108,13 @@ class RecordingObserver:
 
     def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
         self.decisions.append((sla_class.value, decision.reason))
+
+
+def scaled(curve: Curve, step_factor: float, ttfp_factor: float) -> Curve:
+    """A worker ``step_factor`` times slower per step (and ``ttfp_factor`` to first packet)."""
+    return Curve(tuple(s * step_factor for s in curve.step_s), tuple(t * ttfp_factor for t in curve.ttfp_s))
+
+
+def capacity(curve: Curve, rtf_ceiling: float, limit: int) -> int:
+    """The test's oracle: the largest load whose streams stay under ``rtf_ceiling``."""
+    return sum(1 for load in range(1, min(limit, curve.max_load) + 1) if curve.rtf(load) <= rtf_ceiling)

@@ -9,12 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.deploy_profile import load_deploy_profile
-from gateway.routing import reasons as r
-from gateway.routing.adaptive import TIE, AdaptivePolicy, latency_rtf_ceiling
-from gateway.routing.curves import FRAMES_PER_SECOND, Curve, audio_seconds_for
-from gateway.routing.model import Action, LoadView, PolicyState, WorkerLoad
+from gateway.routing.adaptive import AdaptivePolicy
+from gateway.routing.classes.latency import latency_grade_rtf as latency_rtf_ceiling
+from gateway.routing.picker import TIE
 from gateway.routing.prior import prior_curve
-from tests.unit.routing.fakes import HT, LL, req, thresholds
+from gateway.types import reasons as r
+from gateway.types.codec import FRAMES_PER_SECOND
+from gateway.types.curve import Curve, audio_seconds_for
+from gateway.types.decision import Action
+from gateway.types.view import LoadView, WorkerLoad
+from tests.unit.routing.fakes import HT, LL, capacity, req, scaled, thresholds
 
 LL_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_low_latency"))
 HT_CURVE = prior_curve(load_deploy_profile("higgs_multimodal_qwen3_high_throughput"))
@@ -29,8 +33,7 @@ def ht(worker_id: str = "ht-a", load: int = 0, slots: int = 64, curve: Curve = H
 
 
 def decide(request, *workers: WorkerLoad, **knobs: object):
-    decision, _ = AdaptivePolicy().decide(request, LoadView(workers), thresholds(**knobs), PolicyState())
-    return decision
+    return AdaptivePolicy().decide(request, LoadView(workers), thresholds(**knobs))
 
 
 def test_an_idle_fleet_serves_every_class_from_low_latency_first() -> None:
@@ -60,11 +63,11 @@ def test_balanced_keeps_the_reserve_below_the_low_latency_cap() -> None:
 
 def test_throughput_leaves_latency_grade_room_on_low_latency() -> None:
     ceiling = latency_rtf_ceiling(thresholds(), [ll(), ht()])
-    capacity = LL_CURVE.capacity(ceiling, 16)
+    most = capacity(LL_CURVE, ceiling, 16)
     full_ht = ht(load=64)
-    ok = decide(req("throughput"), ll(load=capacity - 3), full_ht, reserve_for_latency=2)
+    ok = decide(req("throughput"), ll(load=most - 3), full_ht, reserve_for_latency=2)
     assert (ok.action, ok.pool) == (Action.ROUTE, LL)
-    held = decide(req("throughput"), ll(load=capacity - 2), full_ht, reserve_for_latency=2)
+    held = decide(req("throughput"), ll(load=most - 2), full_ht, reserve_for_latency=2)
     assert (held.action, held.reason) == (Action.WAIT, r.QUEUED_LL_RESERVED)
 
 
@@ -101,7 +104,7 @@ def test_no_routable_worker_is_a_reject() -> None:
 
 
 def test_a_worker_learned_to_be_slow_gets_less_work() -> None:
-    slow = ht("ht-slow", load=4, curve=HT_CURVE.scaled(2.0, 2.0))
+    slow = ht("ht-slow", load=4, curve=scaled(HT_CURVE, 2.0, 2.0))
     fast = ht("ht-fast", load=4)
     assert decide(req("balanced"), slow, fast).worker_id == "ht-fast"
     assert decide(req("throughput"), slow, fast).worker_id == "ht-fast"
@@ -120,9 +123,9 @@ def test_balanced_ceiling_bounds_every_stream() -> None:
 
 workers = st.builds(
     lambda pool, load, slots, routable, factor, index: (
-        ll(f"ll-{index}", load, min(slots, 16), LL_CURVE.scaled(factor, factor), routable)
+        ll(f"ll-{index}", load, min(slots, 16), scaled(LL_CURVE, factor, factor), routable)
         if pool == "ll"
-        else ht(f"ht-{index}", load, slots, HT_CURVE.scaled(factor, factor), routable)
+        else ht(f"ht-{index}", load, slots, scaled(HT_CURVE, factor, factor), routable)
     ),
     st.sampled_from(["ll", "ht"]),
     st.integers(0, 70),
@@ -144,7 +147,7 @@ workers = st.builds(
 def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve: int, chars: int) -> None:
     request = replace(req(sla, waited_out), input_chars=chars)
     knobs = thresholds(reserve_for_latency=reserve)
-    decision, _ = AdaptivePolicy().decide(request, LoadView(tuple(fleet)), knobs, PolicyState())
+    decision = AdaptivePolicy().decide(request, LoadView(tuple(fleet)), knobs)
     assert decision.reason in (*r.ROUTE_REASONS, *r.WAIT_REASONS, *r.REJECT_REASONS)
     if not any(w.routable for w in fleet):
         assert decision.action == Action.REJECT
@@ -161,14 +164,15 @@ def test_properties(fleet: list[WorkerLoad], sla: str, waited_out: bool, reserve
         assert chosen.load + 1 + reserve <= min(chosen.slots, 16)  # the reserve is held
     if chosen.pool == LL and sla == "throughput" and reserve:
         ceiling = latency_rtf_ceiling(knobs, [w for w in fleet if w.routable])
-        assert chosen.load + 1 + reserve <= chosen.curve.capacity(ceiling, min(chosen.slots, 16))
+        assert chosen.load + 1 + reserve <= capacity(chosen.curve, ceiling, min(chosen.slots, 16))
 
 
 def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
+    from gateway.routing.performance import CurveSnapshot
     from gateway.routing.view import routing_view
 
     loads = LoadView((ll(slots=16), ht()))
-    curves = {"ll-a": LL_CURVE, "ht-a": HT_CURVE}
+    curves = CurveSnapshot.of({"ll-a": LL_CURVE, "ht-a": HT_CURVE})
     capped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": 3}))
     assert [w.slots for w in capped.workers] == [3, 64]
     uncapped = routing_view(loads, curves, thresholds(max_per_worker={"low_latency": None}))
@@ -178,11 +182,11 @@ def test_run_time_caps_apply_through_the_view_and_null_removes_one() -> None:
 
 
 def test_identical_idle_workers_take_turns() -> None:
-    policy, state = AdaptivePolicy(), PolicyState()
+    policy = AdaptivePolicy()
     fleet = LoadView((ll(), ht("ht-a"), ht("ht-b")))
     picked = []
     for _ in range(4):
-        decision, state = policy.decide(req("throughput"), LoadView((ll(load=16), *fleet.workers[1:])), thresholds(), state)
+        decision = policy.decide(req("throughput"), LoadView((ll(load=16), *fleet.workers[1:])), thresholds())
         picked.append(decision.worker_id)
     assert picked == ["ht-a", "ht-b", "ht-a", "ht-b"]
 
@@ -194,7 +198,7 @@ def test_without_high_throughput_the_reserve_does_not_strand_other_classes() -> 
 
 
 def test_curve_tables_match_their_definitions() -> None:
-    for curve in (LL_CURVE, HT_CURVE, LL_CURVE.scaled(1.7, 0.8)):
+    for curve in (LL_CURVE, HT_CURVE, scaled(LL_CURVE, 1.7, 0.8)):
         for load in range(1, curve.max_load + 1):
             extra = (load - 1) * (curve.step(load) - curve.step(load - 1)) if load > 1 else 0.0
             assert curve.marginal_step_s[load - 1] == pytest.approx(curve.step(load) + extra)
@@ -206,7 +210,7 @@ def test_curve_tables_match_their_definitions() -> None:
 def test_balanced_picks_the_lowest_cost_within_the_tie_window(fleet: list[WorkerLoad], chars: int) -> None:
     """The policy's fast loop against the cost written out: own time plus delay imposed."""
     knobs = thresholds(reserve_for_latency=0)
-    decision, _ = AdaptivePolicy().decide(replace(req("balanced"), input_chars=chars), LoadView(tuple(fleet)), knobs, PolicyState())
+    decision = AdaptivePolicy().decide(replace(req("balanced"), input_chars=chars), LoadView(tuple(fleet)), knobs)
     if decision.action != Action.ROUTE:
         return
     frames = audio_seconds_for(chars) * FRAMES_PER_SECOND
@@ -223,5 +227,5 @@ def test_balanced_picks_the_lowest_cost_within_the_tie_window(fleet: list[Worker
 
     chosen = next(w for w in fleet if w.worker_id == decision.worker_id)
     best = min(cost(w) for w in fleet if eligible(w))
-    # Each near-tie handed to the next worker in turn may move the pick up to TIE further.
-    assert eligible(chosen) and cost(chosen) <= best * (1 + TIE) ** len(fleet) + 1e-12
+    # One tie rule: anything within TIE of the best is a tie, nothing further.
+    assert eligible(chosen) and cost(chosen) <= best * (1 + TIE) + 1e-12

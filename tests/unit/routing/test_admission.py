@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from gateway.config import AdmissionConfig
-from gateway.routing import reasons as r
 from gateway.routing.admission import Admission, AdmissionRejected
-from gateway.routing.model import Decision, RequestInfo
 from gateway.routing.policy import create_policy
+from gateway.types import reasons as r
+from gateway.types.decision import Decision
+from gateway.types.view import RequestInfo
 from tests.unit.routing.fakes import FakeClock, FakeFleet, RecordingObserver, ht, ll, req, thresholds
 from tests.support.deadline import within
 
@@ -25,6 +26,7 @@ def make(
         create_policy(policy),  # type: ignore[arg-type]
         lambda: thresholds(**(knobs or {})),
         fleet.snapshot,
+        fleet.reserve,
         clock=clock or FakeClock(),
         observer=observer,
     )
@@ -38,8 +40,10 @@ async def settle() -> None:
 
 def client(admission: Admission, fleet: FakeFleet, request: RequestInfo, served: list) -> asyncio.Task[Decision]:
     async def run() -> Decision:
-        decision = await admission.admit(request)
-        fleet.lease(decision)  # synchronously, as the contract requires
+        reservation = await admission.admit(request)
+        decision = reservation.decision
+        # The slot is already held: nothing to take, whatever ran before this line.
+        assert fleet.inflight(reservation.worker_id) >= 1
         served.append((request.sla_class.value, decision.worker_id, decision.reason, request.ttfp_budget_ms))
         return decision
 
@@ -63,8 +67,10 @@ async def test_fast_path_returns_without_suspending() -> None:
     coro = admission.admit(req("latency"))
     with pytest.raises(StopIteration) as done:
         coro.send(None)
-    decision = done.value.value
+    reservation = done.value.value
+    decision = reservation.decision
     assert (decision.worker_id, decision.reason) == ("ll-a", r.LL_SLOT_FREE)
+    assert fleet.inflight("ll-a") == 1 and fleet.taken == 1  # held before admit returned
     assert observer.waits == [("latency", 0.0)]
     assert observer.decisions == [("latency", r.LL_SLOT_FREE)]
     assert admission.queue_depths() == {sla: 0 for sla in admission.queue_depths()}
@@ -158,15 +164,15 @@ async def test_latency_spills_on_its_own_timer() -> None:
     """No capacity change at all: the waiter wakes itself when its budget is spent (real clock)."""
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
     admission, _ = make(fleet, clock=asyncio.get_running_loop().time, knobs={"latency_queue_budget_ms": 5})
-    decision = await within(10, admission.admit(req("latency")))
-    assert decision.reason == r.SPILL_LL_FULL
+    reservation = await within(10, admission.admit(req("latency")))
+    assert reservation.decision.reason == r.SPILL_LL_FULL
 
 
 async def test_latency_with_zero_budget_spills_at_once() -> None:
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
     admission, _ = make(fleet)
-    decision = await admission.admit(req("latency", ttfp_ms=0))
-    assert decision.reason == r.SPILL_LL_FULL
+    reservation = await admission.admit(req("latency", ttfp_ms=0))
+    assert reservation.decision.reason == r.SPILL_LL_FULL
 
 
 async def test_latency_keeps_waiting_after_budget_until_deadline() -> None:
@@ -232,6 +238,7 @@ async def test_slot_handed_to_a_cancelled_waiter_goes_to_the_next() -> None:
     assert first.cancelled()
     assert second.done() and second.result().worker_id == "ll-a"
     assert fleet.inflight("ll-a") == 1
+    assert (fleet.taken, fleet.released) == (2, 1)  # first's slot released once, by admission
     assert admission.queue_depths()["balanced"] == 0
 
 
@@ -293,3 +300,28 @@ async def test_set_policy_reevaluates_waiters() -> None:
     admission.set_policy(create_policy("high_throughput_only"))
     await settle()
     assert (task.result().worker_id, task.result().reason) == ("ht-a", r.HIGH_THROUGHPUT_ONLY)
+
+
+async def test_admission_returns_the_slot_held_and_its_owner_releases_it_once() -> None:
+    """Fast path and queue alike: the answer is a Reservation whose slot is already counted;
+    every slot taken is released exactly once (the fake fails on a second release)."""
+    from gateway.types.reservation import Reservation
+
+    fleet = FakeFleet.of(ll("ll-a", slots=1), ht("ht-a", slots=1))
+    admission, _ = make(fleet, knobs={"reserve_for_latency": 0})
+    first = await admission.admit(req())
+    assert isinstance(first, Reservation) and fleet.inflight(first.worker_id) == 1
+    second = await admission.admit(req())
+    assert {first.worker_id, second.worker_id} == {"ll-a", "ht-a"}
+    queued = asyncio.ensure_future(admission.admit(req()))
+    await settle()
+    assert not queued.done()
+    first.release()  # its owner is done with it: the waiter gets the slot, held at once
+    admission.capacity_changed()
+    assert fleet.inflight(first.worker_id) == 1 and fleet.taken == 3
+    third = await queued
+    assert third.worker_id == first.worker_id
+    second.release()
+    third.release()
+    assert fleet.taken == fleet.released == 3
+    assert all(w.inflight == 0 for w in fleet.workers.values())

@@ -7,9 +7,10 @@ from typing import get_args
 import pytest
 
 from gateway.config import PolicyName
-from gateway.routing import reasons as r
-from gateway.routing.model import Action, LoadView, PolicyState
 from gateway.routing.policy import create_policy
+from gateway.types import reasons as r
+from gateway.types.decision import Action
+from gateway.types.view import LoadView
 from tests.unit.routing.fakes import ht, ll, req, thresholds, view
 
 ROUTE, WAIT, REJECT = Action.ROUTE, Action.WAIT, Action.REJECT
@@ -37,26 +38,26 @@ CASES = [
 @pytest.mark.parametrize(("name", "load_view", "expect"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 @pytest.mark.parametrize("sla", ["latency", "balanced", "throughput"])
 def test_baseline_ignores_sla_class(name: PolicyName, load_view: LoadView, expect: tuple, sla: str) -> None:
-    decision, _ = create_policy(name).decide(req(sla), load_view, thresholds(), PolicyState())
+    decision = create_policy(name).decide(req(sla), load_view, thresholds())
     assert (decision.action, decision.reason, decision.worker_id) == expect
 
 
 def test_round_robin_alternates_pools_then_workers() -> None:
-    policy, state, knobs = create_policy("round_robin"), PolicyState(), thresholds()
+    policy, knobs = create_policy("round_robin"), thresholds()
     fleet = view(ll("ll-a"), ll("ll-b"), ht("ht-a"), ht("ht-b"))
     picked = []
     for _ in range(5):
-        decision, state = policy.decide(req(), fleet, knobs, state)
+        decision = policy.decide(req(), fleet, knobs)
         picked.append(decision.worker_id)
     assert picked == ["ll-a", "ht-a", "ll-b", "ht-b", "ll-a"]
 
 
 def test_least_loaded_ties_rotate_across_pools() -> None:
-    policy, state, knobs = create_policy("least_loaded"), PolicyState(), thresholds()
+    policy, knobs = create_policy("least_loaded"), thresholds()
     fleet = view(ll("ll-a", 0, slots=4), ht("ht-a", 60))
     picked = []
     for _ in range(3):
-        decision, state = policy.decide(req(), fleet, knobs, state)
+        decision = policy.decide(req(), fleet, knobs)
         picked.append(decision.worker_id)
     assert picked == ["ht-a", "ll-a", "ht-a"]
 

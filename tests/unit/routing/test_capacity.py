@@ -1,37 +1,15 @@
-"""Slots per worker, derived limits and the latency queue budget."""
+"""Derived limits and the latency queue budget."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.routing.budget import latency_queue_budget_s
-from gateway.routing.capacity import balanced_threshold, default_slots, latency_reserve
+from gateway.routing.capacity import balanced_threshold, latency_reserve
+from gateway.routing.classes.latency import queue_budget_s as latency_queue_budget_s
 from gateway.types import PoolName
 from tests.unit.routing.fakes import ht, ll, req, thresholds, view
 
 LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
-
-
-@pytest.mark.parametrize(
-    ("pool", "configured", "max_num_seqs", "expect"),
-    [
-        (LL, None, 16, 16),  # unset: up to max_num_seqs, predictions decide
-        (LL, 8, 16, 8),
-        (LL, 32, 16, 16),  # never above what the graph-captured engine can run
-        (LL, None, 2, 2),
-        (HT, None, 64, 64),
-        (HT, 32, 64, 32),
-        (HT, 96, 64, 96),  # deliberate oversubscription is kept
-    ],
-)
-def test_default_slots(pool: PoolName, configured: int | None, max_num_seqs: int, expect: int) -> None:
-    assert default_slots(pool, configured, max_num_seqs) == expect
-
-
-@pytest.mark.parametrize(("configured", "max_num_seqs"), [(0, 16), (None, 0)])
-def test_default_slots_rejects_nonsense(configured: int | None, max_num_seqs: int) -> None:
-    with pytest.raises(ValueError):
-        default_slots(LL, configured, max_num_seqs)
 
 
 def test_balanced_threshold_defaults_to_routable_ll_capacity() -> None:

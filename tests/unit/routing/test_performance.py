@@ -10,10 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import LearningSettings
-from gateway.routing.curves import Curve
-from gateway.observations import PCM_BYTES_PER_FRAME, PaceMeter, PaceSample, StreamObservation, StreamOutcome
 from gateway.routing.performance import PerformanceModel
 from gateway.types import PoolName
+from gateway.types.codec import BYTES_PER_FRAME
+from gateway.types.curve import Curve
+from gateway.types.observations import PaceSample, StreamObservation, StreamOutcome
+from gateway.upstream.pace import PaceMeter
+from tests.unit.routing.fakes import scaled
 
 PRIOR = Curve(
     step_s=tuple(0.010 + 0.0002 * n for n in range(16)),
@@ -47,7 +50,9 @@ def stream(load: int, step: float, ttfp: float | None = None, seconds: int = 8) 
 
 
 def refreshed(performance: PerformanceModel, clock: Clock) -> Curve:
+    """The curve after the background refit's next pass."""
     clock.now += PerformanceModel.REFRESH_S
+    performance.refit()
     curve = performance.curve("w")
     assert curve is not None
     return curve
@@ -139,8 +144,12 @@ def test_curves_stay_monotone_and_bounded(samples: list[tuple[int, float, float]
 
 
 def test_unknown_workers_are_ignored() -> None:
-    performance, _ = model()
-    performance.on_stream_done(StreamObservation("gone", PoolName.LOW_LATENCY, 1, 0.2))
+    performance, clock = model()
+    slow = stream(1, PRIOR.step(1) * 3.0, ttfp=0.9)
+    for _ in range(20):
+        performance.on_stream_done(StreamObservation("gone", PoolName.LOW_LATENCY, 1, slow.ttfp_s, slow.pace))
+    assert refreshed(performance, clock) == PRIOR  # a known worker of the same pool learned nothing
+    assert performance.curve("gone") is None
 
 
 def test_only_completed_streams_teach_it() -> None:
@@ -155,6 +164,7 @@ def test_only_completed_streams_teach_it() -> None:
 def test_describe_shows_prior_and_learned_side_by_side() -> None:
     performance, _ = model()
     performance.on_stream_done(stream(4, PRIOR.step(4) * 2.0, ttfp=0.3))
+    performance.refit()
     described = performance.describe("w")
     assert described is not None
     point = next(p for p in described["points"] if p["load"] == 4)  # type: ignore[index]
@@ -166,12 +176,12 @@ def test_pace_meter_measures_steps_whatever_the_read_sizes() -> None:
     clock = Clock()
     meter = PaceMeter(clock, lambda: 3)
     clock.now = 0.25
-    meter.add(PCM_BYTES_PER_FRAME)  # the 1-frame first chunk
+    meter.add(BYTES_PER_FRAME)  # the 1-frame first chunk
     for _ in range(6):
         clock.now += 25 * step
         for part in (20000, 20000, 8000):  # one 48000-byte chunk split across three reads
             meter.add(part)
-    assert meter.first_at == 0.25 and meter.bytes == PCM_BYTES_PER_FRAME + 6 * 48000
+    assert meter.first_at == 0.25 and meter.bytes == BYTES_PER_FRAME + 6 * 48000
     assert meter.samples and all(s.load == 3 for s in meter.samples)
     frames = sum(s.frames for s in meter.samples)
     assert math.isclose(sum(s.seconds for s in meter.samples) / frames, step, rel_tol=0.05)
@@ -179,14 +189,33 @@ def test_pace_meter_measures_steps_whatever_the_read_sizes() -> None:
     assert observation.observed_rtf is not None and math.isclose(observation.observed_rtf, 25 * step, rel_tol=0.05)
 
 
+def curves_after_refit(performance: PerformanceModel, view) -> dict[str, Curve]:  # type: ignore[no-untyped-def]
+    """What the background refit publishes after following ``view``'s membership."""
+    performance.track(view)
+    return dict(performance.refit().workers)
+
+
 def test_a_view_brings_new_workers_in_at_their_pool_prior_and_drops_gone_ones() -> None:
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
     one = WorkerLoad("a", PoolName.LOW_LATENCY, True, 0, None, 16)
-    assert performance.curves_for(LoadView((one,))) == {"a": PRIOR}
+    assert curves_after_refit(performance, LoadView((one,))) == {"a": PRIOR}
     other = WorkerLoad("b", PoolName.LOW_LATENCY, True, 0, None, 16)
-    assert set(performance.curves_for(LoadView((other,)))) == {"b"}
+    assert set(curves_after_refit(performance, LoadView((other,)))) == {"b"}
+
+
+def test_a_worker_not_tracked_yet_reads_as_its_pool_without_a_refit() -> None:
+    performance, clock = pool_model()
+    performance.track(view_of(("a", PoolName.HIGH_THROUGHPUT)))
+    for _ in range(30):
+        performance.on_stream_done(sample_on("a", PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.25))
+    performance.refit()
+    snapshot = performance.snapshot()
+    newcomer = snapshot.curve("joined-since", PoolName.HIGH_THROUGHPUT)
+    assert newcomer is not None and newcomer.step(4) < PRIOR.step(4) * 0.4  # like its peer, at once
+    assert snapshot.curve("joined-since", PoolName.LOW_LATENCY) == PRIOR  # pools never share
+    assert performance.snapshot() is snapshot  # reading built nothing
 
 
 def test_measured_curves_replace_the_profile_prior_where_measured() -> None:
@@ -202,27 +231,27 @@ def test_measured_curves_replace_the_profile_prior_where_measured() -> None:
 
 
 def test_new_priors_restart_the_workers_of_that_pool() -> None:
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
-    performance.curves_for(LoadView((WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16),)))
-    faster = PRIOR.scaled(0.5, 0.5)
+    curves_after_refit(performance, LoadView((WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16),)))
+    faster = scaled(PRIOR, 0.5, 0.5)
     performance.set_priors({PoolName.LOW_LATENCY: faster})
     assert performance.curve("w") == faster
 
 
 def test_a_worker_joining_a_pool_starts_from_what_its_peers_showed() -> None:
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     clock = Clock()
     performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR}, clock=clock)
     first = WorkerLoad("w", PoolName.LOW_LATENCY, True, 0, None, 16)
-    performance.curves_for(LoadView((first,)))
+    curves_after_refit(performance, LoadView((first,)))
     for _ in range(30):
         performance.on_stream_done(stream(4, PRIOR.step(4) * 0.25))  # this hardware is 4x faster
     clock.now += PerformanceModel.REFRESH_S
     joined = WorkerLoad("new", PoolName.LOW_LATENCY, True, 0, None, 16)
-    curves = performance.curves_for(LoadView((first, joined)))
+    curves = curves_after_refit(performance, LoadView((first, joined)))
     assert curves["new"].step(4) < PRIOR.step(4) * 0.4
 
 
@@ -233,7 +262,7 @@ def pool_model() -> tuple[PerformanceModel, Clock]:
 
 
 def view_of(*workers: tuple[str, PoolName]):  # type: ignore[no-untyped-def]
-    from gateway.routing.model import LoadView, WorkerLoad
+    from gateway.types.view import LoadView, WorkerLoad
 
     return LoadView(tuple(WorkerLoad(w, pool, True, 0, None, 16) for w, pool in workers))
 
@@ -247,11 +276,11 @@ def test_a_worker_without_samples_follows_what_its_peers_learn_after_it_joined()
     must not be left at the profile's estimate while they learn the hardware is faster."""
     performance, clock = pool_model()
     fleet = view_of(("a", PoolName.HIGH_THROUGHPUT), ("b", PoolName.HIGH_THROUGHPUT))
-    performance.curves_for(fleet)  # both join at the prior
+    curves_after_refit(performance, fleet)  # both join at the prior
     for _ in range(30):
         performance.on_stream_done(sample_on("a", PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.25))
     clock.now += PerformanceModel.REFRESH_S
-    curves = performance.curves_for(fleet)
+    curves = curves_after_refit(performance, fleet)
     assert curves["a"].step(4) < PRIOR.step(4) * 0.3
     assert curves["b"].step(4) == pytest.approx(curves["a"].step(4), rel=0.05)  # a near-tie: b gets its turn
 
@@ -259,41 +288,111 @@ def test_a_worker_without_samples_follows_what_its_peers_learn_after_it_joined()
 def test_a_restarted_worker_starts_like_its_peers_and_then_learns_its_own_speed() -> None:
     performance, clock = pool_model()
     fleet = view_of(("a", PoolName.HIGH_THROUGHPUT), ("b", PoolName.HIGH_THROUGHPUT))
-    performance.curves_for(fleet)
+    curves_after_refit(performance, fleet)
     for worker_id in ("a", "b"):
         for _ in range(20):
             performance.on_stream_done(sample_on(worker_id, PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.5))
     clock.now += PerformanceModel.REFRESH_S
-    performance.curves_for(fleet)
+    curves_after_refit(performance, fleet)
     performance.reset_worker("b")
     assert performance.curve("b").step(4) == pytest.approx(PRIOR.step(4) * 0.5, rel=0.05)  # type: ignore[union-attr]
     for _ in range(20):  # cold graphs: this one is really twice as slow as its peer
         performance.on_stream_done(sample_on("b", PoolName.HIGH_THROUGHPUT, PRIOR.step(4)))
     clock.now += PerformanceModel.REFRESH_S
-    assert performance.curves_for(fleet)["b"].step(4) == pytest.approx(PRIOR.step(4), rel=0.1)
+    assert curves_after_refit(performance, fleet)["b"].step(4) == pytest.approx(PRIOR.step(4), rel=0.1)
 
 
 def test_pools_do_not_share_what_they_learn() -> None:
     performance, clock = pool_model()
     fleet = view_of(("ll", PoolName.LOW_LATENCY), ("ht", PoolName.HIGH_THROUGHPUT))
-    performance.curves_for(fleet)
+    curves_after_refit(performance, fleet)
     for _ in range(30):
         performance.on_stream_done(sample_on("ll", PoolName.LOW_LATENCY, PRIOR.step(4) * 0.25))
     clock.now += PerformanceModel.REFRESH_S
-    assert performance.curves_for(fleet)["ht"] == PRIOR
+    assert curves_after_refit(performance, fleet)["ht"] == PRIOR
 
 
-def test_a_large_fleet_recomputes_its_curves_over_several_reads() -> None:
-    """No single routing decision pays for the whole fleet's learning."""
+def test_reading_never_refits_only_a_refit_publishes() -> None:
+    """A routing decision, a precheck or a scrape reads the snapshot; learning waits for the refit."""
     performance, clock = pool_model()
-    names = [(f"w{i}", PoolName.HIGH_THROUGHPUT) for i in range(3 * PerformanceModel.RECOMPUTE_PER_READ)]
+    fleet = view_of(("a", PoolName.HIGH_THROUGHPUT))
+    curves_after_refit(performance, fleet)
+    before = performance.snapshot()
+    for _ in range(30):
+        performance.on_stream_done(sample_on("a", PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.5))
+    clock.now += 10 * PerformanceModel.REFRESH_S
+    for _ in range(3):
+        assert performance.snapshot() is before and performance.curve("a") == PRIOR
+    assert performance.describe("a") is not None and performance.snapshot() is before  # the admin view too
+    published = performance.refit()
+    assert published is performance.snapshot() is not before
+    assert published.workers["a"].step(4) < PRIOR.step(4) * 0.8
+    assert before.workers["a"] == PRIOR  # a snapshot handed out never changes
+
+
+def test_a_published_snapshot_cannot_be_changed() -> None:
+    performance, _ = pool_model()
+    performance.track(view_of(("a", PoolName.HIGH_THROUGHPUT)))
+    snapshot = performance.refit()
+    with pytest.raises(TypeError):
+        snapshot.workers["a"] = PRIOR  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        snapshot.workers = {}  # type: ignore[misc]
+
+
+async def test_a_large_fleet_refits_in_short_steps_and_publishes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 learning workers: the refit yields to the event loop every few curves (requests go
+    on between the steps, on the old snapshot) and publishes the new one whole, once."""
+    import asyncio
+
+    performance, clock = pool_model()
+    names = [(f"w{i:02d}", PoolName.HIGH_THROUGHPUT) for i in range(64)]
     fleet = view_of(*names)
-    performance.curves_for(fleet)
+    curves_after_refit(performance, fleet)
+    before = performance.snapshot()
     for worker_id, pool in names:
         performance.on_stream_done(sample_on(worker_id, pool, PRIOR.step(4) * 0.5))
     clock.now += PerformanceModel.REFRESH_S
-    first = dict(performance.curves_for(fleet))
-    assert sum(curve != PRIOR for curve in first.values()) == PerformanceModel.RECOMPUTE_PER_READ
-    performance.curves()
-    latest = performance.curves()
-    assert all(curve.step(4) < PRIOR.step(4) * 0.8 for curve in latest.values())
+    steps: list[int] = []
+    recompute, sleep = performance._recompute, asyncio.sleep
+
+    def counted(worker_ids: list[str], now: float) -> None:
+        assert performance.snapshot() is before  # nothing half-done is ever visible
+        steps.append(len(worker_ids))
+        recompute(worker_ids, now)
+
+    yields = 0
+
+    async def counted_sleep(delay: float) -> None:
+        nonlocal yields
+        yields += 1
+        await sleep(delay)
+
+    monkeypatch.setattr(performance, "_recompute", counted)
+    monkeypatch.setattr(asyncio, "sleep", counted_sleep)
+    await performance.refit_in_steps()
+    monkeypatch.undo()
+    assert steps == [PerformanceModel.RECOMPUTE_PER_STEP] * (64 // PerformanceModel.RECOMPUTE_PER_STEP)
+    assert yields == len(steps) - 1  # back to the event loop between every two steps
+    published = performance.snapshot()
+    assert published is not before and all(c.step(4) < PRIOR.step(4) * 0.8 for c in published.workers.values())
+
+
+async def test_the_background_refit_follows_the_fleet_and_publishes() -> None:
+    import asyncio
+
+    performance, clock = pool_model()
+    fleet = view_of(("a", PoolName.HIGH_THROUGHPUT))
+    for _ in range(30):
+        performance.on_stream_done(sample_on("a", PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.5))  # not tracked yet: ignored
+    task = asyncio.create_task(performance.run(lambda: fleet, interval_s=0.001))
+    try:
+        while "a" not in performance.snapshot().workers:
+            await asyncio.sleep(0.001)
+        for _ in range(30):
+            performance.on_stream_done(sample_on("a", PoolName.HIGH_THROUGHPUT, PRIOR.step(4) * 0.5))
+        while performance.snapshot().workers["a"] == PRIOR:
+            await asyncio.sleep(0.001)
+    finally:
+        task.cancel()
+    assert performance.snapshot().workers["a"].step(4) < PRIOR.step(4) * 0.8

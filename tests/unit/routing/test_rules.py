@@ -1,4 +1,4 @@
-"""The adaptive policy, one row per situation: every class, every reason."""
+"""The `rules` policy, one row per situation: every class, every reason."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from gateway.routing import reasons as r
 from gateway.routing.rules import RulesPolicy, balanced_mode
-from gateway.routing.model import Action, LoadView, PolicyState, RequestInfo
+from gateway.types import reasons as r
+from gateway.types.decision import Action
+from gateway.types.view import LoadView, RequestInfo
 from tests.unit.routing.fakes import HT, LL, ht, ll, req, thresholds, view
 
 ROUTE, WAIT, REJECT = Action.ROUTE, Action.WAIT, Action.REJECT
@@ -22,7 +23,6 @@ class Case:
     view: LoadView
     expect: tuple[Action, str, str | None]  # action, reason, worker_id
     knobs: dict[str, Any] = field(default_factory=dict)
-    state: PolicyState = field(default_factory=PolicyState)
 
 
 FULL_LL = ll("ll-a", load=4)
@@ -71,7 +71,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_adaptive_decides(case: Case) -> None:
-    decision, _ = RulesPolicy().decide(case.request, case.view, thresholds(**case.knobs), case.state)
+    decision = RulesPolicy().decide(case.request, case.view, thresholds(**case.knobs))
     assert (decision.action, decision.reason, decision.worker_id) == case.expect
     if decision.action == ROUTE:
         assert decision.pool == (LL if decision.worker_id.startswith("ll") else HT)  # type: ignore[union-attr]
@@ -91,11 +91,11 @@ HYSTERESIS_STEPS = [(0, LL), (3, LL), (4, HT), (3, HT), (2, HT), (1, LL), (3, LL
 
 
 def test_balanced_hysteresis_enters_and_leaves() -> None:
-    policy, state, knobs = RulesPolicy(), PolicyState(), thresholds(balanced_threshold=4, balanced_hysteresis=2)
+    policy, knobs = RulesPolicy(), thresholds(balanced_threshold=4, balanced_hysteresis=2)
     seen = []
     for fleet_load, _ in HYSTERESIS_STEPS:
-        # Load sits on ht so both pools always have room; only the mode decides.
-        decision, state = policy.decide(req(), view(ll("ll-a", 0, slots=8), ht("ht-a", fleet_load)), knobs, state)
+        # Load sits on ht so both pools always have room; only the policy's own mode decides.
+        decision = policy.decide(req(), view(ll("ll-a", 0, slots=8), ht("ht-a", fleet_load)), knobs)
         seen.append((fleet_load, decision.pool))
         assert decision.reason in (r.BALANCED_UNDER_THRESHOLD, r.BALANCED_OVER_THRESHOLD)
     assert seen == HYSTERESIS_STEPS
@@ -116,31 +116,44 @@ def test_balanced_mode(on_ht: bool, load: int, threshold: int, hysteresis: int, 
     assert balanced_mode(on_ht, load, threshold, hysteresis) is expect
 
 
+def primed(last: str | None) -> RulesPolicy:
+    """A rules policy whose last low-latency pick was ``last``."""
+    policy = RulesPolicy()
+    if last is not None:
+        assert policy.decide(req("latency"), view(ll(last)), thresholds()).worker_id == last
+    return policy
+
+
 @pytest.mark.parametrize(
     ("last", "expect"),
     [(None, "ll-a"), ("ll-a", "ll-b"), ("ll-b", "ll-c"), ("ll-c", "ll-a"), ("ll-zz", "ll-a")],
 )
 def test_ties_break_round_robin(last: str | None, expect: str) -> None:
-    state = PolicyState(last_picked={} if last is None else {"low_latency": last})
+    policy = primed(last)
     tied = view(ll("ll-c", 1), ll("ll-a", 1), ll("ll-b", 1), ll("ll-d", 2))
-    decision, new_state = RulesPolicy().decide(req("latency"), tied, thresholds(), state)
-    assert decision.worker_id == expect
-    assert new_state.last_picked == {"low_latency": expect}
-    assert state.last_picked == ({} if last is None else {"low_latency": last})  # input untouched
+    assert policy.decide(req("latency"), tied, thresholds()).worker_id == expect
+    # The next tie continues from that pick.
+    after = sorted(["ll-a", "ll-b", "ll-c"])
+    assert policy.decide(req("latency"), tied, thresholds()).worker_id == after[(after.index(expect) + 1) % 3]
 
 
 def test_rotation_across_calls() -> None:
-    policy, state, knobs = RulesPolicy(), PolicyState(), thresholds()
+    policy, knobs = RulesPolicy(), thresholds()
     tied = view(ll("ll-a"), ll("ll-b"), ll("ll-c"))
-    picked = []
-    for _ in range(4):
-        decision, state = policy.decide(req("latency"), tied, knobs, state)
-        picked.append(decision.worker_id)
+    picked = [policy.decide(req("latency"), tied, knobs).worker_id for _ in range(4)]
     assert picked == ["ll-a", "ll-b", "ll-c", "ll-a"]
 
 
 def test_wait_and_reject_keep_cursor() -> None:
-    state = PolicyState(last_picked={"low_latency": "ll-a"})
-    _, after_wait = RulesPolicy().decide(req("latency"), view(FULL_LL), thresholds(), state)
-    _, after_reject = RulesPolicy().decide(req("latency"), view(), thresholds(), state)
-    assert after_wait.last_picked == after_reject.last_picked == {"low_latency": "ll-a"}
+    policy = primed("ll-a")
+    assert policy.decide(req("latency"), view(FULL_LL), thresholds()).action == WAIT
+    assert policy.decide(req("latency"), view(), thresholds()).action == REJECT
+    tied = view(ll("ll-a"), ll("ll-b"), ll("ll-c"))
+    assert policy.decide(req("latency"), tied, thresholds()).worker_id == "ll-b"  # still after ll-a
+
+
+def test_each_policy_owns_its_memory() -> None:
+    """Two policies never share a rotation (no state union passed around)."""
+    first, second = primed("ll-a"), RulesPolicy()
+    tied = view(ll("ll-a"), ll("ll-b"))
+    assert (first.decide(req("latency"), tied, thresholds()).worker_id, second.decide(req("latency"), tied, thresholds()).worker_id) == ("ll-b", "ll-a")

@@ -17,13 +17,14 @@ from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import text_order
 from gateway.bench.traces import Arrival, bursty, ramp
 from gateway.config import RoutingThresholds
-from gateway.routing import reasons
-from gateway.routing.model import Decision, LoadView, PolicyState, RequestInfo
-from gateway.routing.outcomes import route, wait
+from gateway.routing.outcomes import wait
+from gateway.routing.stages import routed
 from gateway.simulator.cli import main, plans_for, simulate
 from gateway.simulator.fleet import SimGateway
 from gateway.simulator.loop import run_virtual
-from gateway.types import PoolName
+from gateway.types import PoolName, reasons
+from gateway.types.decision import Decision
+from gateway.types.view import LoadView, RequestInfo
 
 LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
 ADAPTIVE = next(s for s in SETUPS if s.name == "adaptive")
@@ -36,16 +37,14 @@ class FixedSplit:
     k: int
     name: str = "split"
 
-    def decide(
-        self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds, state: PolicyState
-    ) -> tuple[Decision, PolicyState]:
+    def decide(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         (low,) = view.routable(LL)
         (high,) = view.routable(HT)
         if low.load < self.k:
-            return route(LL, low.worker_id, reasons.LL_SLOT_FREE), state
+            return routed(low, reasons.LL_SLOT_FREE)
         if high.load < high.slots:
-            return route(HT, high.worker_id, reasons.BALANCED_OVER_THRESHOLD), state
-        return wait(reasons.QUEUED_ALL_FULL), state
+            return routed(high, reasons.BALANCED_OVER_THRESHOLD)
+        return wait(reasons.QUEUED_ALL_FULL)
 
 
 def run_trace(policy: Any, arrivals: list[Arrival], seed: int) -> dict[str, Any]:

@@ -8,17 +8,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.routing.performance import PerformanceModel
-from gateway.routing.prior import pool_priors
-from gateway.routing.view import RoutingSnapshot
 from gateway.config import load_config
-from gateway.observations import StreamObservation
-from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.fleet import Fleet
+from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
+from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
+from gateway.routing.prior import pool_priors
+from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, WorkerState
-from gateway.upstream.errors import RetryReason, UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
+from gateway.types.observations import StreamObservation
+from gateway.upstream.errors import UpstreamError
 
 HANG = object()  # a chunk list item: wait forever (until cancelled)
 
@@ -101,24 +103,25 @@ def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str,
             "high_throughput": {"profile": "higgs_multimodal_qwen3_high_throughput.yaml", "slots_per_worker": slots},
         }
     config = load_config(overrides=overrides)
-    fleet = Fleet(config, pool_specs(config), clock=lambda: 100.0)
+    fleet = Fleet.build(config, pool_specs(config, load_pool_profiles(config)), clock=lambda: 100.0)
     for pool, worker_id, url in (
         (PoolName.LOW_LATENCY, "ll-0", LL_URL),
         (PoolName.LOW_LATENCY, "ll-1", LL2_URL),
         (PoolName.HIGH_THROUGHPUT, "ht-0", HT_URL),
     ):
-        fleet.add_worker(pool, worker_id, url)
-        worker = fleet.get(worker_id)
+        fleet.members.add_worker(pool, worker_id, url)
+        worker = fleet.members.get(worker_id)
         assert worker is not None
         worker.set_state(WorkerState.READY, 100.0)
     admission = Admission(
         config.admission,
         create_policy("adaptive"),
         thresholds=lambda: config.routing.thresholds,
-        snapshot=RoutingSnapshot(fleet.snapshot, PerformanceModel(priors=pool_priors(config)), lambda: config.routing.thresholds),
+        snapshot=RoutingSnapshot(fleet.view.snapshot, PerformanceModel(priors=pool_priors(load_pool_profiles(config))), lambda: config.routing.thresholds),
+        reserve=fleet.leases.lease,
         clock=lambda: 100.0,
     )
-    fleet.on_capacity_change(admission.capacity_changed)
+    fleet.events.on_capacity_change(admission.capacity_changed)
     return fleet, admission
 
 

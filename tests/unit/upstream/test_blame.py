@@ -11,7 +11,8 @@ import orjson
 import pytest
 
 from gateway.upstream.blame import Blame, judge_no_audio, judge_silence, judge_status, judge_transport, repeated
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
 
 PLAIN: dict[str, Any] = {"model": "m", "input": "Hello."}
 WITH_URL: dict[str, Any] = {**PLAIN, "ref_audio": "https://clips.example/anna.wav"}

@@ -14,7 +14,8 @@ from gateway.api.relay_response import ClientGone, DisconnectWatch
 from gateway.config import HealthConfig, LoadReportConfig, UpstreamConfig
 from gateway.pools.health import HealthChecker
 from gateway.pools.load_reports import LoadReporter
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.upstream.errors import UpstreamError
 from gateway.upstream.transport import HttpxTransport, _AiohttpResponse
 from tests.unit.upstream.fakes import ready_fleet
 
@@ -100,12 +101,12 @@ async def test_aiohttp_stream_failures_are_declared_kinds(error: Exception, kind
 async def test_a_lease_goes_down_exactly_once(tmp_path: Path) -> None:
     fleet, admission = ready_fleet(tmp_path)
     woken: list[int] = []
-    fleet.on_capacity_change(lambda: woken.append(1))
-    lease = fleet.lease("ll-0")
-    assert fleet.get("ll-0").inflight == 1
+    fleet.events.on_capacity_change(lambda: woken.append(1))
+    lease = fleet.leases.lease("ll-0")
+    assert fleet.members.get("ll-0").inflight == 1
     lease.release()
     lease.release()
-    assert fleet.get("ll-0").inflight == 0 and lease.released and woken == [1]
+    assert fleet.members.get("ll-0").inflight == 0 and lease.released and woken == [1]
 
 
 # ---- disconnect watch ----------------------------------------------------------------------
@@ -156,11 +157,11 @@ async def test_load_reports_fall_back_to_metrics_and_fail_open(tmp_path: Path) -
             return httpx.Response(200, text='vllm_omni:num_requests_running{m="x"} 2\nvllm_omni:num_requests_waiting 1\n')
         return httpx.Response(404)
 
-    reporter = LoadReporter(fleet, httpx.AsyncClient(transport=httpx.MockTransport(answer)), LoadReportConfig(), clock=lambda: 100.0)
-    assert await reporter.poll(fleet.get("ll-0")) == 3
-    assert await reporter.poll(fleet.get("ll-1")) == 3
-    assert await reporter.poll(fleet.get("ht-0")) is None
-    assert fleet.get("ll-0").reported_load == 3 and fleet.get("ht-0").reported_load is None
+    reporter = LoadReporter(fleet.view, httpx.AsyncClient(transport=httpx.MockTransport(answer)), LoadReportConfig(), clock=lambda: 100.0)
+    assert await reporter.poll(fleet.members.get("ll-0")) == 3
+    assert await reporter.poll(fleet.members.get("ll-1")) == 3
+    assert await reporter.poll(fleet.members.get("ht-0")) is None
+    assert fleet.members.get("ll-0").reported_load == 3 and fleet.members.get("ht-0").reported_load is None
 
 
 async def test_health_probes_report_to_the_fleet_and_stop_cleanly(tmp_path: Path) -> None:
@@ -175,10 +176,10 @@ async def test_health_probes_report_to_the_fleet_and_stop_cleanly(tmp_path: Path
         await release.wait()  # ht-0 hangs until stop cancels the probe
         return httpx.Response(200)
 
-    checker = HealthChecker(fleet, httpx.AsyncClient(transport=httpx.MockTransport(answer)), HealthConfig())
-    assert await checker.probe_once(fleet.get("ll-0"))
-    assert not await checker.probe_once(fleet.get("ll-1"))
-    assert fleet.get("ll-1").consecutive_failures == 1 and "500" in (fleet.get("ll-1").last_error or "")
+    checker = HealthChecker(fleet.view, fleet.health, httpx.AsyncClient(transport=httpx.MockTransport(answer)), HealthConfig())
+    assert await checker.probe_once(fleet.members.get("ll-0"))
+    assert not await checker.probe_once(fleet.members.get("ll-1"))
+    assert fleet.members.get("ll-1").consecutive_failures == 1 and "500" in (fleet.members.get("ll-1").last_error or "")
     checker.start()
     for _ in range(20):
         await asyncio.sleep(0)

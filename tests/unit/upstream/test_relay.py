@@ -8,11 +8,16 @@ from typing import Any
 
 import pytest
 
+from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
-from gateway.observations import StreamOutcome
-from gateway.routing.model import Action, Decision, RequestInfo
+from gateway.pools.lease import Lease
 from gateway.types import PoolName, SlaClass
-from gateway.upstream.errors import UpstreamError, UpstreamErrorKind
+from gateway.types.decision import Action, Decision
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.observations import StreamOutcome
+from gateway.types.reservation import Reservation
+from gateway.types.view import RequestInfo
+from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import Relay
 from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingObserver, cut, ready_fleet
 
@@ -26,16 +31,21 @@ def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) ->
     fleet, admission = ready_fleet(tmp_path, upstream=upstream)
     transport = FakeTransport(script)
     observer = RecordingObserver()
-    return Relay(transport, fleet, admission, fleet._config.upstream, observer), transport, observer, fleet
+    return Relay(transport, fleet.health, admission, UpstreamConfig(**upstream), observer), transport, observer, fleet
+
+
+def on_ll0(fleet: Any) -> Reservation[Lease]:
+    """What admission hands the pipeline: the decision and its slot, already held."""
+    return Reservation(TO_LL0, fleet.leases.lease("ll-0"))
 
 
 def inflight(fleet: Any) -> dict[str, int]:
-    return {w.worker_id: w.inflight for w in fleet.workers}
+    return {w.worker_id: w.inflight for w in fleet.view.workers}
 
 
 async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [b"", AUDIO, AUDIO])]})
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.first_chunk == AUDIO and stream.attempts == 1
     assert inflight(fleet) == {"ll-0": 1, "ll-1": 0, "ht-0": 0}
     assert stream.rest is not None
@@ -66,7 +76,7 @@ async def test_failures_before_the_first_byte_retry_on_another_worker_of_the_sam
     relay, transport, observer, fleet = relay_over(
         tmp_path, {LL_URL: [first_answer], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL]
     assert stream.worker.worker_id == "ll-1" and stream.attempts == 2
     assert stream.decision.reason == "retry_other_worker"
@@ -80,10 +90,10 @@ async def test_failures_before_the_first_byte_retry_on_another_worker_of_the_sam
 
 
 async def test_a_first_byte_timeout_is_retried_and_reported(tmp_path: Path) -> None:
-    relay, _, observer, _ = relay_over(
+    relay, _, observer, fleet = relay_over(
         tmp_path, {LL_URL: [HANG], LL2_URL: [FakeResponse(200, [AUDIO])]}, first_byte_timeout_s=0.01
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.worker.worker_id == "ll-1"
     assert observer.errors == [("ll-0", "first_byte_timeout")] and observer.retries == ["first_byte_timeout"]
     await stream.close(StreamOutcome.COMPLETED)
@@ -103,7 +113,7 @@ async def test_when_every_attempt_fails_the_client_gets_one_error_and_no_lease_i
 ) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [answer]}, retries=0)
     with pytest.raises(GatewayError) as caught:
-        await relay.open(TO_LL0, INFO, PAYLOAD)
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert (caught.value.status, caught.value.code) == (status, code)
     assert observer.retries == []
     assert [s.outcome for s in observer.streams] == [StreamOutcome.ERROR]
@@ -114,12 +124,12 @@ async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Pat
     body = b'{"error": {"message": "seed 12 is not allowed here", "param": "seed"}}'
     relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(400, body=body)]})
     with pytest.raises(GatewayError) as caught:
-        await relay.open(TO_LL0, INFO, {**PAYLOAD, "seed": 12})
+        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "seed": 12})
     assert (caught.value.status, caught.value.param, caught.value.code) == (400, "seed", "rejected_by_worker")
     assert "not allowed here" not in caught.value.message, "the worker's words stay in the log"
     assert "not allowed here" in (caught.value.log_detail or "") and "ll-0" in (caught.value.log_detail or "")
     assert transport.calls == [LL_URL] and observer.errors == [("ll-0", "status_4xx")]
-    worker = fleet.get("ll-0")
+    worker = fleet.members.get("ll-0")
     assert worker.consecutive_failures == 0 and worker.last_error is None  # the request's, not the worker's
 
 
@@ -129,10 +139,10 @@ async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_pr
     relay, transport, observer, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(400, body=body)], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL] and stream.worker.worker_id == "ll-1"
     assert observer.errors == [("ll-0", "voice_missing")] and observer.retries == ["voice_missing"]
-    lost = fleet.get("ll-0")
+    lost = fleet.members.get("ll-0")
     assert not lost.routable and lost.restarts == 1  # unroutable until its voices are replayed
     await stream.close(StreamOutcome.COMPLETED)
 
@@ -141,8 +151,8 @@ async def test_503_never_counts_toward_ejection_and_502_does(tmp_path: Path) -> 
     relay, _, _, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(503), FakeResponse(502)]}, retries=0)
     for _ in range(2):
         with pytest.raises(GatewayError):
-            await relay.open(TO_LL0, INFO, PAYLOAD)
-    assert fleet.get("ll-0").consecutive_failures == 1
+            await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    assert fleet.members.get("ll-0").consecutive_failures == 1
 
 
 GENERATION_FAILED = b'{"error": {"message": "Speech generation failed: something odd", "code": 500}}'
@@ -152,9 +162,9 @@ async def test_a_500_counts_against_the_worker_once_another_worker_served_the_re
     relay, _, observer, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(500, body=GENERATION_FAILED)], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.worker.worker_id == "ll-1" and observer.retries == ["status_5xx"]
-    assert fleet.get("ll-0").consecutive_failures == 1, "the request was fine: the 500 was the worker's"
+    assert fleet.members.get("ll-0").consecutive_failures == 1, "the request was fine: the 500 was the worker's"
     assert any("something odd" in line for line in stream.hidden_failures)
     await stream.close(StreamOutcome.COMPLETED)
 
@@ -162,9 +172,9 @@ async def test_a_500_counts_against_the_worker_once_another_worker_served_the_re
 async def test_a_500_nothing_else_could_settle_counts_against_nobody(tmp_path: Path) -> None:
     relay, _, _, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(500, body=GENERATION_FAILED)]}, retries=0)
     with pytest.raises(GatewayError) as caught:
-        await relay.open(TO_LL0, INFO, PAYLOAD)
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert (caught.value.status, caught.value.code) == (502, "upstream_error")
-    assert fleet.get("ll-0").consecutive_failures == 0
+    assert fleet.members.get("ll-0").consecutive_failures == 0
 
 
 @pytest.mark.parametrize(
@@ -183,14 +193,14 @@ async def test_the_same_failure_on_a_second_worker_is_the_requests_and_ejects_no
     payload = {**PAYLOAD, "max_new_tokens": 9}
     for _ in range(3):  # as many as would eject a worker whose fault it was
         with pytest.raises(GatewayError) as caught:
-            await relay.open(TO_LL0, INFO, payload)
+            await relay.open(on_ll0(fleet), INFO, payload)
         error = caught.value
         assert (error.status, error.code, error.param, error.type) == (400, code, param, "invalid_request_error")
         assert "ll-0" not in error.message and "something odd" not in error.message
         assert "ll-0" in (error.log_detail or "") and "ll-1" in (error.log_detail or "")
     assert transport.calls == [LL_URL, LL2_URL] * 3, "a second worker settles it: no third attempt"
     assert [kind for _, kind in observer.errors][1::2] == ["request_fault"] * 3
-    for worker in fleet.workers:
+    for worker in fleet.members.workers:
         assert (worker.consecutive_failures, worker.state.value, worker.last_error) == (0, "ready", None)
     assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
 
@@ -199,17 +209,17 @@ async def test_a_reference_url_the_worker_could_not_fetch_is_a_400_at_once(tmp_p
     said = b'{"error": {"message": "Speech generation failed: Cannot connect to host clips.example:443 ssl:default", "code": 500}}'
     relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(500, body=said)]})
     with pytest.raises(GatewayError) as caught:
-        await relay.open(TO_LL0, INFO, {**PAYLOAD, "ref_audio": "https://clips.example/a.wav"})
+        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "ref_audio": "https://clips.example/a.wav"})
     error = caught.value
     assert (error.status, error.param, error.code) == (400, "ref_audio", "ref_audio_unreachable")
     assert transport.calls == [LL_URL] and observer.retries == [], "not retried: another worker would fail alike"
     assert observer.errors == [("ll-0", "request_fault")]
-    assert fleet.get("ll-0").consecutive_failures == 0 and fleet.get("ll-0").last_error is None
+    assert fleet.members.get("ll-0").consecutive_failures == 0 and fleet.members.get("ll-0").last_error is None
 
 
 async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [HANG])]})
-    task = asyncio.ensure_future(relay.open(TO_LL0, INFO, PAYLOAD))
+    task = asyncio.ensure_future(relay.open(on_ll0(fleet), INFO, PAYLOAD))
     for _ in range(5):
         await asyncio.sleep(0)
     assert inflight(fleet)["ll-0"] == 1
@@ -221,31 +231,31 @@ async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_pa
 
 
 async def test_a_retry_never_goes_back_to_a_tried_worker(tmp_path: Path) -> None:
-    relay, transport, _, _ = relay_over(
+    relay, transport, _, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(502)], LL2_URL: [FakeResponse(502)], HT_URL: [FakeResponse(200, [AUDIO])]}, retries=2
     )
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert transport.calls == [LL_URL, LL2_URL, HT_URL] and stream.attempts == 3
     await stream.close(StreamOutcome.COMPLETED)
 
 
 async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [AUDIO, cut()])]})
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.rest is not None
     with pytest.raises(UpstreamError) as caught:
         await anext(stream.rest)
     assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
     await stream.close(StreamOutcome.CUT)
     assert observer.errors == [("ll-0", "stream_error")] and observer.retries == []
-    assert fleet.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
+    assert fleet.members.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
 
 
 async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: Path) -> None:
     second = b"\x00" * 48000  # 25 frames: one second of audio, 25 decode steps
     chunks = [b"\x00" * 1920, second[:30000], second[30000:], second, b"\x00" * 10]
-    relay, _, observer, _ = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
-    stream = await relay.open(TO_LL0, INFO, PAYLOAD)
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
     assert stream.rest is not None
     async for chunk in stream.rest:
         stream.received(chunk)

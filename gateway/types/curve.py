@@ -9,12 +9,9 @@ policy reads them in O(1) with no I/O; ``performance.PerformanceModel`` produces
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
-# Higgs-Audio V3's codec: 25 frames per second of audio, one frame per decode step.
-FRAMES_PER_SECOND = 25
-FRAME_SECONDS = 1.0 / FRAMES_PER_SECOND
+from gateway.types.codec import FRAMES_PER_SECOND, FRAME_SECONDS
 # English speech runs at about 15 characters per second of audio: the request's length
 # is all routing knows of its cost before it runs.
 CHARS_PER_AUDIO_SECOND = 15.0
@@ -78,18 +75,6 @@ class Curve:
         if load <= 0:
             return 0.0
         return self.rate_s[min(load, self.max_load) - 1]
-
-    def capacity(self, rtf_ceiling: float, limit: int | None = None) -> int:
-        """The largest load whose streams stay under ``rtf_ceiling`` (0 if none does)."""
-        top = self.max_load if limit is None else min(limit, self.max_load)
-        # rtf_s is non-decreasing: the loads under the ceiling are a prefix.
-        return min(bisect.bisect_right(self.rtf_s, rtf_ceiling), top)
-
-    def scaled(self, step_factor: float, ttfp_factor: float) -> Curve:
-        return Curve(
-            tuple(s * step_factor for s in self.step_s),
-            tuple(t * ttfp_factor for t in self.ttfp_s),
-        )
 
 
 # A clip of the benchmark's typical length (8 s of audio): what a queued request waits for.

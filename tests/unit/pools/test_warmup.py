@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from gateway.config import WarmupConfig
-from gateway.supervisor.warmup import batch_sizes_for, default_batch_sizes, warm_up
+from gateway.pools.warmup import batch_sizes_for, default_batch_sizes, warm_up
 from gateway.types import PoolName
 
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from gateway.pools.background import BackgroundLoop
 from gateway.pools.drains import DrainStore
-from gateway.pools.fleet import Fleet
 from gateway.routing.control import RoutingControl
+from gateway.state.shared import DrainFollower
 from gateway.voices.registry import VoiceRegistry
 
 log = logging.getLogger("higgs_gateway")
@@ -31,7 +31,7 @@ class ReplicaSync:
         self,
         routing: RoutingControl,
         drains: DrainStore,
-        fleet: Fleet,
+        fleet: DrainFollower,
         voices: VoiceRegistry,
         clock: Callable[[], float],
         follow_data_dir: bool = True,

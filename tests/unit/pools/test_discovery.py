@@ -12,7 +12,8 @@ import pytest
 from lightkube import AsyncClient
 
 from gateway.config import DiscoveryConfig, PoolConfig
-from gateway.pools.discovery import StaticDiscovery, create_discovery, endpoint_worker_id
+from gateway.pools.discovery import StaticDiscovery, create_discovery
+from gateway.pools.sources import endpoint_worker_id
 from gateway.pools.discovery_dns import DnsDiscovery, getaddrinfo_resolver
 from gateway.pools.discovery_k8s import KubernetesDiscovery
 from gateway.types import PoolName

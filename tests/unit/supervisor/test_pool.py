@@ -209,19 +209,6 @@ async def test_stop_during_backoff_launches_nothing_more(tmp_path: Path) -> None
     assert w.launcher.launches(W0) == 1
 
 
-async def test_operator_restart_revives_a_failed_worker(world: World) -> None:
-    world.launcher.exit_codes[W0] = 1
-    await world.supervisor.start()
-    await until(lambda: world.state(W0) is RunState.FAILED)
-    world.launcher.exit_codes[W0] = None
-    world.ready.add(W0)
-    await world.supervisor.restart_worker(W0)
-    await until(lambda: world.state(W0) is RunState.RUNNING)
-    assert world.sink.of(W0)[-2:] == ["failed", "restarting"]
-    with pytest.raises(KeyError):
-        await world.supervisor.restart_worker("nope-0")
-
-
 async def test_supervised_workers_keep_voices_in_their_own_speaker_dir(world: World, tmp_path: Path) -> None:
     await world.supervisor.start()
     dirs = {w: world.launcher.specs[w].env["SPEAKER_SAMPLES_DIR"] for w in (W0, W1)}

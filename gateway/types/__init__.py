@@ -1,4 +1,19 @@
-"""The vocabulary every part of the gateway shares: pools, SLA classes, worker states."""
+"""The vocabulary every part of the gateway shares; it imports nothing else of ours.
+
+This module holds the names everyone uses (pools, SLA classes, worker states, headers);
+its submodules hold the rest of the shared words, each for one subject:
+
+- ``codec``: the workers' audio format (24 kHz s16le mono, 25 codec frames per second);
+- ``view`` and ``decision``: what the routing policy sees and what it answers;
+- ``curve``: a worker's predicted behaviour by load, carried in the view;
+- ``reasons``: every routing and admission reason (header, logs, metric label);
+- ``error_kinds``: how a worker call failed and why a request was retried (metric labels);
+- ``labels``: the other metric label values producers pass (rejections, disconnects,
+  ejections, restarts) and the TTFP bucket bounds configuration checks against;
+- ``observations``: what one upstream stream showed, for the performance model.
+
+Every layer may import it; it sits at the bottom of the contract in pyproject.toml.
+"""
 
 from __future__ import annotations
 
@@ -40,15 +55,3 @@ PREDICTED_RTF_HEADER = "x-gateway-predicted-rtf"
 DROPPED_REASON_HEADER = "x-gateway-dropped-reason"
 REQUEST_ID_HEADER = "x-request-id"
 SPEECH_PATH = "/v1/audio/speech"  # the OpenAI speech route, on the gateway and on workers
-
-# Higgs-Audio V3 decodes 8 codebooks with a delay pattern: the first 8 decode steps of a
-# request (its first 8 tokens) make its first audio frame, so a max_new_tokens below 8
-# gets no audio at all, only an empty 200 (vllm-omni 0.30.0:
-# model_executor/stage_input_processors/higgs_audio_v3.py, talker2code2wav_async_chunk).
-MIN_AUDIO_TOKENS = 8
-
-# Workers' audio: 24 kHz mono signed 16-bit little-endian PCM.
-SAMPLE_RATE = 24_000
-CHANNELS = 1
-SAMPLE_WIDTH = 2
-BYTES_PER_SECOND = SAMPLE_RATE * CHANNELS * SAMPLE_WIDTH

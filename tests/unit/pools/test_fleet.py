@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import load_config
+from gateway.config import HealthConfig, load_config
 from gateway.pools.drains import DrainStore
-from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.fleet import Fleet
+from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.types import PoolName, WorkerState
 
 
@@ -23,14 +24,14 @@ class Clock:
 
 def make_fleet(tmp_path: Path, clock: Clock | None = None) -> Fleet:
     config = load_config(overrides={"data_dir": str(tmp_path)})
-    return Fleet(config, pool_specs(config), clock=clock or Clock())
+    return Fleet.build(config, pool_specs(config, load_pool_profiles(config)), clock=clock or Clock())
 
 
 async def ready_worker(fleet: Fleet, worker_id: str = "low_latency-0", pool: PoolName = PoolName.LOW_LATENCY) -> None:
-    fleet.add_worker(pool, worker_id, "http://127.0.0.1:1/")
-    worker = fleet.get(worker_id)
+    fleet.members.add_worker(pool, worker_id, "http://127.0.0.1:1/")
+    worker = fleet.members.get(worker_id)
     assert worker is not None and worker.state is WorkerState.STARTING
-    fleet.probe_succeeded(worker)
+    fleet.health.probe_succeeded(worker)
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert worker.state is WorkerState.READY
@@ -47,9 +48,9 @@ async def test_lease_released_exactly_once(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
     await ready_worker(fleet)
     wakeups: list[int] = []
-    fleet.on_capacity_change(lambda: wakeups.append(1))
-    lease = fleet.lease("low_latency-0")
-    worker = fleet.get("low_latency-0")
+    fleet.events.on_capacity_change(lambda: wakeups.append(1))
+    lease = fleet.leases.lease("low_latency-0")
+    worker = fleet.members.get("low_latency-0")
     assert worker is not None and worker.inflight == 1
     lease.release()
     lease.release()
@@ -66,12 +67,12 @@ async def test_prepare_hook_gates_readiness(tmp_path: Path) -> None:
         calls.append(worker.worker_id)
         await gate.wait()
 
-    fleet.set_prepare_hook(prepare)
-    fleet.add_worker(PoolName.HIGH_THROUGHPUT, "high_throughput-0", "http://127.0.0.1:1")
-    worker = fleet.get("high_throughput-0")
+    fleet.readiness.set_hook(prepare)
+    fleet.members.add_worker(PoolName.HIGH_THROUGHPUT, "high_throughput-0", "http://127.0.0.1:1")
+    worker = fleet.members.get("high_throughput-0")
     assert worker is not None
-    fleet.probe_succeeded(worker)
-    fleet.probe_succeeded(worker)  # a second probe while preparing must not prepare twice
+    fleet.health.probe_succeeded(worker)
+    fleet.health.probe_succeeded(worker)  # a second probe while preparing must not prepare twice
     await asyncio.sleep(0)
     assert worker.state is WorkerState.STARTING and not worker.routable
     gate.set()
@@ -87,11 +88,11 @@ async def test_failed_prepare_stays_unready(tmp_path: Path) -> None:
     async def prepare(worker) -> None:  # type: ignore[no-untyped-def]
         raise RuntimeError("voice replay failed")
 
-    fleet.set_prepare_hook(prepare)
-    fleet.add_worker(PoolName.LOW_LATENCY, "w", "http://127.0.0.1:1")
-    worker = fleet.get("w")
+    fleet.readiness.set_hook(prepare)
+    fleet.members.add_worker(PoolName.LOW_LATENCY, "w", "http://127.0.0.1:1")
+    worker = fleet.members.get("w")
     assert worker is not None
-    fleet.probe_succeeded(worker)
+    fleet.health.probe_succeeded(worker)
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert worker.state is WorkerState.STARTING
@@ -105,12 +106,12 @@ async def test_failed_prepare_stays_unready(tmp_path: Path) -> None:
 async def test_only_transport_failures_eject(tmp_path: Path, kind: str, ejecting: bool, ejected: bool) -> None:
     fleet = make_fleet(tmp_path)
     await ready_worker(fleet)
-    worker = fleet.get("low_latency-0")
+    worker = fleet.members.get("low_latency-0")
     assert worker is not None
     ejections: list[str] = []
-    fleet.on_ejection(lambda w, reason: ejections.append(reason))
-    for _ in range(fleet._config.health.eject_after_failures):  # noqa: SLF001
-        fleet.request_failed(worker, kind, "x", ejecting)
+    fleet.events.on_ejection(lambda w, reason: ejections.append(reason))
+    for _ in range(HealthConfig().eject_after_failures):
+        fleet.health.request_failed(worker, kind, "x", ejecting)
     assert (worker.state is WorkerState.EJECTED) is ejected
     assert ejections == (["request_failures"] if ejected else [])
 
@@ -118,11 +119,11 @@ async def test_only_transport_failures_eject(tmp_path: Path, kind: str, ejecting
 async def test_a_success_resets_the_failure_count(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
     await ready_worker(fleet)
-    worker = fleet.get("low_latency-0")
+    worker = fleet.members.get("low_latency-0")
     assert worker is not None
     for _ in range(5):
-        fleet.request_failed(worker, "connect", "refused", True)
-        fleet.request_succeeded(worker)
+        fleet.health.request_failed(worker, "connect", "refused", True)
+        fleet.health.request_succeeded(worker)
     assert worker.state is WorkerState.READY
 
 
@@ -130,18 +131,18 @@ async def test_half_open_after_ejection(tmp_path: Path) -> None:
     clock = Clock()
     fleet = make_fleet(tmp_path, clock)
     await ready_worker(fleet)
-    worker = fleet.get("low_latency-0")
+    worker = fleet.members.get("low_latency-0")
     assert worker is not None
     for _ in range(3):
-        fleet.probe_failed(worker, "ConnectError")
+        fleet.health.probe_failed(worker, "ConnectError")
     assert worker.state is WorkerState.EJECTED
-    assert not fleet.due_for_half_open(worker)
-    clock.now += fleet._config.health.half_open_after_s  # noqa: SLF001
-    assert fleet.due_for_half_open(worker)
-    fleet.probe_failed(worker, "still down")  # the half-open probe failed: wait another period
-    assert not fleet.due_for_half_open(worker)
-    clock.now += fleet._config.health.half_open_after_s  # noqa: SLF001
-    fleet.probe_succeeded(worker)
+    assert not fleet.health.due_for_half_open(worker)
+    clock.now += HealthConfig().half_open_after_s
+    assert fleet.health.due_for_half_open(worker)
+    fleet.health.probe_failed(worker, "still down")  # the half-open probe failed: wait another period
+    assert not fleet.health.due_for_half_open(worker)
+    clock.now += HealthConfig().half_open_after_s
+    fleet.health.probe_succeeded(worker)
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert worker.state is WorkerState.READY
@@ -149,11 +150,11 @@ async def test_half_open_after_ejection(tmp_path: Path) -> None:
 
 def test_a_late_probe_keeps_the_reason_a_worker_failed(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
-    fleet.add_worker(PoolName.LOW_LATENCY, "low_latency-0", "http://127.0.0.1:1/", managed=True)
-    worker = fleet.get("low_latency-0")
+    fleet.members.add_worker(PoolName.LOW_LATENCY, "low_latency-0", "http://127.0.0.1:1/", managed=True)
+    worker = fleet.members.get("low_latency-0")
     assert worker is not None
-    fleet.worker_failed("low_latency-0", "start timeout: no answer on /health within 3s")
-    fleet.probe_failed(worker, "ConnectTimeout")  # sent before the supervisor gave up
+    fleet.members.worker_failed("low_latency-0", "start timeout: no answer on /health within 3s")
+    fleet.health.probe_failed(worker, "ConnectTimeout")  # sent before the supervisor gave up
     assert worker.state is WorkerState.FAILED
     assert worker.last_error == "start timeout: no answer on /health within 3s"
 
@@ -162,14 +163,14 @@ async def test_drain_survives_a_restart(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
     await ready_worker(fleet)
     DrainStore.in_data_dir(tmp_path).set("low_latency-0", True)
-    fleet.set_drained("low_latency-0", True)
-    assert not fleet.snapshot().workers[0].routable
+    fleet.members.set_drained("low_latency-0", True)
+    assert not fleet.view.snapshot().workers[0].routable
     config = load_config(overrides={"data_dir": str(tmp_path)})
-    again = Fleet(config, pool_specs(config), clock=Clock(), drained=DrainStore.in_data_dir(tmp_path).ids)
+    again = Fleet.build(config, pool_specs(config, load_pool_profiles(config)), clock=Clock(), drained=DrainStore.in_data_dir(tmp_path).ids)
     await ready_worker(again)
-    worker = again.get("low_latency-0")
+    worker = again.members.get("low_latency-0")
     assert worker is not None and worker.drained and not worker.routable
-    again.set_drained("low_latency-0", False)
+    again.members.set_drained("low_latency-0", False)
     assert worker.routable
 
 
@@ -179,8 +180,8 @@ async def test_drains_written_by_another_replica_are_followed(tmp_path: Path) ->
     ours, theirs = DrainStore.in_data_dir(tmp_path), DrainStore.in_data_dir(tmp_path)
     theirs.set("low_latency-0", True)
     assert ours.reload_if_changed()
-    fleet.apply_drained(ours.ids)
-    assert not fleet.snapshot().workers[0].routable
+    fleet.members.apply_drained(ours.ids)
+    assert not fleet.view.snapshot().workers[0].routable
     assert not ours.reload_if_changed()  # nothing new
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # unique temp names, cleaned
 
@@ -189,10 +190,10 @@ async def test_reports_include_leases_taken_since(tmp_path: Path) -> None:
     clock = Clock()
     fleet = make_fleet(tmp_path, clock)
     await ready_worker(fleet)
-    worker = fleet.get("low_latency-0")
+    worker = fleet.members.get("low_latency-0")
     assert worker is not None
     worker.record_report(3, clock.now)  # another gateway replica's 3 requests
-    fleet.lease("low_latency-0")
-    assert fleet.snapshot().workers[0].load == 4
+    fleet.leases.lease("low_latency-0")
+    assert fleet.view.snapshot().workers[0].load == 4
     clock.now += 10  # stale: local count only (fail open)
-    assert fleet.snapshot().workers[0].load == 1
+    assert fleet.view.snapshot().workers[0].load == 1

@@ -1,7 +1,7 @@
-"""What the routing policy sees and what it answers: plain immutable values, no I/O.
+"""What the routing policy sees: the request and every worker at one instant.
 
-The pools build a ``LoadView`` snapshot per decision; the policy turns
-(``RequestInfo``, ``LoadView``, thresholds) into a ``Decision``. Keeping both sides as
+The pools build a ``LoadView`` snapshot per decision; the policy turns (``RequestInfo``,
+``LoadView``, thresholds) into a ``types.decision.Decision``. Keeping both sides as
 frozen data is what lets the policy be a pure function with table-driven tests.
 """
 
@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 
-from gateway.routing.curves import Curve
 from gateway.types import PoolName, SlaClass
+from gateway.types.curve import Curve
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +24,8 @@ class RequestInfo:
     # Set by admission once a latency request has spent its queueing budget waiting for a
     # low-latency slot: from then on the policy may spill it to high-throughput.
     waited_out: bool = False
+    # A retry after a failed first byte: the workers it already tried (never chosen again).
+    tried: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +43,15 @@ class WorkerLoad:
     # requests, our own count is exact and never lags behind our newest lease. Computed
     # once: the policy reads it for every worker on every decision.
     load: int = field(init=False)
+    # The hard cap a predicting policy never passes: the operator's slots, and never more
+    # than the engine runs at once (its curve's max_num_seqs). The one place it is written.
+    cap: int = field(init=False)
 
     def __post_init__(self) -> None:
-        reported, inflight = self.reported, self.inflight
+        reported, inflight, slots, curve = self.reported, self.inflight, self.slots, self.curve
         object.__setattr__(self, "load", inflight if reported is None or reported < inflight else reported)
+        cap = slots if curve is None else (min(slots, curve.max_load) if slots > 0 else curve.max_load)
+        object.__setattr__(self, "cap", cap)
 
     @property
     def free(self) -> int:
@@ -82,7 +88,7 @@ class LoadView:
     def with_leases(self, leases: Mapping[str, int]) -> LoadView:
         """This view as if ``leases[worker_id]`` more requests were already running there.
 
-        Admission uses it for slots it has handed out but whose lease is not taken yet.
+        Admission uses it within one serve pass, for slots it reserved after taking the view.
         Both counts grow, so ``load`` grows even when the worker's report dominates.
         """
         if not leases:
@@ -95,41 +101,3 @@ def _with_extra(worker: WorkerLoad, extra: int) -> WorkerLoad:
         return worker
     reported = None if worker.reported is None else worker.reported + extra
     return replace(worker, inflight=worker.inflight + extra, reported=reported)
-
-
-class Action(StrEnum):
-    ROUTE = "route"  # send it to ``worker_id`` now
-    WAIT = "wait"  # nothing suitable is free; admission queues it and asks again
-    REJECT = "reject"  # nothing can serve it (e.g. no routable worker at all)
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyState:
-    """A policy's memory between decisions, passed in and returned so ``decide`` stays pure.
-
-    Treat as immutable: the ``with_*`` helpers return a new state (``last_picked`` is never
-    mutated in place).
-    """
-
-    # Hysteresis mode of `balanced`: True once fleet load crossed the threshold, until it
-    # falls below threshold - hysteresis.
-    balanced_on_high_throughput: bool = False
-    # Round-robin tie-breaks: the worker last picked in each scope (a pool name, or "fleet").
-    last_picked: Mapping[str, str] = field(default_factory=dict)
-    # The `round_robin` baseline's next pool to try first.
-    next_pool: PoolName = PoolName.LOW_LATENCY
-
-    def with_picked(self, scope: str, worker_id: str) -> PolicyState:
-        return replace(self, last_picked={**self.last_picked, scope: worker_id})
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    action: Action
-    reason: str
-    pool: PoolName | None = None
-    worker_id: str | None = None
-    # What the policy expected of this placement (predicting policies only): shown to the
-    # client and compared with what happened (prediction-error metrics).
-    predicted_ttfp_s: float | None = None
-    predicted_rtf: float | None = None

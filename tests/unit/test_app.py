@@ -9,8 +9,9 @@ import httpx
 
 from gateway.app import create_app
 from gateway.config import load_config
-from gateway.observations import StreamObservation, StreamOutcome
+from gateway.pools.sources import url_worker_id
 from gateway.types import PoolName
+from gateway.types.observations import StreamObservation, StreamOutcome
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
 
 LL_URL, HT_URL = "http://ll.test:1", "http://ht.test:1"
@@ -59,7 +60,7 @@ async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: P
     await app.start()
     try:
         for _ in range(200):  # the health checker's first probes make both workers routable
-            if all(app.fleet.routable_count(pool) for pool in PoolName):
+            if all(app.fleet.view.routable_count(pool) for pool in PoolName):
                 break
             await asyncio.sleep(0.01)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
@@ -81,10 +82,11 @@ async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: P
     assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == ORIGIN
     assert models.headers["access-control-allow-origin"] == ORIGIN
     [seen] = observations.seen
+    assert response.headers["x-gateway-pool"] == PoolName.LOW_LATENCY
     assert (seen.worker_id, seen.pool, seen.outcome, seen.bytes) == (
-        app.fleet.get(seen.worker_id).worker_id, PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
+        url_worker_id(PoolName.LOW_LATENCY, LL_URL), PoolName.LOW_LATENCY, StreamOutcome.COMPLETED, 2 * len(PCM)
     )
-    assert all(w.inflight == 0 for w in app.fleet.workers)
+    assert all(w.inflight == 0 for w in app.fleet.view.workers)
 
 
 async def test_admin_fleet_is_the_playground_panel_as_json(tmp_path: Path) -> None:
@@ -105,7 +107,7 @@ async def test_admin_fleet_is_the_playground_panel_as_json(tmp_path: Path) -> No
     await app.start()
     try:
         for _ in range(200):
-            if app.fleet.routable_count(PoolName.LOW_LATENCY):
+            if app.fleet.view.routable_count(PoolName.LOW_LATENCY):
                 break
             await asyncio.sleep(0.01)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:

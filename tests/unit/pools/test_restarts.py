@@ -15,12 +15,14 @@ import pytest
 
 from gateway.config import load_config
 from gateway.emulator.metrics import EmulatorMetrics, EngineCounts
-from gateway.pools.fleet import Fleet, pool_specs
+from gateway.pools.fleet import Fleet
+from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.pools.health import HealthChecker
-from gateway.pools.restarts import START_TIME_CHANGED, VOICES_MISSING, RestartDetector, parse_start_time
+from gateway.pools.restarts import RestartDetector, parse_start_time
 from gateway.pools.worker import Worker
 from gateway.types import PoolName, WorkerState
-from gateway.upstream.errors import UpstreamErrorKind
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.labels import RestartReason
 from gateway.upstream.worker_errors import worker_lost_a_voice
 
 LL = PoolName.LOW_LATENCY
@@ -63,7 +65,7 @@ def client_for(worker: FakeWorker) -> httpx.AsyncClient:
 
 def make_fleet(tmp_path: Path, clock: Clock) -> Fleet:
     config = load_config(overrides={"data_dir": str(tmp_path)})
-    return Fleet(config, pool_specs(config), clock=clock)
+    return Fleet.build(config, pool_specs(config, load_pool_profiles(config)), clock=clock)
 
 
 async def settle() -> None:
@@ -72,10 +74,10 @@ async def settle() -> None:
 
 
 async def ready_worker(fleet: Fleet, worker_id: str = "ll-0") -> Worker:
-    fleet.add_worker(LL, worker_id, URL)
-    worker = fleet.get(worker_id)
+    fleet.members.add_worker(LL, worker_id, URL)
+    worker = fleet.members.get(worker_id)
     assert worker is not None
-    fleet.probe_succeeded(worker)
+    fleet.health.probe_succeeded(worker)
     await settle()
     assert worker.state is WorkerState.READY
     return worker
@@ -99,7 +101,7 @@ async def test_a_new_start_time_is_a_restart_the_same_one_is_not() -> None:
         assert worker.process_start_time == 1_700_000_000.25
         assert await detector.check(worker) is None
         fake.started = 1_700_000_321.0
-        assert await detector.check(worker) == START_TIME_CHANGED
+        assert await detector.check(worker) == RestartReason.START_TIME_CHANGED
         assert await detector.check(worker) is None  # the new process is the known one now
         assert "/v1/audio/voices" not in fake.paths  # the start time suffices
 
@@ -118,7 +120,7 @@ async def test_without_a_start_time_a_missing_registered_voice_is_a_restart() ->
         assert await detector.check(worker) is None
         fake.voices = []
         assert await detector.check(worker, record_only=True) is None  # being prepared: not asked
-        assert await detector.check(worker) == VOICES_MISSING
+        assert await detector.check(worker) == RestartReason.VOICES_MISSING
 
 
 @pytest.mark.parametrize(
@@ -144,22 +146,22 @@ async def test_a_restart_makes_the_worker_new_until_prepared_again(tmp_path: Pat
         if len(prepared) > 1:
             await gate.wait()  # the replay after the restart takes a while
 
-    fleet.set_prepare_hook(prepare)
+    fleet.readiness.set_hook(prepare)
     heard: list[tuple[str, str]] = []
-    fleet.on_worker_restarted(lambda worker, why: heard.append((worker.worker_id, why)))
+    fleet.events.on_worker_restarted(lambda worker, why: heard.append((worker.worker_id, why)))
     worker = await ready_worker(fleet)
     worker.record_report(3, clock.now)
     worker.consecutive_failures = 1
 
-    fleet.worker_restarted(worker, START_TIME_CHANGED)
+    fleet.health.worker_restarted(worker, RestartReason.START_TIME_CHANGED)
     assert worker.state is WorkerState.STARTING and not worker.routable
     assert worker.reported_load is None and worker.consecutive_failures == 0 and worker.restarts == 1
-    assert heard == [("ll-0", START_TIME_CHANGED)]
+    assert heard == [("ll-0", RestartReason.START_TIME_CHANGED)]
     await settle()
     assert prepared == ["ll-0", "ll-0"], "prepared again at once: it answers already"
     assert worker.state is WorkerState.STARTING, "not routable before its voices are replayed"
-    fleet.worker_restarted(worker, START_TIME_CHANGED)  # noticed again meanwhile: one restart
-    assert heard == [("ll-0", START_TIME_CHANGED)]
+    fleet.health.worker_restarted(worker, RestartReason.START_TIME_CHANGED)  # noticed again meanwhile: one restart
+    assert heard == [("ll-0", RestartReason.START_TIME_CHANGED)]
     gate.set()
     await settle()
     assert worker.state is WorkerState.READY
@@ -168,10 +170,10 @@ async def test_a_restart_makes_the_worker_new_until_prepared_again(tmp_path: Pat
 async def test_a_worker_that_lost_a_voice_on_a_request_is_restarted_not_ejected(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path, Clock())
     heard: list[str] = []
-    fleet.on_worker_restarted(lambda worker, why: heard.append(why))
+    fleet.events.on_worker_restarted(lambda worker, why: heard.append(why))
     worker = await ready_worker(fleet)
-    fleet.request_failed(worker, UpstreamErrorKind.VOICE_MISSING, "400: Unknown voice 'anna'", ejecting=False)
-    assert heard == [VOICES_MISSING] and worker.state is not WorkerState.EJECTED
+    fleet.health.request_failed(worker, UpstreamErrorKind.VOICE_MISSING, "400: Unknown voice 'anna'", ejecting=False)
+    assert heard == [RestartReason.VOICES_MISSING] and worker.state is not WorkerState.EJECTED
     await settle()
     assert worker.state is WorkerState.READY  # replayed (no hook here), routable again
 
@@ -179,13 +181,13 @@ async def test_a_worker_that_lost_a_voice_on_a_request_is_restarted_not_ejected(
 async def test_every_source_reports_restarts_to_the_listeners(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path, Clock())
     heard: list[tuple[str, str]] = []
-    fleet.on_worker_restarted(lambda worker, why: heard.append((worker.worker_id, why)))
+    fleet.events.on_worker_restarted(lambda worker, why: heard.append((worker.worker_id, why)))
     supervised = await ready_worker(fleet, "ll-sup")
-    fleet.worker_restarting("ll-sup")  # the supervisor saw the process exit
+    fleet.members.worker_restarting("ll-sup")  # the supervisor saw the process exit
     assert supervised.state is WorkerState.STARTING
     await ready_worker(fleet, "ll-pod")
-    fleet.add_worker(LL, "ll-pod", "http://10.0.0.9:8091")  # the same pod at a new address
-    moved = fleet.get("ll-pod")
+    fleet.members.add_worker(LL, "ll-pod", "http://10.0.0.9:8091")  # the same pod at a new address
+    moved = fleet.members.get("ll-pod")
     assert moved is not None and moved.url == "http://10.0.0.9:8091" and moved.state is WorkerState.STARTING
     assert moved.restarts == 1
     assert heard == [("ll-sup", "process_exit"), ("ll-pod", "address_changed")]
@@ -195,16 +197,16 @@ async def test_the_health_checker_notices_a_restart_between_probes(tmp_path: Pat
     fake = FakeWorker(started=1_700_000_000.25)
     fleet = make_fleet(tmp_path, Clock())
     heard: list[str] = []
-    fleet.on_worker_restarted(lambda worker, why: heard.append(why))
+    fleet.events.on_worker_restarted(lambda worker, why: heard.append(why))
     worker = await ready_worker(fleet)
     async with client_for(fake) as client:
         config = load_config(overrides={"data_dir": str(tmp_path)}).health
-        checker = HealthChecker(fleet, client, config, restarts=RestartDetector(client, 1.0))
+        checker = HealthChecker(fleet.view, fleet.health, client, config, restarts=RestartDetector(client, 1.0))
         assert await checker.probe_once(worker)
         assert heard == [] and worker.state is WorkerState.READY
         fake.started += 30  # killed and started again between two probes: /health alone says nothing
         assert await checker.probe_once(worker)
-        assert heard == [START_TIME_CHANGED]
+        assert heard == [RestartReason.START_TIME_CHANGED]
         await settle()
         assert worker.state is WorkerState.READY and worker.restarts == 1
 
@@ -214,17 +216,17 @@ async def test_a_worker_back_from_ejection_as_a_new_process_is_counted(tmp_path:
     clock = Clock()
     fleet = make_fleet(tmp_path, clock)
     heard: list[str] = []
-    fleet.on_worker_restarted(lambda worker, why: heard.append(why))
+    fleet.events.on_worker_restarted(lambda worker, why: heard.append(why))
     worker = await ready_worker(fleet)
     async with client_for(fake) as client:
         config = load_config(overrides={"data_dir": str(tmp_path)}).health
-        checker = HealthChecker(fleet, client, config, restarts=RestartDetector(client, 1.0))
+        checker = HealthChecker(fleet.view, fleet.health, client, config, restarts=RestartDetector(client, 1.0))
         assert await checker.probe_once(worker)  # start time recorded
         for _ in range(config.eject_after_failures):  # dead long enough to be ejected
-            fleet.probe_failed(worker, "ConnectError")
+            fleet.health.probe_failed(worker, "ConnectError")
         assert worker.state is WorkerState.EJECTED
         fake.started += 60
         assert await checker.probe_once(worker)  # the half-open probe finds a new process
-        assert heard == [START_TIME_CHANGED]
+        assert heard == [RestartReason.START_TIME_CHANGED]
         await settle()
         assert worker.state is WorkerState.READY and worker.restarts == 1

@@ -1,10 +1,11 @@
-"""The emulator's latency model: every number in one place, each with its source.
+"""A Higgs-Audio V3 worker's latency model: every number in one place, each with its source.
 
 A real Higgs-Audio V3 worker runs two stages on one GPU. Stage 0 (the talker) is a
 continuously batched decoder: one step yields one codec frame (40 ms of audio) for each
 running request. Stage 1 (code2wav) turns codec frames into PCM, chunk by chunk. This
-module says how long a Stage 0 step and a Stage 1 chunk take, given the deploy profile;
-``engine.py`` turns that into a schedule.
+module says how long a Stage 0 step and a Stage 1 chunk take, given the deploy profile.
+The emulator's ``engine.py`` turns that into a schedule; the routing's prior curves and
+the simulator read the same model, so none of them imports another.
 
 All times are *model* seconds (what a real H200 would take); the server multiplies them
 by ``--time-scale`` to run faster or slower than real time.
@@ -20,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 from gateway.deploy_profile import DeployProfile, ProfileError
+from gateway.types.codec import FRAMES_PER_SECOND
 
 # vLLM's own capture list when a profile enables full decode graphs but names no sizes.
 VLLM_DEFAULT_CAPTURE_SIZES = (1, 2, 4, *range(8, 513, 8))
@@ -37,7 +39,7 @@ class TimingParams:
 
     # --- audio and text -------------------------------------------------------------
     # Codec frame rate of Higgs-Audio V3 (hop 960 samples at 24 kHz): one frame = 40 ms.
-    frames_per_second: int = 25
+    frames_per_second: int = FRAMES_PER_SECOND
     # English speech runs at 14-16 characters per second of audio (calibration README).
     chars_per_second: float = 15.0
     # Higgs decodes 8 codebooks with a delay pattern: codebook k lags k steps, so the first

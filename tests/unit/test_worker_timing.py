@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile, parse_deploy_profile
-from gateway.emulator.timing import StepModel
+from gateway.worker_timing import StepModel
 
 
 def test_low_latency_profile_replays_decode_graphs(low_latency: DeployProfile) -> None:

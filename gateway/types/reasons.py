@@ -30,6 +30,9 @@ HIGH_THROUGHPUT_ONLY: Final = "high_throughput_only"
 ROUND_ROBIN: Final = "round_robin"
 LEAST_LOADED: Final = "least_loaded"
 
+# --- ROUTE: a retry after a failed first byte (the policy chose the worker, tried ones excluded)
+RETRY_OTHER_WORKER: Final = "retry_other_worker"
+
 # --- WAIT: admission queues the request and asks again when capacity changes -----------
 QUEUED_LL_FULL: Final = "queued_ll_full"  # latency: waiting for a low-latency slot within its queue budget
 QUEUED_ALL_FULL: Final = "queued_all_full"  # every pool this request may use is full
@@ -44,7 +47,7 @@ SHUTTING_DOWN: Final = "shutting_down"  # the gateway is stopping (503)
 ROUTE_REASONS: Final = (
     FASTEST_TTFP, FASTEST_FINISH, MOST_THROUGHPUT, LL_SLOT_FREE, SPILL_LL_FULL, BALANCED_UNDER_THRESHOLD, BALANCED_OVER_THRESHOLD, SPILL_HT_FULL,
     THROUGHPUT_DEFAULT, BORROW_LL, NO_LL_WORKERS, NO_HT_WORKERS,
-    LOW_LATENCY_ONLY, HIGH_THROUGHPUT_ONLY, ROUND_ROBIN, LEAST_LOADED,
+    LOW_LATENCY_ONLY, HIGH_THROUGHPUT_ONLY, ROUND_ROBIN, LEAST_LOADED, RETRY_OTHER_WORKER,
 )  # fmt: skip
 WAIT_REASONS: Final = (QUEUED_LL_FULL, QUEUED_ALL_FULL, QUEUED_LL_RESERVED)
 REJECT_REASONS: Final = (NO_WORKERS, QUEUE_FULL, WAIT_TIMEOUT, SHUTTING_DOWN)

@@ -1,0 +1,104 @@
+"""What the health checker and the relay saw, turned into ejections, half-open probes
+and restarts noticed behind an address.
+
+Only transport faults count toward ejection (connection errors, timeouts, 500, 502, 504,
+cut streams): never a 4xx, 429 or 503, which say the request or the moment was wrong,
+not the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gateway.config import HealthConfig
+from gateway.pools.events import FleetEvents
+from gateway.pools.members import Members
+from gateway.pools.readiness import Readiness
+from gateway.pools.worker import Worker
+from gateway.types import WorkerState
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.labels import EjectionReason, RestartReason
+
+
+class WorkerHealth:
+    def __init__(
+        self,
+        members: Members,
+        readiness: Readiness,
+        events: FleetEvents,
+        config: HealthConfig,
+        clock: Callable[[], float],
+    ) -> None:
+        self._members = members
+        self._readiness = readiness
+        self._events = events
+        self._config = config
+        self._clock = clock
+
+    def has_answered(self, worker_id: str) -> bool:
+        """Whether the worker answered /health since it (re)started: the supervisor's
+        start timeout ends there, warm-up time is not held against it."""
+        worker = self._members.get(worker_id)
+        return worker is not None and worker.answered
+
+    def probe_succeeded(self, worker: Worker) -> None:
+        worker.answered = True
+        worker.consecutive_failures = 0
+        if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
+            self._readiness.start(worker)
+
+    def probe_failed(self, worker: Worker, why: str) -> None:
+        if worker.state in (WorkerState.FAILED, WorkerState.STOPPED):
+            # A probe sent before the supervisor gave up ends after it: its ConnectTimeout
+            # must not replace the reason the worker failed (start timeout, crash loop).
+            return
+        worker.last_error = why
+        if worker.state is WorkerState.READY:
+            self._count_failure(worker, EjectionReason.HEALTH_PROBE)
+        elif worker.state is WorkerState.EJECTED:
+            worker.ejected_at = self._clock()  # half-open probe failed: wait another period
+
+    def due_for_half_open(self, worker: Worker) -> bool:
+        return (
+            worker.state is WorkerState.EJECTED
+            and worker.ejected_at is not None
+            and self._clock() - worker.ejected_at >= self._config.half_open_after_s
+        )
+
+    def request_succeeded(self, worker: Worker) -> None:
+        worker.consecutive_failures = 0
+
+    def request_failed(self, worker: Worker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None:
+        """A relay attempt failed; ``ejecting`` says whether it was the worker's fault."""
+        worker.last_error = f"{kind}: {detail}"
+        if kind == UpstreamErrorKind.VOICE_MISSING:
+            # The gateway only names voices it registered, so the worker lost them: it
+            # restarted faster than the probes noticed (or missed a fan-out).
+            self.worker_restarted(worker, RestartReason.VOICES_MISSING)
+            return
+        if ejecting and worker.state is WorkerState.READY:
+            self._count_failure(worker, EjectionReason.REQUEST_FAILURES)
+
+    def worker_restarted(self, worker: Worker, why: RestartReason) -> None:
+        """The process behind a worker that looked up all along was replaced (a new start
+        time, or registered voices gone): it is a new worker. Not routable until its voices
+        are replayed (and it is warmed); what was learned about the old process is reset."""
+        if not self._members.is_current(worker) or worker.state not in (WorkerState.READY, WorkerState.EJECTED):
+            return  # gone, or already being prepared (which replays the voices anyway)
+        self._readiness.cancel(worker.worker_id)
+        worker.reported_load = None
+        worker.reported_at = None
+        worker.consecutive_failures = 0
+        worker.restarts += 1
+        worker.set_state(WorkerState.STARTING, self._clock(), f"restarted behind its address ({why})")
+        self._events.restarted(worker, why)
+        self._events.capacity_changed()
+        if worker.answered:
+            self._readiness.start(worker)  # it answers already: replay now, not at the next probe
+
+    def _count_failure(self, worker: Worker, reason: EjectionReason) -> None:
+        worker.consecutive_failures += 1
+        if worker.consecutive_failures >= self._config.eject_after_failures:
+            if worker.set_state(WorkerState.EJECTED, self._clock(), reason):
+                self._events.ejected(worker, reason)
+                self._events.capacity_changed()

@@ -1,0 +1,164 @@
+"""The speech pipeline's branches, over the fake worker transport (no process, no socket):
+the client leaving before the first byte (499), an encoder that cannot be opened, a
+worker failing mid-stream under SSE, and a retry on another worker before the first byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.access_log import AccessLog
+from gateway.api.access import ApiKeyGate
+from gateway.api.fast_path import SpeechEntry
+from gateway.api.speech import EncoderFactory, SpeechPipeline
+from gateway.api.speech_request import WorkerPayloads
+from gateway.audio.encoder import StreamEncoder
+from gateway.audio.factory import open_encoder
+from gateway.audio.formats import AudioFormat
+from gateway.config import load_config
+from gateway.metrics import GatewayMetrics
+from gateway.recorder import Recorder
+from gateway.security.auth import ApiKeyAuth
+from gateway.security.ref_audio import RefAudioPolicy
+from gateway.types import SPEECH_PATH
+from gateway.upstream.relay import Relay
+from gateway.voices.store import VoiceStore
+from tests.unit.upstream.fakes import HANG, FakeResponse, FakeTransport, cut, ready_fleet
+
+PCM = b"\x01\x00" * 960  # one 40 ms frame
+BODY = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}
+
+
+class Gateway:
+    """The speech route alone: the real pipeline, admission, relay and recorder."""
+
+    def __init__(self, tmp_path: Path, transport: Any, encoders: EncoderFactory = open_encoder) -> None:
+        config = load_config(overrides={"data_dir": str(tmp_path)})
+        self.fleet, admission = ready_fleet(tmp_path)
+        self.transport = transport
+        self.recorder = Recorder(GatewayMetrics(), AccessLog(enabled=False))
+        relay = Relay(transport, self.fleet.health, admission, config.upstream, self.recorder)
+        pipeline = SpeechPipeline(
+            auth=ApiKeyGate(ApiKeyAuth(config.auth), config.auth.open_listings, self.recorder),
+            admission=admission,
+            payloads=WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth)),
+            relay=relay,
+            encoders=encoders,
+            recorder=self.recorder,
+            max_body_bytes=config.server.max_body_bytes,
+        )
+        self.app = SpeechEntry(pipeline, FastAPI())
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://gw.test")
+
+    def count(self, name: str, **labels: str) -> float:
+        text = self.recorder.metrics.render()[0].decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return sample.value
+        return 0.0
+
+    def inflight(self) -> int:
+        return sum(worker.inflight for worker in self.fleet.view.workers)
+
+
+def every_worker(answers: list[Callable[[], Any]]) -> FakeTransport:
+    """Whichever worker the policy picks: the n-th call gets the n-th answer."""
+
+    class Sequenced(FakeTransport):
+        async def post_stream(self, url: str, body: dict[str, Any]) -> FakeResponse:
+            self.script[url.removesuffix(SPEECH_PATH)] = [answers[len(self.calls)]()]
+            return await super().post_stream(url, body)
+
+    return Sequenced({})
+
+
+async def test_a_client_gone_before_the_first_byte_is_a_499_and_frees_the_worker(tmp_path: Path) -> None:
+    gateway = Gateway(tmp_path, every_worker([lambda: HANG]))
+    leave = asyncio.Event()
+    body = json.dumps(BODY).encode()
+    received = iter([{"type": "http.request", "body": body, "more_body": False}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        message = next(received, None)
+        if message is not None:
+            return message
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "method": "POST", "path": SPEECH_PATH, "raw_path": SPEECH_PATH.encode(), "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"x-sla-class", b"latency")],
+        "http_version": "1.1", "scheme": "http", "server": ("gw.test", 80), "client": ("127.0.0.1", 1), "root_path": "",
+    }  # fmt: skip
+    request = asyncio.create_task(gateway.app(scope, receive, send))
+    while not gateway.transport.calls:  # admitted, and waiting for the worker's first byte
+        await asyncio.sleep(0)
+    assert gateway.inflight() == 1
+    leave.set()
+    async with asyncio.timeout(5):
+        await request
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 499
+    assert gateway.inflight() == 0
+    assert gateway.count("higgs_gateway_requests_total", sla_class="latency", pool="none", status="499") == 1
+    assert gateway.count("higgs_gateway_client_disconnects_total", phase="before_first_byte") == 1
+
+
+async def test_an_encoder_that_cannot_open_is_a_500_and_releases_the_stream(tmp_path: Path) -> None:
+    def broken(audio_format: AudioFormat, speed: float) -> StreamEncoder:
+        raise RuntimeError("codec library missing")
+
+    gateway = Gateway(tmp_path, every_worker([lambda: FakeResponse(200, [PCM, PCM])]), encoders=broken)
+    async with gateway.client() as client:
+        response = await client.post(SPEECH_PATH, json={**BODY, "response_format": "mp3"})
+    assert response.status_code == 500
+    assert response.json()["error"]["type"] == "server_error"
+    [upstream] = gateway.transport.responses
+    assert upstream.closed  # the worker's stream is dropped, not left running
+    assert gateway.inflight() == 0
+    assert gateway.count("higgs_gateway_requests_total", sla_class="balanced", pool="none", status="500") == 1
+
+
+async def test_a_worker_failing_mid_stream_ends_sse_with_an_error_event(tmp_path: Path) -> None:
+    gateway = Gateway(tmp_path, every_worker([lambda: FakeResponse(200, [PCM, cut()])]))
+    async with gateway.client() as client:
+        response = await client.post(SPEECH_PATH, json={**BODY, "stream_format": "sse"})
+    assert response.status_code == 200  # the status went out with the first event
+    events = [json.loads(line[len("data: "):]) for line in response.text.splitlines() if line.startswith("data: ")]
+    assert [event["type"] for event in events] == ["speech.audio.delta", "error"]
+    assert base64.b64decode(events[0]["audio"]) == PCM
+    assert events[1]["error"]["code"] == "upstream_error"
+    assert gateway.inflight() == 0
+    [worker] = [w for w in gateway.fleet.view.workers if w.last_error]
+    assert worker.last_error.startswith("stream_error")  # blamed: the stream broke, not the client
+    pool = worker.pool.value
+    assert gateway.count("higgs_gateway_upstream_errors_total", pool=pool, kind="stream_error") == 1
+    assert gateway.count("higgs_gateway_requests_total", sla_class="balanced", pool=pool, status="502") == 1
+
+
+async def test_a_failure_before_the_first_byte_is_retried_on_another_worker(tmp_path: Path) -> None:
+    gateway = Gateway(tmp_path, every_worker([lambda: FakeResponse(500, body=b"boom"), lambda: FakeResponse(200, [PCM])]))
+    async with gateway.client() as client:
+        response = await client.post(SPEECH_PATH, json=BODY, headers={"x-sla-class": "throughput"})
+    assert response.status_code == 200 and response.content == PCM  # the client never saw the 500
+    first, second = gateway.transport.calls
+    assert first != second
+    assert gateway.count("higgs_gateway_retries_total", reason="status_5xx") == 1
+    assert gateway.inflight() == 0
+    assert gateway.count("higgs_gateway_requests_total", sla_class="throughput", pool=response.headers["x-gateway-pool"], status="200") == 1
+
