@@ -8,6 +8,9 @@ requests watch for it the way vLLM's ``with_cancellation`` does) and its batch s
 A budget that ends before the first audio frame (``max_new_tokens`` below 8) gives what
 the released worker gives: one empty chunk, so a 200 with no audio (a raw WAV stream
 sends its header with that chunk, as it does with the first audio of any stream).
+
+Like the real worker, it accepts a caller's ``x-request-id`` and ``traceparent`` and acts on
+neither; at ``--log-level debug`` it logs them, to show what a gateway passed on.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -44,6 +48,7 @@ from gateway.types.codec import BYTES_PER_SECOND, SAMPLE_RATE
 from gateway.worker_timing import StepModel
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+log = logging.getLogger("gateway.emulator.speech")
 
 
 class LoadCounter:
@@ -192,6 +197,12 @@ class SpeechService:
 
     async def handle(self, request: Request) -> Response:
         arrived_at = time.monotonic()
+        if log.isEnabledFor(logging.DEBUG):
+            headers = request.headers
+            log.debug(
+                "speech request x-request-id=%s traceparent=%s tracestate=%s",
+                headers.get("x-request-id"), headers.get("traceparent"), headers.get("tracestate"),
+            )  # fmt: skip
         release_load = self.load.acquire()
         handed_over = False
         try:

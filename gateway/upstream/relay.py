@@ -9,6 +9,7 @@ sent cannot be taken back: the speech pipeline ends the stream instead.
 Each attempt is an ``OpenStream`` that owns its reservation (the slot admission took for
 it: the lease) and its upstream response;
 ``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
+Every attempt sends the request's ``x-request-id`` and ``traceparent`` (its ``AttemptTrace``).
 
 Whose fault a failed attempt was (and so whether it counts toward the worker's ejection,
 whether another worker may try, and what the client is told) is ``upstream.blame``'s
@@ -23,6 +24,7 @@ from collections.abc import AsyncIterator, Callable, Set
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
+from gateway.telemetry.tracing import UNTRACED, AttemptTrace, RequestTrace
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
 from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
@@ -90,10 +92,12 @@ class OpenStream:
 
     __slots__ = (
         "lease", "decision", "attempts", "response", "first_chunk", "rest", "_observer",
-        "load_at_dispatch", "dispatched_at", "pace", "_closed", "hidden_failures",
+        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace", "hidden_failures",
     )  # fmt: skip
 
-    def __init__(self, reservation: Reservation[HeldSlot], attempts: int, observer: RelayObserver, clock: Clock) -> None:
+    def __init__(
+        self, reservation: Reservation[HeldSlot], attempts: int, observer: RelayObserver, clock: Clock, trace: AttemptTrace
+    ) -> None:
         self.lease = lease = reservation.slot
         self.decision: Decision = reservation.decision
         self.attempts = attempts
@@ -106,6 +110,7 @@ class OpenStream:
         self.dispatched_at = clock()
         self.pace = PaceMeter(clock, lambda: worker.inflight)
         self._closed = False
+        self.trace = trace
         self.hidden_failures: tuple[str, ...] = ()  # earlier attempts' failures, for the log
 
     @property
@@ -123,6 +128,7 @@ class OpenStream:
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         worker, pace, decision = self.lease.worker, self.pace, self.decision
+        self.trace.closed(outcome, pace.bytes)  # a StrEnum: its own value
         self._observer.stream_done(
             StreamObservation(
                 worker_id=worker.worker_id,
@@ -167,7 +173,9 @@ class Relay:
         self._observer = observer
         self._clock = clock
 
-    async def open(self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+    async def open(
+        self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any], trace: RequestTrace = UNTRACED
+    ) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
         Owns ``reservation`` (a slot admission already holds) and each retry's from here.
@@ -180,8 +188,9 @@ class Relay:
         attempts = 0
         while True:
             attempts += 1
-            stream = OpenStream(reservation, attempts, self._observer, self._clock)
-            worker = stream.worker
+            worker = reservation.slot.worker
+            attempt = trace.attempt(worker.worker_id, worker.pool, worker.url + SPEECH_PATH, attempts)
+            stream = OpenStream(reservation, attempts, self._observer, self._clock, attempt)
             tried.add(worker.worker_id)
             try:
                 await self._attempt(stream, payload)
@@ -200,6 +209,7 @@ class Relay:
                 return stream
             history.append(f"{worker.worker_id} ({verdict.blame.value}) {verdict.kind.value}: {verdict.detail}")
             self._report(worker, verdict)
+            stream.trace.failed(verdict.kind.value, verdict.detail)
             if verdict.blame is Blame.UNDECIDED:
                 undecided.append((worker, verdict))
             reason = RETRY_REASON.get(verdict.kind) if verdict.retryable else None
@@ -212,6 +222,7 @@ class Relay:
                 raise error
             assert reason is not None
             self._observer.retried(reason)
+            trace.routed(retry.decision, retry=True)
             reservation = retry
 
     def _report(self, worker: UpstreamWorker, verdict: Verdict) -> None:
@@ -227,13 +238,15 @@ class Relay:
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
         self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
         self._observer.upstream_error(stream.worker, kind)
+        stream.trace.failed(kind.value, error.detail or kind.value)
         return kind
 
     async def _attempt(self, stream: OpenStream, payload: dict[str, Any]) -> None:
-        worker = stream.worker
+        worker, trace = stream.worker, stream.trace
         try:
             async with asyncio.timeout(self._config.first_byte_timeout_s):
-                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload)
+                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload, trace.headers)
+                trace.connected(response.status)
                 if response.status != 200:
                     raise _AttemptFailed(blame.judge_status(response.status, await response.read(), payload))
                 rest = response.chunks().__aiter__()
@@ -246,6 +259,7 @@ class Relay:
             raise _AttemptFailed(blame.judge_no_audio()) from exc
         except UpstreamError as exc:
             raise _AttemptFailed(blame.judge_transport(exc, payload)) from exc
+        trace.first_byte()
         stream.first_chunk = first
         stream.rest = rest
         stream.received(first)
