@@ -1139,8 +1139,27 @@ def assert_scales_each_worker_once(
     return by_pool
 
 
+# ScaledObject fields (keda.sh/v1alpha1, KEDA 2.x): a misspelt one would be dropped by the
+# API server without a word, leaving that setting at KEDA's default.
+SCALED_OBJECT_SPEC = {
+    "scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
+    "minReplicaCount", "maxReplicaCount", "fallback", "advanced", "triggers",
+}  # fmt: skip
+SCALED_OBJECT_ADVANCED = {"horizontalPodAutoscalerConfig", "restoreToOriginalReplicaCount", "scalingModifiers"}
+SCALED_OBJECT_TRIGGER = {"type", "name", "metadata", "metricType", "authenticationRef", "useCachedMetrics"}
+
+
+def round_trips(model: Any, data: dict[str, Any]) -> bool:
+    """The Kubernetes API type accepts the data as written: required fields present and
+    nothing unknown or misspelt (lightkube drops what it does not know)."""
+    return bool(model.from_dict(data).to_dict() == data)
+
+
 def assert_gpu_friendly_behavior(behavior: dict[str, Any], target: dict[str, Any]) -> None:
     """Scale-down waits out a worker's start-up and gives GPUs back one at a time."""
+    from lightkube.models.autoscaling_v2 import HorizontalPodAutoscalerBehavior
+
+    assert round_trips(HorizontalPodAutoscalerBehavior, behavior), behavior  # KEDA passes it to its HPA as is
     down, up = behavior["scaleDown"], behavior["scaleUp"]
     assert down["stabilizationWindowSeconds"] >= startup_budget_s(target) >= 600
     assert all(p["type"] == "Pods" and p["value"] == 1 for p in down["policies"])
@@ -1164,12 +1183,15 @@ def test_k8s_keda_overlay_scales_both_worker_pools() -> None:
     for pool, (obj, target) in assert_scales_each_worker_once(docs, scaled).items():
         assert obj["apiVersion"] == "keda.sh/v1alpha1"
         spec = obj["spec"]
+        assert {"scaleTargetRef", "triggers"} <= spec.keys() <= SCALED_OBJECT_SPEC
+        assert spec["advanced"].keys() <= SCALED_OBJECT_ADVANCED and spec["advanced"]["horizontalPodAutoscalerConfig"].keys() <= {"name", "behavior"}
         # Never to zero unless the operator asks; a maximum that bounds the GPUs taken.
         assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
         assert spec["cooldownPeriod"] >= startup_budget_s(target) and 0 < spec["pollingInterval"] <= 60
         assert "fallback" not in spec  # a fixed count on a Prometheus outage would change the fleet
         assert_gpu_friendly_behavior(spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"], target)
         (trigger,) = spec["triggers"]
+        assert trigger.keys() <= SCALED_OBJECT_TRIGGER
         assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
         metadata = trigger["metadata"]
         assert all(isinstance(v, str) for v in metadata.values()), metadata  # KEDA reads strings only
@@ -1210,7 +1232,9 @@ def test_k8s_hpa_overlay_scales_both_worker_pools_through_prometheus_adapter() -
     assert_desired_workers_query(rule["metricsQuery"].replace("<<.Series>>", DESIRED_WORKERS), "<<.LabelMatchers>>")
     keda = {s["spec"]["scaleTargetRef"]["name"]: s["spec"] for s in find(kustomize(str(K8S / "overlays/gpu-keda")), "ScaledObject")}
     for pool, (hpa, target) in assert_scales_each_worker_once(docs, hpas).items():
-        assert hpa["apiVersion"] == "autoscaling/v2"
+        from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
+
+        assert hpa["apiVersion"] == "autoscaling/v2" and round_trips(HorizontalPodAutoscaler, hpa), hpa
         spec = hpa["spec"]
         (metric,) = spec["metrics"]
         assert metric["type"] == "External"
