@@ -1246,3 +1246,22 @@ def test_k8s_hpa_overlay_scales_both_worker_pools_through_prometheus_adapter() -
         assert (spec["minReplicas"], spec["maxReplicas"]) == (same["minReplicaCount"], same["maxReplicaCount"])
         assert spec["behavior"] == same["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         assert spec["minReplicas"] >= 1
+
+
+@pytest.mark.parametrize("namespace", [None, "speech"])
+@pytest.mark.parametrize(("component", "kind"), [("keda-autoscaling", "ScaledObject"), ("hpa-autoscaling", "HorizontalPodAutoscaler")])
+def test_k8s_autoscaling_components_fit_any_overlay(component: str, kind: str, namespace: str | None, tmp_path: Path) -> None:
+    # Added to another overlay (here the demo's emulated workers), renamed or not, the
+    # autoscalers land beside the Deployments they scale.
+    overlay = tmp_path / "autoscaled"
+    overlay.mkdir()
+    kustomization: dict[str, Any] = {
+        "resources": [os.path.relpath(K8S / "overlays" / "demo", overlay)],
+        "components": [os.path.relpath(K8S / "components" / component, overlay)],
+    }
+    if namespace:
+        kustomization["namespace"] = namespace
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    docs = kustomize(str(overlay))
+    assert_scales_each_worker_once(docs, find(docs, kind))
+    assert {d["metadata"]["namespace"] for d in find(docs, "Deployment")} == {namespace or "higgs"}
