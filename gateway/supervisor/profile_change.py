@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from gateway.config import ProfileChangeConfig
 from gateway.pools.worker import Worker
@@ -68,7 +68,7 @@ class ProfileChange:
     detail: str = ""
     finished_at: float | None = None
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> dict[str, Any]:
         return {
             "from_pool": self.source.value,
             "to_pool": self.target.value,
@@ -248,7 +248,7 @@ class ProfileChanger:
         return change
 
     # ---- what operators see ---------------------------------------------------------------
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> dict[str, Any]:
         pending = self.decider.pending
         return {
             "enabled": True,
