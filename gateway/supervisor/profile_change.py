@@ -167,7 +167,7 @@ class ProfileChanger:
         change = ProfileChange(move.source, move.target, worker.worker_id, gpu, self._wall())
         self.current = change
         log.warning(
-            "profile change: %s on GPU %s leaves %s for %s (wanted for %.0fs)",
+            "profile change: %s on GPU %s leaves %s for %s (wanted for %gs)",
             worker.worker_id, gpu, move.source.value, move.target.value, self._config.hold_s,
         )  # fmt: skip
         if self._observer is not None:

@@ -124,7 +124,7 @@ def test_a_gpu_moves_to_the_pool_the_held_mix_wants_and_back_without_failing_a_r
     config = supervised_config(
         tmp_path,
         launch(command, warmup={"batch_sizes": [1]}),
-        launch(command, warmup={"batch_sizes": [1, 2, 4]}),
+        launch(command, gpus=["1"], warmup={"batch_sizes": [1, 2, 4]}),
         supervisor={"profile_changes": {"enabled": True, "hold_s": HOLD_S, "interval_s": 0.2, "drain_grace_s": 60.0}},
         # Both classes may use either pool, so nothing waits on an empty pool mid-change.
         admission={"max_wait_s": {"latency": 60.0, "balanced": 60.0, "throughput": 60.0}},
@@ -163,6 +163,8 @@ def test_a_gpu_moves_to_the_pool_the_held_mix_wants_and_back_without_failing_a_r
             moved_worker = next(w for w in after["pools"][HT]["workers"] if w["id"] == "high_throughput-1")
             # Same GPU slot, same port: now the high-throughput profile, warmed at its sizes.
             assert urlsplit(moved_worker["url"]).port == urlsplit(ll_url).port
+            log = (Path(config["data_dir"]) / "logs" / "high_throughput-1.log").read_text()
+            assert f"starting high_throughput-1 on GPU 0 at {moved_worker['url']}" in log
             ht_info = info(moved_worker["url"])
             assert not ht_info["decode_graphs"] and ht_info["max_num_seqs"] == 64
             assert {1, 2, 4} <= set(ht_info["lazy_graph_captured_batch_sizes"])
@@ -173,6 +175,7 @@ def test_a_gpu_moves_to_the_pool_the_held_mix_wants_and_back_without_failing_a_r
             (back, _) = finished(url, 2)
             assert (back["from_pool"], back["to_pool"], back["result"]) == (HT, LL, "completed"), back
             assert back["new_worker"] == "low_latency-0"
+            assert back["gpu"] == {"high_throughput-0": "1", "high_throughput-1": "0"}[back["worker"]]
             wait_until(lambda: len(routable(fleet(url))[LL]) == 1, 30, "LL routable again")
             (ll_worker,) = fleet(url)["pools"][LL]["workers"]
             assert info(ll_worker["url"])["decode_graphs"]
