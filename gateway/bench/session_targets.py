@@ -51,13 +51,14 @@ def _evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
         phase = adaptive.get(level)
         if phase is None:
             continue
+        sessions = f"{level} session{'s' if level > 1 else ''}"
         p50 = phase["first_audio_s"]["median"]
         if http_ttfp is not None and p50 is not None:
             bound = http_ttfp * 1.10
-            targets.append(Target(f"{level} sessions: first audio p50 vs HTTP TTFP on ll+ll", p50, http_ttfp,
+            targets.append(Target(f"{sessions}: first audio p50 vs HTTP TTFP on ll+ll", p50, http_ttfp,
                                   "<= 110% of", bound, p50 <= bound))  # fmt: skip
         gaps = phase["gaps_over_tolerance"]
-        targets.append(Target(f"{level} sessions: gaps", gaps, 0, "=", 0, gaps == 0 and phase["errors"] == 0))
+        targets.append(Target(f"{sessions}: gaps", gaps, 0, "=", 0, gaps == 0 and phase["errors"] == 0))
     direct = _levels(direct_doc).get(1)
     if 1 in adaptive and direct is not None:
         mine, theirs = adaptive[1]["largest_gap_s"], direct["largest_gap_s"]

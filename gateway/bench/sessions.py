@@ -152,7 +152,7 @@ async def _measure_async(name: str, summary: str, url: str, workers: list[str], 
         utterances, failures = await _one_level(options, level, args.utterances, args, gateway, args.seed + level)
         wall = time.perf_counter() - started
         phases.append(summarize_level(level, utterances, failures, args.time_scale, wall, tolerance, load_average()))
-        print(f"{name}: {level} sessions: served={phases[-1]['served']}", file=sys.stderr)
+        print(f"{name}: {level} sessions: {'served' if phases[-1]['served'] else 'not served'}", file=sys.stderr)
     document: dict[str, Any] = {
         "schema": SCHEMA, "label": name, "mode": "sessions", "url": url, "time_scale": args.time_scale,
         "machine": f"{os.cpu_count()}-core {platform.machine()}",

@@ -76,8 +76,8 @@ def _run(run_ids: tuple[str | None, ...] = ("r1",) * 4, adaptive_first_audio: fl
 def test_one_run_is_judged_target_by_target() -> None:
     targets, unmeasured = evaluate(_run())
     by_name = {t.name: t for t in targets}
-    assert by_name["1 sessions: first audio p50 vs HTTP TTFP on ll+ll"].bound == pytest.approx(0.33)
-    assert by_name["1 sessions: first audio p50 vs HTTP TTFP on ll+ll"].passed is True
+    assert by_name["1 session: first audio p50 vs HTTP TTFP on ll+ll"].bound == pytest.approx(0.33)
+    assert by_name["1 session: first audio p50 vs HTTP TTFP on ll+ll"].passed is True
     assert by_name["2 sessions: gaps"].passed is True
     # 10 ms wall at time scale 0.25 is 40 ms modelled on top of direct's 0.29.
     assert by_name["1 session: first audio p50 vs direct"].bound == pytest.approx(0.33)
@@ -96,8 +96,8 @@ def test_misses_are_listed_not_dropped() -> None:
     documents[0]["phases"][0] |= {"gaps_over_tolerance": 2, "largest_gap_s": 0.3}
     documents[0]["barge_in"] = {"last_byte_s": 0.2, "slot_freed_s": None}
     by_name = {t.name: t for t in evaluate(documents)[0]}
-    assert by_name["1 sessions: first audio p50 vs HTTP TTFP on ll+ll"].passed is False
-    assert by_name["1 sessions: gaps"].passed is False
+    assert by_name["1 session: first audio p50 vs HTTP TTFP on ll+ll"].passed is False
+    assert by_name["1 session: gaps"].passed is False
     assert by_name["1 session: largest gap vs direct"].passed is False
     assert by_name["1 session: first audio p50 vs direct"].passed is False
     assert by_name["barge-in: cancel to last audio byte"].passed is False
