@@ -76,7 +76,12 @@ def _evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
             ok = mine_cap >= bound and mine_cap > 0
             targets.append(Target(f"capacity (sessions) vs {name}", mine_cap, theirs_cap, f">= {share:.0%} of", bound, ok))
     barge = adaptive_doc.get("barge_in")
-    if barge is not None:
+    if adaptive_doc.get("barge_in_error"):  # it did not complete: both rows missed
+        never = float("nan")
+        targets.append(Target("barge-in: cancel to last audio byte", never, BARGE_IN_LAST_BYTE_S, "<=",
+                              BARGE_IN_LAST_BYTE_S, False))  # fmt: skip
+        targets.append(Target("barge-in: cancel to every worker slot freed", never, 0, "freed", 0, False))
+    elif barge is not None:
         last = barge["last_byte_s"]
         targets.append(Target("barge-in: cancel to last audio byte", last, BARGE_IN_LAST_BYTE_S, "<=",
                               BARGE_IN_LAST_BYTE_S, last <= BARGE_IN_LAST_BYTE_S))  # fmt: skip

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from websockets.exceptions import WebSocketException
 
 from gateway.bench import compare
 from gateway.bench.arguments import int_list
@@ -167,7 +168,11 @@ async def _measure_async(name: str, summary: str, url: str, workers: list[str], 
         "barge_in": None,
     }  # fmt: skip
     if gateway and args.barge_in_after > 0:
-        result = await barge_in(options, REPLIES[0], workers, args.barge_in_after)
+        try:
+            result = await barge_in(options, REPLIES[0], workers, args.barge_in_after)
+        except (OSError, TimeoutError, WebSocketException) as exc:  # a missed target, not a lost setup
+            document["barge_in_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            return document
         freed = None if result.slot_freed_s is None else result.slot_freed_s / args.time_scale
         document["barge_in"] = {"last_byte_s": result.last_byte_s / args.time_scale, "slot_freed_s": freed,
                                 "bytes_after_cancel": result.bytes_after_cancel,

@@ -144,6 +144,8 @@ async def barge_in(options: SessionOptions, reply: Reply, workers: list[str], af
                     first_audio = first_audio or time.perf_counter()
                     if time.perf_counter() - first_audio >= after_audio_s * options.time_scale:
                         break
+                elif isinstance(frame, str) and json.loads(frame).get("type") == "session.done":
+                    break  # the reply ended first: the cancel then has nothing to stop, and says so
             cancelled = time.perf_counter()
             await ws.send(json.dumps({"type": "input.cancel"}))
             idle = asyncio.create_task(_workers_idle_after(workers, cancelled, options.timeout_s))

@@ -124,3 +124,12 @@ def test_setups_from_different_runs_are_not_comparable(runs: tuple[str | None, .
 
 def test_without_adaptive_there_is_no_table() -> None:
     assert targets_table(_run()[1:]) == []
+
+
+def test_a_barge_in_that_did_not_complete_is_missed() -> None:
+    documents = _run()
+    documents[0]["barge_in"] = None
+    documents[0]["barge_in_error"] = "TimeoutError: "
+    by_name = {t.name: t for t in evaluate(documents)[0]}
+    assert by_name["barge-in: cancel to last audio byte"].passed is False
+    assert by_name["barge-in: cancel to every worker slot freed"].passed is False
