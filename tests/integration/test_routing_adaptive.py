@@ -131,10 +131,10 @@ def test_a_run_time_change_steers_the_next_request_and_survives_a_restart(tmp_pa
             timeout=10,
         )  # fmt: skip
         assert bad.status_code == 400 and "max_per_worker" in bad.json()["error"]["message"], bad.text
-        # Reserve every low-latency place for `latency`: balanced must go elsewhere.
-        patched = httpx.patch(
-            f"{first.url}/admin/routing", json={"thresholds": {"reserve_for_latency": 16}}, headers=ADMIN, timeout=10
-        )
+        # Reserve every low-latency place for `latency` (pinned: no `latency` traffic came, so
+        # the adaptive reserve would be empty): balanced must go elsewhere.
+        pin = {"reserve_for_latency": 16, "adaptive_latency_reserve": False}
+        patched = httpx.patch(f"{first.url}/admin/routing", json={"thresholds": pin}, headers=ADMIN, timeout=10)
         assert patched.status_code == 200, patched.text
         assert patched.json()["thresholds"]["reserve_for_latency"] == 16
         assert patched.json()["thresholds"]["max_per_worker"] == {}, "the rejected patch changed nothing"
@@ -145,6 +145,7 @@ def test_a_run_time_change_steers_the_next_request_and_survives_a_restart(tmp_pa
     with running_gateway(tmp_path, config, name="second") as second:
         routing = httpx.get(f"{second.url}/admin/routing", headers=ADMIN, timeout=10).json()
         assert routing["thresholds"]["reserve_for_latency"] == 16, routing
+        assert routing["thresholds"]["adaptive_latency_reserve"] is False, routing
         assert routing["stored_in"] == "file" and routing["persisted_at"].endswith(".json"), routing
         assert route_of_one(second.url) == ("high_throughput", "fastest_finish")
         # The old rule policy is one patch away, and so is the way back.
@@ -173,7 +174,7 @@ def test_a_slower_worker_is_learned_and_gets_less_work(tmp_path: Path, workers: 
         config = gateway_config(
             tmp_path, [workers.ll.url], [fast.url, slow.url], free_port(),
             # Keep `throughput` off low-latency entirely: the two HT workers are compared.
-            extra={"routing": {"thresholds": {"reserve_for_latency": 16}}},
+            extra={"routing": {"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}}},
         )  # fmt: skip
         with running_gateway(tmp_path, config) as proc:
             asyncio.run(burst(proc.url, 16, SHORT_TEXT, "throughput"))  # teaches both curves
