@@ -385,6 +385,16 @@ def overview(slo: SloConfig) -> Dashboard:
         [Q(f"min by (instance, backend) (higgs_gateway_state_backend_up{i})", "{{instance}} ({{backend}})")],
         width=6,
     ))  # fmt: skip
+    d = d.with_panel(ts(
+        "GPU profile changes",
+        "Supervised GPUs moved from one pool's profile to the other's (supervisor.profile_changes) in the last hour, "
+        "by how each ended; dashed: a change in progress (drain, restart, warm-up).",
+        [Q(f"sum by (from_pool, to_pool, result) (increase(higgs_gateway_profile_changes_total{i}[1h]))",
+           "{{from_pool}} → {{to_pool}}: {{result}}"),
+         Q(f"max by (from_pool, to_pool) (higgs_gateway_profile_change_in_progress{i})",
+           "{{from_pool}} → {{to_pool}} in progress", guide=True)],
+        width=10,
+    ))  # fmt: skip
     return d
 
 

@@ -9,14 +9,15 @@ run::
         FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
 
 Tests pass a transport (the relay's HTTP client), a control client (probes, load
-reports, voices, warm-up), a clock, a discovery factory, a stream observer or a tracer
-provider; nothing else differs from production.
+reports, voices, warm-up), a clock, a discovery factory, a stream observer, a tracer
+provider or a desired worker mix; nothing else differs from production.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -68,6 +69,8 @@ from gateway.security.ref_audio import RefAudioPolicy
 from gateway.state.replicas import ReplicaSync
 from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
+from gateway.supervisor.mix import DesiredMix
+from gateway.supervisor.profile_change import ChangeFleet, ChangeObserver, ProfileChanger
 from gateway.supervisor.setup import build_supervisors
 from gateway.telemetry.request_context import send_request_id
 from gateway.telemetry.tracing import OtelTracing, PassThroughTracing, SpeechTracing
@@ -79,6 +82,8 @@ from gateway.voices.registry import VoiceRegistry
 from gateway.voices.store import VoiceStore
 
 DiscoveryFactory = Callable[[PoolName, PoolConfig, WorkerSink], Discovery]
+log = logging.getLogger("higgs_gateway")
+
 CORS_EXPOSED_HEADERS = [
     "x-request-id", "x-gateway-pool", "x-gateway-route-reason", "x-gateway-predicted-ttfp-ms", "x-gateway-predicted-rtf",
 ]  # fmt: skip
@@ -118,6 +123,7 @@ class GatewayApp:
         shared_state: SharedState,
         supervisors: list[PoolSupervisor],
         transport: UpstreamTransport,
+        profile_changer: ProfileChanger | None = None,
         control_client: httpx.AsyncClient,
         performance: PerformanceModel,
         tracer_shutdown: Callable[[], object] | None = None,
@@ -135,6 +141,7 @@ class GatewayApp:
         self._replicas = replicas
         self._shared_state = shared_state
         self._supervisors = supervisors
+        self.profile_changer = profile_changer
         self._transport = transport
         self._control_client = control_client
         self.performance = performance
@@ -159,6 +166,8 @@ class GatewayApp:
         self._learning = asyncio.create_task(self.performance.run(self.fleet.view.snapshot), name="learning")
         for supervisor in self._supervisors:
             await supervisor.start()
+        if self.profile_changer is not None:
+            self.profile_changer.start()
 
     async def stop(self) -> None:
         """Stop admitting, let in-flight requests finish (the server drains them within
@@ -173,6 +182,8 @@ class GatewayApp:
             self._learning.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._learning
+        if self.profile_changer is not None:
+            await self.profile_changer.stop()  # before the supervisors: no change half made
         await self.fleet.readiness.close()
         for supervisor in self._supervisors:
             await supervisor.stop()
@@ -193,11 +204,14 @@ def create_app(
     discovery_factory: DiscoveryFactory = create_discovery,
     stream_observer: StreamObserver | None = None,
     tracer_provider: TracerProvider | None = None,
+    desired_mix: DesiredMix | None = None,
 ) -> GatewayApp:
     """Raises ``ProfileCheckFailed`` when a supervised pool's deploy profile is unusable,
     ``ConfigError`` when tracing is configured but its SDK is not installed.
 
     ``tracer_provider``: spans go there whatever ``tracing:`` says (its owner shuts it down).
+    ``desired_mix``: workers per pool the traffic needs (the planner); with
+    ``supervisor.profile_changes.enabled`` supervised GPUs follow it. None: nothing changes.
     """
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -292,6 +306,7 @@ def create_app(
     replicas = ReplicaSync(routing, drains, fleet.members, voice_registry, clock, follow_data_dir=state_backend is None)
     # Supervised pools: profiles are checked here, so a bad one stops the start-up.
     supervisors = build_supervisors(config, fleet.members, profiles, is_ready=fleet.health.has_answered)
+    profile_changer = profile_changer_for(config, supervisors, fleet.members, desired_mix, recorder)
     # Pools without ``launch`` find their workers by discovery (built at start: some need the loop).
     discoveries = [partial(discovery_factory, pool, pool_config, fleet.members) for pool, pool_config in config.pools.items() if pool_config.launch is None]
 
@@ -338,6 +353,7 @@ def create_app(
     admin_router = admin.create_router(
         config, AdminAuth(config.auth), routing, thresholds, fleet.view, fleet.members, drains, admission, performance,
         availability=availability, decision_totals=metrics.routing_decision_totals,
+        profile_changes=profile_changer.describe if profile_changer is not None else None,
     )  # fmt: skip
     app.include_router(admin_router)
     if config.server.playground:
@@ -366,12 +382,35 @@ def create_app(
         replicas=replicas,
         shared_state=shared_state,
         supervisors=supervisors,
+        profile_changer=profile_changer,
         transport=transport,
         control_client=control_client,
         performance=performance,
         tracer_shutdown=tracer_shutdown,
     )
     return gateway
+
+
+def profile_changer_for(
+    config: GatewayConfig,
+    supervisors: list[PoolSupervisor],
+    fleet: ChangeFleet,
+    desired_mix: DesiredMix | None,
+    observer: ChangeObserver,
+) -> ProfileChanger | None:
+    """GPUs follow the desired mix only when switched on and something judges the mix."""
+    if not config.supervisor.profile_changes.enabled:
+        return None
+    if desired_mix is None:
+        log.info("supervisor.profile_changes is on but nothing computes a desired mix: no profile changes")
+        return None
+    return ProfileChanger(
+        config.supervisor.profile_changes,
+        {supervisor.pool: supervisor for supervisor in supervisors},
+        fleet,
+        desired_mix,
+        observer=observer,
+    )
 
 
 def speech_tracing(

@@ -30,7 +30,16 @@ from prometheus_client.registry import Collector
 from gateway import __version__
 from gateway.types import PoolName, SlaClass
 from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
-from gateway.types.labels import NO_POOL, TTFP_BUCKETS, DisconnectPhase, EjectionReason, KeyResult, RejectReason, RestartReason
+from gateway.types.labels import (
+    NO_POOL,
+    TTFP_BUCKETS,
+    DisconnectPhase,
+    EjectionReason,
+    KeyResult,
+    ProfileChangeResult,
+    RejectReason,
+    RestartReason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +262,15 @@ class GatewayMetrics:
             PREFIX + "worker_restarts", "Worker restarts noticed; each is replayed its voices before routing.",
             ["pool", "reason"], registry=r,
         )  # fmt: skip
+        # Profile changes (supervisor.profile_changes): a GPU moved from one pool to the other.
+        self.profile_changes = Counter(
+            PREFIX + "profile_changes", "GPUs moved from one pool's deploy profile to the other's, by how it ended.",
+            ["from_pool", "to_pool", "result"], registry=r,
+        )  # fmt: skip
+        self.profile_change_in_progress = Gauge(
+            PREFIX + "profile_change_in_progress", "1 while a GPU is moving from one pool to the other (drain, restart, warm-up).",
+            ["from_pool", "to_pool"], registry=r,
+        )  # fmt: skip
         self.prediction_ratio = Histogram(
             PREFIX + "prediction_ratio",
             "Observed / predicted, per completed stream: how far the routing's curves are off "
@@ -332,6 +350,13 @@ class GatewayMetrics:
                 self.worker_ejections.labels(pool, ejection)
             for restart in RestartReason:
                 self.worker_restarts.labels(pool, restart)
+        for source in pools:
+            for target in pools:
+                if source == target:
+                    continue
+                self.profile_change_in_progress.labels(source, target).set(0)
+                for result in ProfileChangeResult:
+                    self.profile_changes.labels(source, target, result)
         for retry in RetryReason:
             self.retries.labels(retry)
         for series in {(tier,) for tier in key_tiers} if not per_key else set(keys):

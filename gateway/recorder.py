@@ -21,6 +21,7 @@ from gateway.routing.admission import Admission
 from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.security.auth import KeyIdentity
+from gateway.supervisor.profile_change import ProfileChange
 from gateway.types import SlaClass, WorkerState
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import Curve
@@ -125,6 +126,16 @@ class Recorder:
     def worker_restarted(self, worker: Worker, reason: RestartReason) -> None:
         """A new process behind a worker id."""
         self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
+
+    # ---- profile changes (supervisor.profile_changes: the ChangeObserver) ---------------
+    def profile_change_started(self, change: ProfileChange) -> None:
+        self.metrics.profile_change_in_progress.labels(change.source.value, change.target.value).set(1)
+
+    def profile_change_finished(self, change: ProfileChange) -> None:
+        source, target = change.source.value, change.target.value
+        self.metrics.profile_change_in_progress.labels(source, target).set(0)
+        if change.result is not None:
+            self.metrics.profile_changes.labels(source, target, change.result).inc()
 
     def load_tracking_fallback(self, worker: Worker) -> None:
         """A worker's /load never counted: its load is read from /metrics from now on."""

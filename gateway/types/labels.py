@@ -63,3 +63,11 @@ class RestartReason(StrEnum):
     START_TIME_CHANGED = "start_time_changed"  # its /metrics process_start_time_seconds moved
     VOICES_MISSING = "voices_missing"  # it no longer held a registered voice (list or a request)
     ADDRESS_CHANGED = "address_changed"  # the same identity (pod) came back at another address
+
+
+class ProfileChangeResult(StrEnum):
+    """``higgs_gateway_profile_changes_total{result}``: how a GPU's profile change ended."""
+
+    COMPLETED = "completed"  # the worker is routable in its new pool
+    DRAIN_TIMEOUT = "drain_timeout"  # requests still in flight after the grace: called off, nothing cut
+    FAILED = "failed"  # the new worker did not become routable (start-up, warm-up, crash loop)

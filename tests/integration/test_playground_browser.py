@@ -139,6 +139,8 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
         raise AssertionError(f"fleet view incomplete: {fleet_panel(browser)}") from None
     fleet = browser.find_element(By.ID, "fleet").text
     assert "ready" in fleet and "low_latency" in fleet and "high_throughput" in fleet
+    # Static workers never change profile: the panel says the feature is off.
+    assert "off" in browser.find_element(By.ID, "profile-changes").text
 
     assert console_errors(browser) == []
     screenshot = tmp_path / "playground.png"
