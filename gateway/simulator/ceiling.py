@@ -136,17 +136,12 @@ def ceiling_table(rows: Sequence[CeilingRow], documents: Sequence[dict[str, Any]
     return lines
 
 
-def as_document(rows: Sequence[CeilingRow], seed: int) -> dict[str, Any]:
-    return {
-        "mode": "ceiling",
-        "seed": seed,
-        "rows": [
-            {"concurrency": r.concurrency, "ll_requests": r.ll_share, "best_split_audio_s_per_s": round(r.best_split, 3),
-             "best_static_audio_s_per_s": round(r.best_static, 3), "best_static_fleet": r.static_fleet,
-             "ratio": round(r.ratio, 4)}
-            for r in rows
-        ],
-    }  # fmt: skip
+def as_csv(rows: Sequence[CeilingRow]) -> str:
+    """The rows as CSV (beside the report's per-run JSON, which other tools read as results)."""
+    lines = ["concurrency,ll_requests,ht_requests,best_split_audio_s_per_s,best_static_audio_s_per_s,best_static_fleet,ratio"]
+    lines += [f"{r.concurrency},{r.ll_share},{r.concurrency - r.ll_share},{r.best_split:.3f},{r.best_static:.3f},"
+              f"{r.static_fleet},{r.ratio:.4f}" for r in rows]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def _measured_ratios(documents: Sequence[dict[str, Any]]) -> dict[int, float]:

@@ -8,7 +8,6 @@ With ``--fleet ll=3,ht=5`` it answers "what if this traffic ran on that fleet?".
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from collections.abc import Sequence
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             report.write(document, args.out, name)
         args.out.mkdir(parents=True, exist_ok=True)
         if ceiling_rows:
-            (args.out / "ceiling.json").write_text(json.dumps(ceiling.as_document(ceiling_rows, args.seed), indent=2) + "\n")
+            (args.out / "ceiling.csv").write_text(ceiling.as_csv(ceiling_rows))
         plots = plot_sweeps(documents, args.out) + plot_traces(documents, args.out, kind="bursty") + plot_timeline(documents, args.out)
         lines += [f"![{p.stem}]({p.name})" for p in plots]
         (args.out / "README.md").write_text("\n".join(lines))

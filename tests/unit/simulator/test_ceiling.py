@@ -40,3 +40,5 @@ def test_measured_on_the_simulator_one_request_is_one_worker_and_the_split_never
     assert 0.5 < rows[1].ratio <= 1.05
     table = "\n".join(ceiling_table(rows, []))
     assert "best split / best static (one-worker runs)" in table and "| c1 | c4 |" in table
+    lines = ceiling.as_csv(rows).splitlines()
+    assert lines[0].startswith("concurrency,ll_requests,ht_requests") and lines[1].startswith("1,1,0,")
