@@ -5,8 +5,9 @@ constructor, and assembles the one ASGI stack that ``serve``, ``demo`` and the t
 run::
 
     CORSMiddleware (when server.cors_origins is set)
-      SpeechEntry: POST /v1/audio/speech -> SpeechPipeline
-        FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
+      SessionEntry: WebSocket /v1/audio/speech/stream -> SessionEndpoint (voice sessions)
+        SpeechEntry: POST /v1/audio/speech -> SpeechPipeline
+          FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
 
 Tests pass a transport (the relay's HTTP client), a control client (probes, load
 reports, voices, warm-up), a clock, a discovery factory, a stream observer, a tracer
@@ -38,6 +39,7 @@ from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
 from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
+from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
 from gateway.api.speech_request import WorkerPayloads, max_new_tokens_limit
 from gateway.audio.factory import open_encoder
@@ -66,6 +68,9 @@ from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.sessions.sentence import SentenceUpstream
+from gateway.sessions.session import SessionLimits
+from gateway.sessions.voice import SessionVoices
 from gateway.state.replicas import ReplicaSync
 from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
@@ -328,6 +333,22 @@ def create_app(
         tracing=tracing,
     )
 
+    # Voice sessions: every sentence goes through the same admission and relay as a request.
+    ref_audio_policy = RefAudioPolicy(config.auth)
+    sessions_config = config.sessions
+    sessions = SessionEndpoint(
+        auth=api_keys,
+        admission=admission,
+        upstream=SentenceUpstream(admission, relay, clock),
+        voices=SessionVoices(config.models, config.voices, voice_registry.store, ref_audio_policy),
+        encoders=open_encoder,
+        limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
+        observer=recorder,
+        allowed_origins=config.server.cors_origins,
+        max_sessions=sessions_config.max_sessions,
+        clock=clock,
+    )
+
     gateway: GatewayApp | None = None
 
     @asynccontextmanager
@@ -360,7 +381,7 @@ def create_app(
         app.include_router(playground.create_router())
     app.add_middleware(RequestIdMiddleware)
 
-    stack: ASGIApp = SpeechEntry(speech, app)
+    stack: ASGIApp = SessionEntry(sessions, SpeechEntry(speech, app))
     if config.server.cors_origins:
         stack = CORSMiddleware(
             stack,

@@ -407,7 +407,7 @@ class TierConfig(Strict):
     rate_limit_burst: int = Field(20, gt=0)
     # Speech requests one key may have in flight (queued or streaming); None = unlimited.
     max_concurrent_streams: int | None = Field(None, gt=0)
-    # Open WebSocket sessions per key, for the session API to come; nothing enforces it yet.
+    # Open voice sessions (WebSocket /v1/audio/speech/stream) per key; None = unlimited.
     max_sessions: int | None = Field(None, gt=0)
 
 
@@ -601,6 +601,20 @@ class LoggingConfig(Strict):
     log_input_text: bool = False
 
 
+class SessionsConfig(Strict):
+    """Voice sessions on ``/v1/audio/speech/stream`` (docs/sessions.md)."""
+
+    # The released worker's fixed timers: the first session.config, then silence between
+    # messages (not counted while the session still has audio to deliver).
+    config_timeout_s: float = Field(10.0, gt=0)
+    idle_timeout_s: float = Field(30.0, gt=0)
+    # Text received but not yet cut into a sentence (the worker has no cap); an input.text
+    # that would pass it is refused and dropped.
+    max_buffered_chars: int = Field(16384, ge=1)
+    # Sessions this replica serves at once (every key together); None = unlimited.
+    max_sessions: int | None = Field(None, gt=0)
+
+
 OtlpProtocol = Literal["http/protobuf", "grpc"]
 
 
@@ -657,6 +671,7 @@ class GatewayConfig(BaseSettings):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)

@@ -22,7 +22,7 @@ from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.security.auth import KeyIdentity
 from gateway.supervisor.profile_change import ProfileChange
-from gateway.types import SlaClass, WorkerState
+from gateway.types import PoolName, SlaClass, WorkerState
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import Curve
 from gateway.types.decision import Decision
@@ -90,6 +90,31 @@ class Recorder:
             self.metrics.rejections.labels(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
         elif result is KeyResult.STREAM_LIMITED:
             self.metrics.rejections.labels(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
+        elif result is KeyResult.SESSION_LIMITED:
+            self.metrics.rejections.labels(sla_class.value, RejectReason.SESSION_LIMITED.value).inc()
+
+    # ---- voice sessions (gateway.sessions' SessionObserver) ------------------------------
+    def session_opened(self) -> None:
+        self.metrics.sessions_open.inc()
+
+    def session_closed(self, reason: str) -> None:
+        self.metrics.sessions_open.dec()
+        self.metrics.sessions.labels(reason).inc()
+
+    def utterance_started(self) -> None:
+        self.metrics.session_utterances.inc()
+
+    def sentence_routed(self, pool: PoolName, reason: str) -> None:
+        self.metrics.session_sentences.labels(pool.value, reason).inc()
+
+    def utterance_first_audio(self, seconds: float) -> None:
+        self.metrics.session_first_audio.observe(seconds)
+
+    def sentence_gap(self, seconds: float) -> None:
+        self.metrics.session_gap.observe(seconds)
+
+    def barge_in(self, seconds: float) -> None:
+        self.metrics.session_barge_ins.observe(seconds)
 
     def key_stream_opened(self, key: KeyIdentity) -> None:
         self.metrics.key_streams.labels(*self._key_series(key)).inc()
