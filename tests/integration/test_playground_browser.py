@@ -288,3 +288,28 @@ def test_interrupt_stops_the_reply_at_once_and_shows_the_cancelled_answer(stack:
     assert browser.execute_script("return playing.size") == 0
     assert browser.find_element(By.ID, "converse").get_attribute("disabled") is None  # ready for the next turn
     assert console_errors(browser) == []
+
+
+def test_a_conversation_with_api_keys_sends_the_key_as_a_subprotocol(browser: WebDriver, tmp_path: Path) -> None:
+    """Browsers cannot set headers on a WebSocket: the key entered on the page goes as the
+    ``bearer.<key>`` subprotocol, and the gateway accepts the session with it."""
+    from gateway.security.auth import hash_key
+
+    key = "playground-session-key"
+    extra = {"server": {"playground": True}, "auth": {"keys": [{"name": "main", "sha256": hash_key(key)}]}}
+    with running_stack(tmp_path, ll_workers=1, ht_workers=0, time_scale=0.05, extra=extra) as keyed:
+        browser.get(f"{keyed.url}/playground")
+        field = browser.find_element(By.ID, "api-key")
+        field.send_keys(key)
+        browser.find_element(By.ID, "conversation-text").click()  # leaving the field reloads the voices with the key
+        WebDriverWait(browser, WAIT_S).until(lambda d: len(Select(d.find_element(By.ID, "voice")).options) > 0)
+        browser.execute_script("showError('')")  # the first voices request went before the key was entered
+        box = browser.find_element(By.ID, "conversation-text")
+        browser.execute_script("arguments[0].value = arguments[1]", box, REPLY_SENTENCES[0])
+        browser.find_element(By.ID, "converse").click()
+        wait_conversation(browser, "the reply is played", lambda d: conversation_card(d).get("state") == "done")
+        (row,) = conversation_rows(browser)
+        assert row["pool"] == "low_latency" and row["state"] == "played"
+        # The only console entry: the voices request the page sent before the key was typed.
+        messages = console_errors(browser)
+        assert all("/v1/audio/voices" in message and "401" in message for message in messages), messages
