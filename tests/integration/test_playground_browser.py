@@ -36,7 +36,7 @@ WAIT_S = 60
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # `throughput` never takes low-latency places here, so Compare shows each class on its own pool.
-    extra = {"server": {"playground": True}, "routing": {"thresholds": {"reserve_for_latency": 16}}}
+    extra = {"server": {"playground": True}, "routing": {"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}}}
     with running_stack(tmp_path_factory.mktemp("playground"), time_scale=0.05, extra=extra) as running:
         yield running
 
