@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,38 @@ def test_key_usage_is_by_tier_unless_per_key_is_asked() -> None:
     assert value(series["higgs_gateway_key_audio_seconds"], tier="pro", key="acme") == 2.5
     assert {labels for labels in series["higgs_gateway_key_streams"]} == {(("key", "acme"), ("tier", "pro"))}
     assert GatewayMetrics().render()[0].decode().count("higgs_gateway_key_requests_total{") == 0  # no keys, no series
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def exposed_names(metrics: GatewayMetrics) -> set[str]:
+    """The gateway's family names as ``/metrics`` writes them (counters with ``_total``)."""
+    return {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in metrics.registry.collect()
+        if family.name.startswith("higgs_gateway_")
+    }
+
+
+def documented_names(doc: Path, section: str) -> set[str]:
+    """The series named in the first column of the metric table under ``## {section}``."""
+    text = doc.read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(higgs_gateway_\w+)` \|", body, flags=re.MULTILINE))
+
+
+@pytest.mark.parametrize(("doc", "section"), [("README.md", "Observability"), ("docs/observability.md", "Metrics")])
+def test_every_series_is_documented_and_every_documented_series_exists(doc: str, section: str) -> None:
+    # Every family is declared up front (labelled ones with no children yet), so a fresh
+    # registry holds them all.
+    exported = exposed_names(GatewayMetrics(CollectorRegistry(), process_metrics=False))
+    documented = documented_names(ROOT / doc, section)
+    assert exported - documented == set(), f"series missing from {doc}"
+    assert documented - exported == set(), f"{doc} documents series the gateway does not export"
+
+
+def test_every_rejection_reason_is_documented() -> None:
+    text = (ROOT / "docs/observability.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `reason` (rejections) |"))
+    assert {reason.value for reason in RejectReason} == set(re.findall(r"`(\w+)` \(", row.split("|")[2]))
