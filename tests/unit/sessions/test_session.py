@@ -24,6 +24,7 @@ from gateway.sessions.voice import SessionVoices
 from gateway.types import SPEECH_PATH
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
+from tests.support.deadline import within
 from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, RecordingObserver, ready_fleet
 
 PCM = b"\x01\x00" * 960  # 40 ms
@@ -39,6 +40,7 @@ class GatedResponse:
         self.body = body
         self.feed: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.closed = False
+        self.closed_event = asyncio.Event()  # the gateway is done with this stream
 
     async def chunks(self) -> AsyncIterator[bytes]:
         while (chunk := await self.feed.get()) is not None:
@@ -49,6 +51,7 @@ class GatedResponse:
 
     async def close(self) -> None:
         self.closed = True
+        self.closed_event.set()
 
 
 class GatedTransport:
@@ -148,7 +151,7 @@ async def test_sentence_two_is_synthesized_while_one_streams_and_audio_stays_in_
     assert second.body["seed"] == first.body["seed"] == 42  # one voice for the whole reply
     second.feed.put_nowait(b"B" * 1920)
     second.feed.put_nowait(None)  # the second is finished before the first
-    await asyncio.sleep(0.05)
+    await within(5, second.closed_event.wait())  # read to its end and closed: its audio is all buffered
     assert [m for m in rig.socket.sent if isinstance(m, bytes)] == [b"A" * 1920]  # its audio waits its turn
     first.feed.put_nowait(b"C" * 1920)
     first.feed.put_nowait(None)
