@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -17,3 +17,13 @@ async def within(seconds: float, awaitable: Awaitable[T]) -> T:
     """
     async with asyncio.timeout(seconds):
         return await awaitable
+
+
+async def until(predicate: Callable[[], object], seconds: float, what: str, interval_s: float = 0.01) -> None:
+    """Return once ``predicate()`` is true; fail the test, naming ``what``, after ``seconds``."""
+    try:
+        async with asyncio.timeout(seconds):
+            while not predicate():
+                await asyncio.sleep(interval_s)
+    except TimeoutError:
+        raise AssertionError(f"not within {seconds} s: {what}") from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
@@ -12,6 +11,7 @@ from gateway.config import load_config
 from gateway.pools.sources import url_worker_id
 from gateway.types import PoolName
 from gateway.types.observations import StreamObservation, StreamOutcome
+from tests.support.deadline import until
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
 
 LL_URL, HT_URL = "http://ll.test:1", "http://ht.test:1"
@@ -59,10 +59,8 @@ async def test_speech_gets_cors_headers_through_the_stack_serve_runs(tmp_path: P
     )
     await app.start()
     try:
-        for _ in range(200):  # the health checker's first probes make both workers routable
-            if all(app.fleet.view.routable_count(pool) for pool in PoolName):
-                break
-            await asyncio.sleep(0.01)
+        # The health checker's first probes make both workers routable.
+        await until(lambda: all(app.fleet.view.routable_count(pool) for pool in PoolName), 10, "both workers routable")
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
             body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}
             response = await client.post(
@@ -106,10 +104,7 @@ async def test_admin_fleet_is_the_playground_panel_as_json(tmp_path: Path) -> No
     )
     await app.start()
     try:
-        for _ in range(200):
-            if app.fleet.view.routable_count(PoolName.LOW_LATENCY):
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: app.fleet.view.routable_count(PoolName.LOW_LATENCY), 10, "the low-latency worker routable")
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
             anonymous = await client.get("/admin/fleet")
             body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}

@@ -4,7 +4,6 @@ what is left when tracing is off."""
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import subprocess
@@ -28,6 +27,7 @@ from gateway.config import load_config
 from gateway.types import PoolName
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.upstream.errors import UpstreamError
+from tests.support.deadline import until
 from tests.unit.test_app import worker_control
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
 
@@ -57,10 +57,8 @@ def config(tmp_path: Path, **extra: Any) -> Any:
 async def gateway(app: GatewayApp) -> AsyncIterator[httpx.AsyncClient]:
     await app.start()
     try:
-        for _ in range(200):  # the health checker's first probes make both workers routable
-            if all(app.fleet.view.routable_count(pool) for pool in PoolName):
-                break
-            await asyncio.sleep(0.01)
+        # The health checker's first probes make both workers routable.
+        await until(lambda: all(app.fleet.view.routable_count(pool) for pool in PoolName), 10, "both workers routable")
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
             yield client
     finally:
