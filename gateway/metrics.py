@@ -52,10 +52,10 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 2
 RTF_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 5.0)
 # Observed / predicted: 1.0 is a perfect prediction; both sides matter.
 PREDICTION_RATIO_BUCKETS = (0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)
-# Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 # Silence a real-time player sits through between two sentences: 0 is the goal.
 GAP_BUCKETS = (0.0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CANCEL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+# Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
 
