@@ -345,7 +345,7 @@ def create_app(
         limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
         observer=recorder,
         allowed_origins=config.server.cors_origins,
-        max_sessions=sessions_config.max_sessions,
+        max_open_per_replica=sessions_config.max_open_per_replica,
         clock=clock,
     )
 

@@ -611,8 +611,9 @@ class SessionsConfig(Strict):
     # Text received but not yet cut into a sentence (the worker has no cap); an input.text
     # that would pass it is refused and dropped.
     max_buffered_chars: int = Field(16384, ge=1)
-    # Sessions this replica serves at once (every key together); None = unlimited.
-    max_sessions: int | None = Field(None, gt=0)
+    # Sessions this replica serves at once (every key together; per key it is
+    # auth.tiers.*.max_sessions); None = unlimited.
+    max_open_per_replica: int | None = Field(None, gt=0)
 
 
 OtlpProtocol = Literal["http/protobuf", "grpc"]
