@@ -83,15 +83,19 @@ class Recorder:
             self.metrics.routing_decisions.labels(sla_class.value, decision.pool.value, decision.reason).inc()
 
     # ---- API keys ---------------------------------------------------------------------
-    def key_checked(self, key: KeyIdentity, result: KeyResult, sla_class: SlaClass) -> None:
-        """Once per request with a key: admitted, or refused by one of its tier's limits."""
+    def key_checked(self, key: KeyIdentity, result: KeyResult, sla_class: SlaClass | None) -> None:
+        """Once per request with a key: admitted, or refused by one of its tier's limits.
+
+        ``sla_class`` is None for a voice session's handshake: sessions are never counted
+        in requests_total, so their refusals stay out of rejections_total (whose rate
+        over requests the alerts read) and show in key_requests only."""
         self.metrics.key_requests.labels(*self._key_series(key), result.value).inc()
+        if sla_class is None:
+            return
         if result is KeyResult.RATE_LIMITED:
             self.metrics.rejections.labels(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
         elif result is KeyResult.STREAM_LIMITED:
             self.metrics.rejections.labels(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
-        elif result is KeyResult.SESSION_LIMITED:
-            self.metrics.rejections.labels(sla_class.value, RejectReason.SESSION_LIMITED.value).inc()
 
     # ---- voice sessions (gateway.sessions' SessionObserver) ------------------------------
     def session_opened(self) -> None:

@@ -30,7 +30,6 @@ class RejectReason(StrEnum):
     SHUTTING_DOWN = reasons.SHUTTING_DOWN  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
     STREAM_LIMITED = "stream_limited"  # the API key has its tier's most concurrent streams (429)
-    SESSION_LIMITED = "session_limited"  # the API key's open voice sessions are at its tier's max_sessions (429)
 
 
 class KeyResult(StrEnum):

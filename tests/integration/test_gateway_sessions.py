@@ -275,4 +275,7 @@ def test_keys_origins_and_session_limits_are_checked_before_the_upgrade(stack: S
         assert refused.value.response.headers["retry-after"] == "1"
     with gateway_session(stack, key=LIMITED_KEY):
         pass  # its place was given back
+    # Counted per key only: sessions are not requests, so not rejections of one either.
+    assert gateway_metric(stack.url, "higgs_gateway_key_requests_total", result="session_limited") == 1
+    assert gateway_metric(stack.url, "higgs_gateway_rejections_total") == 0
     settled(stack)
