@@ -41,7 +41,6 @@ from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
-from gateway.api.speech_request import WorkerPayloads, max_new_tokens_limit
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
@@ -85,6 +84,7 @@ from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
 from gateway.voices.registry import VoiceRegistry
 from gateway.voices.store import VoiceStore
+from gateway.worker_payload import WorkerPayloads, max_new_tokens_limit
 
 DiscoveryFactory = Callable[[PoolName, PoolConfig, WorkerSink], Discovery]
 log = logging.getLogger("higgs_gateway")
@@ -319,13 +319,15 @@ def create_app(
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
     relay = Relay(transport, fleet.health, admission, config.upstream, recorder, clock=clock)
+    # One set of checks and one payload for requests and session sentences alike.
+    payloads = WorkerPayloads(
+        config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
+        max_new_tokens_limit(profile.talker.max_model_len for profile in profiles.values()),
+    )
     speech = SpeechPipeline(
         auth=api_keys,
         admission=admission,
-        payloads=WorkerPayloads(
-            config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
-            max_new_tokens_limit(profile.talker.max_model_len for profile in profiles.values()),
-        ),
+        payloads=payloads,
         relay=relay,
         encoders=open_encoder,
         recorder=recorder,
@@ -334,13 +336,12 @@ def create_app(
     )
 
     # Voice sessions: every sentence goes through the same admission and relay as a request.
-    ref_audio_policy = RefAudioPolicy(config.auth)
     sessions_config = config.sessions
     sessions = SessionEndpoint(
         auth=api_keys,
         admission=admission,
         upstream=SentenceUpstream(admission, relay, clock),
-        voices=SessionVoices(config.models, config.voices, voice_registry.store, ref_audio_policy),
+        voices=SessionVoices(payloads),
         encoders=open_encoder,
         limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
         observer=recorder,

@@ -24,6 +24,7 @@ from gateway.sessions.voice import SessionVoices
 from gateway.types import SPEECH_PATH
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
+from gateway.worker_payload import WorkerPayloads
 from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, RecordingObserver, ready_fleet
 
 PCM = b"\x01\x00" * 960  # 40 ms
@@ -114,7 +115,8 @@ class Rig:
         self.socket = FakeSocket()
         outbox = Outbox(self.socket)
         self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time), open_encoder, NullSessionObserver())
-        voices = SessionVoices(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth), new_seed=lambda: 42)
+        payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
+        voices = SessionVoices(payloads, new_seed=lambda: 42)
         self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, 5.0, 1000), asyncio.get_running_loop().time, NullSessionObserver())
 
     async def run(self) -> SessionEnd:
