@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from gateway.errors import GatewayError
@@ -45,8 +44,7 @@ class SessionVoices:
         if config.model and not self._payloads.serves(config.model):
             raise ConfigRefused(model_not_found(config.model))  # the worker's own text
         try:
-            # The budget is left to the worker here, as before the payload was shared.
-            self._payloads.check(replace(_fields(config), max_new_tokens=None))
+            self._payloads.check(_fields(config))
         except GatewayError as exc:  # the HTTP path's 400 text, as the worker words a bad config
             raise ConfigRefused(f"Invalid session config: {exc.message}") from None
         if config.seed is None:
