@@ -15,7 +15,6 @@ from typing import Any
 from gateway.audio.factory import open_encoder
 from gateway.config import load_config
 from gateway.security.ref_audio import RefAudioPolicy
-from gateway.sessions.observer import NullSessionObserver
 from gateway.sessions.outbox import Outbox
 from gateway.sessions.pipeline import SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
@@ -25,6 +24,7 @@ from gateway.types import SPEECH_PATH
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
+from tests.unit.sessions.fakes import NullSessionObserver
 from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, RecordingObserver, ready_fleet
 
 PCM = b"\x01\x00" * 960  # 40 ms
