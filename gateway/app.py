@@ -42,6 +42,7 @@ from gateway.api.speech_request import WorkerPayloads, max_new_tokens_limit
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
+from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.drains import DrainStore
@@ -119,6 +120,7 @@ class GatewayApp:
         transport: UpstreamTransport,
         control_client: httpx.AsyncClient,
         performance: PerformanceModel,
+        planner: FleetPlanner,
         tracer_shutdown: Callable[[], object] | None = None,
     ) -> None:
         self._stack = stack
@@ -138,6 +140,8 @@ class GatewayApp:
         self._control_client = control_client
         self.performance = performance
         self._learning: asyncio.Task[None] | None = None
+        self.planner = planner
+        self._planning: asyncio.Task[None] | None = None
         self._tracer_shutdown = tracer_shutdown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -156,6 +160,9 @@ class GatewayApp:
         self._replicas.start()
         # Curves are refit here, in the background, and only read by routing and metrics.
         self._learning = asyncio.create_task(self.performance.run(self.fleet.view.snapshot), name="learning")
+        if self.planner.config.enabled:
+            # The desired mix is sized here, in the background, from the published curves.
+            self._planning = asyncio.create_task(self.planner.run(), name="planner")
         for supervisor in self._supervisors:
             await supervisor.start()
 
@@ -168,10 +175,11 @@ class GatewayApp:
         await self._replicas.stop()
         await self._health.stop()
         await self._load_reports.stop()
-        if self._learning is not None:
-            self._learning.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._learning
+        for task in (self._learning, self._planning):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.fleet.readiness.close()
         for supervisor in self._supervisors:
             await supervisor.stop()
@@ -230,6 +238,10 @@ def create_app(
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
+    # The fleet planner: arrivals counted at admission, the desired mix sized in the background.
+    planner = FleetPlanner(config.planner, performance.snapshot, clock)
+    recorder.watch_planner(planner)
+
     # Workers and routing.
     specs = pool_specs(config, profiles)
     fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
@@ -241,6 +253,7 @@ def create_app(
         reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
         clock=clock,
         observer=recorder,
+        on_arrival=planner.record_arrival if config.planner.enabled else None,
     )
     fleet.events.on_capacity_change(admission.capacity_changed)
     fleet.events.on_ejection(recorder.worker_ejected)
@@ -333,7 +346,7 @@ def create_app(
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
         config, AdminAuth(config.auth), routing, thresholds, fleet.view, fleet.members, drains, admission, performance,
-        availability=availability, decision_totals=metrics.routing_decision_totals,
+        availability=availability, decision_totals=metrics.routing_decision_totals, planner=planner,
     )  # fmt: skip
     app.include_router(admin_router)
     if config.server.playground:
@@ -365,6 +378,7 @@ def create_app(
         transport=transport,
         control_client=control_client,
         performance=performance,
+        planner=planner,
         tracer_shutdown=tracer_shutdown,
     )
     return gateway

@@ -114,8 +114,12 @@ class Admission(Generic[SlotT]):
         reserve: Callable[[str], SlotT],
         clock: Clock = time.monotonic,
         observer: AdmissionObserver | None = None,
+        on_arrival: Callable[[RequestInfo], None] | None = None,
     ) -> None:
         self._config = config
+        # Every request that reaches admission, counted for the fleet planner (a tally:
+        # two integer additions, no clock, no lock).
+        self._on_arrival = on_arrival
         self._policy = policy
         self._thresholds = thresholds
         self._snapshot = snapshot
@@ -145,6 +149,8 @@ class Admission(Generic[SlotT]):
         sla = request.sla_class
         if self._closed:
             raise self._rejected(sla, reasons.SHUTTING_DOWN)
+        if self._on_arrival is not None:
+            self._on_arrival(request)
         now = self._clock()
         thresholds = self._thresholds()
         spill_at = None
