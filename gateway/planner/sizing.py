@@ -3,11 +3,11 @@
 For a pool carrying a set of classes, its **operating load** is the most streams one of
 its workers may run while every one of those classes still meets its objective on the
 pool's curve (RTF at that load under the class's RTF, TTFP under its TTFP target), capped
-by ``max_num_seqs``. By Little's law a class arriving at ``rate`` requests per second,
-each holding a stream for ``ttfp + audio_s x rtf`` at that load, needs ``rate x (ttfp +
-audio_s x rtf)`` streams; a pool of ``n`` workers offers ``n x operating load x
-target_utilisation`` of them (the rest absorbs what an average hides: Poisson bursts,
-long texts arriving together).
+by ``max_num_seqs``. A pool of ``n`` workers offers ``n x operating load x
+target_utilisation`` streams (the rest absorbs what an average hides: Poisson bursts,
+long texts arriving together). By Little's law a class arriving at ``rate`` requests per
+second needs ``rate x (ttfp + audio_s x rtf)`` of them, TTFP and RTF read at that planned
+load (a full pool's workers each carry ``operating load x target_utilisation``).
 
 Where traffic goes follows the routing: `latency` on low-latency (on high-throughput only
 when the mix has no low-latency worker); `balanced` and `throughput` anywhere, split
@@ -183,10 +183,12 @@ class MixSizer:
         return self._loads[key]
 
     def _unit(self, pool: PoolName, classes: frozenset[SlaClass], sla: SlaClass) -> float:
-        """Streams ``sla``'s whole traffic holds on ``pool`` at its operating load."""
+        """Streams ``sla``'s whole traffic holds on ``pool``, each running at the planned load
+        (the operating load x target utilisation: what a worker carries when the pool is full)."""
         load, _ = self._load(pool, classes)
+        planned = max(1, round(load * self._utilisation))
         curve, demand = self._curves[pool], self._demand[sla]
-        return demand.rate * (curve.ttfp(load) + demand.audio_s * curve.rtf(load))
+        return demand.rate * (curve.ttfp(planned) + demand.audio_s * curve.rtf(planned))
 
     def _shape(self, workers: Mapping[PoolName, int], layout: dict[PoolName, frozenset[SlaClass]]) -> _Shape:
         """A placement's arithmetic, once: capacities, fixed use and the split classes in fill order."""

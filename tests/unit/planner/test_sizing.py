@@ -89,8 +89,8 @@ def test_pool_minimums_and_maximums_hold() -> None:
 
 
 def test_utilisation_leaves_headroom() -> None:
-    full = size_fleet(config(), CURVES, mix(throughput=5.0))
-    headroom = size_fleet(config(target_utilisation=0.5), CURVES, mix(throughput=5.0))
+    full = size_fleet(config(), CURVES, mix(throughput=20.0))
+    headroom = size_fleet(config(target_utilisation=0.5), CURVES, mix(throughput=20.0))
     assert sum(headroom.workers.values()) > sum(full.workers.values())
 
 
