@@ -605,15 +605,21 @@ class PlannerConfig(Strict):
     target_utilisation: float = Field(0.8, gt=0, le=1)
     # Per class; a class left out keeps its default.
     objectives: dict[SlaClass, ObjectiveConfig] = Field(default_factory=_default_objectives)
-    pools: dict[PoolName, PoolBoundsConfig] = Field(default_factory=dict)
+    # Per pool; a pool left out keeps the defaults (min 0, max 16).
+    pools: dict[PoolName, PoolBoundsConfig] = Field(default_factory=lambda: {pool: PoolBoundsConfig() for pool in PoolName})
 
     @field_validator("objectives")
     @classmethod
     def _every_class(cls, objectives: dict[SlaClass, ObjectiveConfig]) -> dict[SlaClass, ObjectiveConfig]:
         return {**_default_objectives(), **objectives}
 
+    @field_validator("pools")
+    @classmethod
+    def _every_pool(cls, pools: dict[PoolName, PoolBoundsConfig]) -> dict[PoolName, PoolBoundsConfig]:
+        return {**{pool: PoolBoundsConfig() for pool in PoolName}, **pools}
+
     def bounds(self, pool: PoolName) -> PoolBoundsConfig:
-        return self.pools.get(pool) or PoolBoundsConfig()
+        return self.pools[pool]
 
 
 class LoggingConfig(Strict):

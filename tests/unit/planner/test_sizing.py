@@ -135,3 +135,18 @@ def test_thin_traffic_changes_nothing_and_says_so() -> None:
     described = planner.describe()
     assert described["judged"] is False and described["plan"]["workers"] == desired
     assert described["plan"]["age_s"] == 990.0
+
+
+def test_the_planner_section_is_validated() -> None:
+    import pytest
+
+    from gateway.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="planner.pools.low_latency"):
+        load_config(overrides={"planner": {"pools": {"low_latency": {"min": 3, "max": 2}}}})
+    with pytest.raises(ConfigError, match="planner.objectives"):
+        load_config(overrides={"planner": {"objectives": {"interactive": {"rtf": 0.5}}}})
+    partial = load_config(overrides={"planner": {"objectives": {"throughput": {"rtf": 1.2}}, "pools": {"high_throughput": {"max": 4}}}})
+    assert partial.planner.objectives[SlaClass.THROUGHPUT].rtf == 1.2
+    assert partial.planner.objectives[SlaClass.LATENCY] == PlannerConfig().objectives[SlaClass.LATENCY]
+    assert partial.planner.bounds(HT).max == 4 and partial.planner.bounds(LL).max == 16
