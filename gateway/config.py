@@ -584,7 +584,7 @@ class PoolBoundsConfig(Strict):
 
 def _default_objectives() -> dict[SlaClass, ObjectiveConfig]:
     return {
-        SlaClass.LATENCY: ObjectiveConfig(ttfp_s=0.3, rtf=0.34),
+        SlaClass.LATENCY: ObjectiveConfig(ttfp_s=0.5, rtf=0.5),
         SlaClass.BALANCED: ObjectiveConfig(ttfp_s=2.0, rtf=0.9),
         SlaClass.THROUGHPUT: ObjectiveConfig(rtf=1.0),
     }

@@ -30,7 +30,11 @@ async def test_admin_planner_and_gauges_follow_what_admission_saw(tmp_path: Path
             "health": {"interval_s": 0.05},
             "pools": {"low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]}},
             # Passes are driven by the test (app.planner.plan()), not by the clock.
-            "planner": {"interval_s": 3600, "min_requests": REQUESTS, "pools": {"high_throughput": {"max": 3}}},
+            # latency at RTF 0.34: faster than a high-throughput worker runs even idle.
+            "planner": {
+                "interval_s": 3600, "min_requests": REQUESTS, "pools": {"high_throughput": {"max": 3}},
+                "objectives": {"latency": {"ttfp_s": 0.5, "rtf": 0.34}},
+            },
         }
     )
     transport = FakeTransport({LL_URL: [FakeResponse(200, [PCM]) for _ in range(REQUESTS)]})
