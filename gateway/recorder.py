@@ -22,7 +22,8 @@ from gateway.routing.admission import Admission
 from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.security.auth import KeyIdentity
-from gateway.types import SlaClass, WorkerState
+from gateway.supervisor.profile_change import ProfileChange
+from gateway.types import PoolName, SlaClass, WorkerState
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import Curve
 from gateway.types.decision import Decision
@@ -90,6 +91,31 @@ class Recorder:
             self.metrics.rejections.labels(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
         elif result is KeyResult.STREAM_LIMITED:
             self.metrics.rejections.labels(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
+        elif result is KeyResult.SESSION_LIMITED:
+            self.metrics.rejections.labels(sla_class.value, RejectReason.SESSION_LIMITED.value).inc()
+
+    # ---- voice sessions (gateway.sessions' SessionObserver) ------------------------------
+    def session_opened(self) -> None:
+        self.metrics.sessions_open.inc()
+
+    def session_closed(self, reason: str) -> None:
+        self.metrics.sessions_open.dec()
+        self.metrics.sessions.labels(reason).inc()
+
+    def utterance_started(self) -> None:
+        self.metrics.session_utterances.inc()
+
+    def sentence_routed(self, pool: PoolName, reason: str) -> None:
+        self.metrics.session_sentences.labels(pool.value, reason).inc()
+
+    def utterance_first_audio(self, seconds: float) -> None:
+        self.metrics.session_first_audio.observe(seconds)
+
+    def sentence_gap(self, seconds: float) -> None:
+        self.metrics.session_gap.observe(seconds)
+
+    def barge_in(self, seconds: float) -> None:
+        self.metrics.session_barge_ins.observe(seconds)
 
     def key_stream_opened(self, key: KeyIdentity) -> None:
         self.metrics.key_streams.labels(*self._key_series(key)).inc()
@@ -126,6 +152,16 @@ class Recorder:
     def worker_restarted(self, worker: Worker, reason: RestartReason) -> None:
         """A new process behind a worker id."""
         self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
+
+    # ---- profile changes (supervisor.profile_changes: the ChangeObserver) ---------------
+    def profile_change_started(self, change: ProfileChange) -> None:
+        self.metrics.profile_change_in_progress.labels(change.source.value, change.target.value).set(1)
+
+    def profile_change_finished(self, change: ProfileChange) -> None:
+        source, target = change.source.value, change.target.value
+        self.metrics.profile_change_in_progress.labels(source, target).set(0)
+        if change.result is not None:
+            self.metrics.profile_changes.labels(source, target, change.result).inc()
 
     def load_tracking_fallback(self, worker: Worker) -> None:
         """A worker's /load never counted: its load is read from /metrics from now on."""

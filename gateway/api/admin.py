@@ -43,6 +43,7 @@ def create_router(
     availability: PoolAvailability | None = None,
     decision_totals: Callable[[], Mapping[tuple[str, str], float]] = dict,
     planner: FleetPlanner | None = None,
+    profile_changes: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
     router = APIRouter(prefix="/admin")
 
@@ -81,7 +82,7 @@ def create_router(
     @router.get("/fleet")
     async def get_fleet(request: Request) -> dict[str, Any]:
         """What the playground's fleet panel shows, as JSON: workers, queues, whether each
-        pool can serve, and routing decisions so far by pool and reason."""
+        pool can serve, routing decisions so far by pool and reason, profile changes."""
         check(request)
         status = fleet.describe()
         status["queue_depths"] = {sla.value: depth for sla, depth in admission.queue_depths().items()}
@@ -97,6 +98,8 @@ def create_router(
             for (pool, reason), count in sorted(decision_totals().items())
             if count > 0
         ]
+        # GPUs moving between pools (supervisor.profile_changes): pending, in progress, recent.
+        status["profile_changes"] = profile_changes() if profile_changes is not None else {"enabled": False}
         return status
 
     @router.get("/planner")

@@ -28,6 +28,7 @@ from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.errors import GatewayError
 from gateway.routing.adaptive import CLASSES
 from gateway.routing.policy import RoutingPolicy
+from gateway.routing.reserve import LatencyDemand
 from gateway.types import DROPPED_REASON_HEADER, SlaClass, reasons
 from gateway.types.decision import Action, Decision
 from gateway.types.reservation import Reservation, SlotT
@@ -97,6 +98,9 @@ class _Waiter(Generic[SlotT]):
             request = replace(request, sla_class=self.promoted_to)
         if self.spill_at is not None and now >= self.spill_at and not request.waited_out:
             request = replace(request, waited_out=True)
+        if request.deadline_s is not None and now > self.enqueued_at:
+            # A deadline is counted from the request's arrival: time queued is spent from it.
+            request = replace(request, deadline_s=request.deadline_s - (now - self.enqueued_at))
         return request
 
     def next_event(self, now: float) -> float:
@@ -115,11 +119,14 @@ class Admission(Generic[SlotT]):
         clock: Clock = time.monotonic,
         observer: AdmissionObserver | None = None,
         on_arrival: Callable[[RequestInfo], None] | None = None,
+        demand: LatencyDemand | None = None,
     ) -> None:
         self._config = config
         # Every request that reaches admission, counted for the fleet planner (a tally:
         # two integer additions, no clock, no lock).
         self._on_arrival = on_arrival
+        # Told of every `latency` arrival: the latency reserve is sized from them (off this path).
+        self._demand = demand
         self._policy = policy
         self._thresholds = thresholds
         self._snapshot = snapshot
@@ -152,6 +159,8 @@ class Admission(Generic[SlotT]):
         if self._on_arrival is not None:
             self._on_arrival(request)
         now = self._clock()
+        if sla is SlaClass.LATENCY and self._demand is not None:
+            self._demand.on_arrival(now, request.input_chars)
         thresholds = self._thresholds()
         spill_at = None
         budget = CLASSES[sla].spill_after_s(request, thresholds)

@@ -30,6 +30,7 @@ class RejectReason(StrEnum):
     SHUTTING_DOWN = reasons.SHUTTING_DOWN  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
     STREAM_LIMITED = "stream_limited"  # the API key has its tier's most concurrent streams (429)
+    SESSION_LIMITED = "session_limited"  # the API key's open voice sessions are at its tier's max_sessions (429)
 
 
 class KeyResult(StrEnum):
@@ -38,6 +39,7 @@ class KeyResult(StrEnum):
     ADMITTED = "admitted"  # within every limit of its key's tier
     RATE_LIMITED = "rate_limited"  # over the tier's requests per second (429)
     STREAM_LIMITED = "stream_limited"  # over the tier's concurrent streams (429)
+    SESSION_LIMITED = "session_limited"  # over the tier's open voice sessions (429)
 
 
 class DisconnectPhase(StrEnum):
@@ -82,3 +84,11 @@ class PlanBound(StrEnum):
     MAX_LOAD = "max_load"
     MINIMUM = "minimum"
     MAXIMUM = "maximum"
+
+
+class ProfileChangeResult(StrEnum):
+    """``higgs_gateway_profile_changes_total{result}``: how a GPU's profile change ended."""
+
+    COMPLETED = "completed"  # the worker is routable in its new pool
+    DRAIN_TIMEOUT = "drain_timeout"  # requests still in flight after the grace: called off, nothing cut
+    FAILED = "failed"  # the new worker did not become routable (start-up, warm-up, crash loop)

@@ -26,6 +26,9 @@ class RequestInfo:
     waited_out: bool = False
     # A retry after a failed first byte: the workers it already tried (never chosen again).
     tried: frozenset[str] = frozenset()
+    # A later sentence of a voice session: seconds from now until a real-time player reaches
+    # it (negative: it is already late). Routed by the `deadline` rules, not by its class's.
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,9 @@ class LoadView:
     """Every worker of both pools at one instant."""
 
     workers: tuple[WorkerLoad, ...]
+    # Places per low-latency worker the observed `latency` traffic needs, as the performance
+    # model last published it (``routing.reserve``); None: not estimated (the reserve is fixed).
+    latency_places: int | None = None
 
     def pool(self, pool: PoolName) -> tuple[WorkerLoad, ...]:
         return tuple(w for w in self.workers if w.pool == pool)
@@ -93,7 +99,7 @@ class LoadView:
         """
         if not leases:
             return self
-        return LoadView(tuple(_with_extra(w, leases.get(w.worker_id, 0)) for w in self.workers))
+        return LoadView(tuple(_with_extra(w, leases.get(w.worker_id, 0)) for w in self.workers), self.latency_places)
 
 
 def _with_extra(worker: WorkerLoad, extra: int) -> WorkerLoad:
