@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.access_log import AccessLog, AccessRecord
-from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
+from gateway.metrics import FleetSnapshot, GatewayMetrics, PlannerGauges, WorkerSnapshot
+from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.view import FleetView
 from gateway.pools.worker import Worker
@@ -258,6 +259,26 @@ class Recorder:
             )
 
         self.metrics.set_snapshot_provider(snapshot)
+
+
+    def watch_planner(self, planner: FleetPlanner) -> None:
+        """The planner's gauges: read from its published plan at scrape time."""
+
+        def gauges() -> PlannerGauges:
+            plan = planner.snapshot()
+            sizing = plan.sizing
+            rates = {} if plan.arrivals is None else {sla.value: a.rate for sla, a in plan.arrivals.classes.items()}
+            if sizing is None:
+                return PlannerGauges(judged=plan.judged, arrival_rates=rates)
+            return PlannerGauges(
+                judged=plan.judged,
+                desired={pool.value: count for pool, count in sizing.workers.items()},
+                bound_by={pool.value: bound.value for pool, bound in sizing.bound_by.items()},
+                margin=sizing.margin,
+                arrival_rates=rates,
+            )
+
+        self.metrics.set_planner_provider(gauges)
 
 
 # Loads the learned curves are exported at: few, so the series stay low-cardinality.

@@ -66,6 +66,25 @@ class RestartReason(StrEnum):
     ADDRESS_CHANGED = "address_changed"  # the same identity (pod) came back at another address
 
 
+class PlanBound(StrEnum):
+    """``higgs_gateway_planner_bound_by{pool,objective}``: what fixed a pool's desired count.
+
+    The class objectives say how much load one worker may carry (its operating load); the
+    count is the traffic over that. ``max_load`` when the worker's own ``max_num_seqs``
+    binds first; ``minimum`` / ``maximum`` when the pool's configured bound overrides it.
+    """
+
+    LATENCY_TTFP = "latency_ttfp"
+    LATENCY_RTF = "latency_rtf"
+    BALANCED_TTFP = "balanced_ttfp"
+    BALANCED_RTF = "balanced_rtf"
+    THROUGHPUT_TTFP = "throughput_ttfp"
+    THROUGHPUT_RTF = "throughput_rtf"
+    MAX_LOAD = "max_load"
+    MINIMUM = "minimum"
+    MAXIMUM = "maximum"
+
+
 class ProfileChangeResult(StrEnum):
     """``higgs_gateway_profile_changes_total{result}``: how a GPU's profile change ended."""
 
