@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import httpx
@@ -10,6 +9,7 @@ import httpx
 from gateway.app import create_app
 from gateway.config import load_config
 from gateway.types import PoolName
+from tests.support.deadline import until
 from tests.unit.test_app import LL_URL, PCM, worker_control
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
 
@@ -43,10 +43,7 @@ async def test_admin_planner_and_gauges_follow_what_admission_saw(tmp_path: Path
     )
     await app.start()
     try:
-        for _ in range(200):
-            if app.fleet.view.routable_count(PoolName.LOW_LATENCY):
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: app.fleet.view.routable_count(PoolName.LOW_LATENCY), 10, "the low-latency worker routable")
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as client:
             anonymous = await client.get("/admin/planner")
             app.planner.plan()
