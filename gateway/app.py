@@ -224,9 +224,10 @@ def create_app(
         thresholds=thresholds.thresholds,
         snapshot=RoutingSnapshot(fleet.view.snapshot, performance, thresholds.thresholds),
         reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
+        any_routable=fleet.view.any_routable,
         clock=clock,
-        observer=recorder,
     )
+    fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)
     fleet.events.on_ejection(recorder.worker_ejected)
     # A restarted worker is a new process: count it, and forget the curve learned from the old one.
@@ -279,7 +280,7 @@ def create_app(
     # The request path.
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
-    relay = Relay(transport, fleet.health, admission, config.upstream, recorder, clock=clock)
+    relay = Relay(transport, fleet.health, admission, config.upstream, clock=clock)
     speech = SpeechPipeline(
         auth=api_keys,
         admission=admission,

@@ -115,6 +115,7 @@ class SimGateway:
             thresholds=lambda: self.thresholds,
             snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
             reserve=lambda worker_id: SimSlot(self.workers[worker_id], self.admission.capacity_changed),
+            any_routable=lambda: bool(self.workers),
             clock=self._loop.time,
         )
         # The background refit, as in the gateway (it ends with the simulation's loop).

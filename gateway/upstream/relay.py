@@ -9,6 +9,9 @@ sent cannot be taken back: the speech pipeline ends the stream instead.
 Each attempt is an ``OpenStream`` that owns its reservation (the slot admission took for
 it: the lease) and its upstream response;
 ``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
+What each attempt showed (its placement, its observation, a failure, a retry) goes into
+the request's ``AttemptLog``, which the recorder reads once when the request ends; the
+worker's health hears of each attempt at once (it ejects on failures).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
-from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
-from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.error_kinds import RETRY_REASON, UpstreamErrorKind
+from gateway.types.observations import AttemptLog, StreamObservation, StreamOutcome
 from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
@@ -63,14 +66,6 @@ class AttemptReports(Protocol):
     def request_failed(self, worker: UpstreamWorker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None: ...
 
 
-class RelayObserver(Protocol):
-    def upstream_error(self, worker: UpstreamWorker, kind: UpstreamErrorKind) -> None: ...
-
-    def retried(self, reason: RetryReason) -> None: ...
-
-    def stream_done(self, observation: StreamObservation) -> None: ...
-
-
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
@@ -86,18 +81,19 @@ class OpenStream:
     """
 
     __slots__ = (
-        "lease", "decision", "attempts", "response", "first_chunk", "rest", "_observer",
+        "lease", "decision", "attempts", "response", "first_chunk", "rest", "log",
         "load_at_dispatch", "dispatched_at", "pace", "_closed",
     )  # fmt: skip
 
-    def __init__(self, reservation: Reservation[HeldSlot], attempts: int, observer: RelayObserver, clock: Clock) -> None:
+    def __init__(self, reservation: Reservation[HeldSlot], attempts: int, log: AttemptLog, clock: Clock) -> None:
         self.lease = lease = reservation.slot
         self.decision: Decision = reservation.decision
         self.attempts = attempts
         self.response: UpstreamResponse | None = None
         self.first_chunk = b""
         self.rest: AsyncIterator[bytes] | None = None
-        self._observer = observer
+        self.log = log
+        log.decisions.append(reservation.decision)
         worker = lease.worker
         self.load_at_dispatch = worker.inflight  # our lease included
         self.dispatched_at = clock()
@@ -113,13 +109,13 @@ class OpenStream:
         self.pace.add(len(chunk))
 
     async def close(self, outcome: StreamOutcome) -> None:
-        """Release the worker slot, report the attempt and drop the upstream connection; once."""
+        """Release the worker slot, log the attempt and drop the upstream connection; once."""
         if self._closed:
             return
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         worker, pace, decision = self.lease.worker, self.pace, self.decision
-        self._observer.stream_done(
+        self.log.streams.append(
             StreamObservation(
                 worker_id=worker.worker_id,
                 pool=worker.pool,
@@ -163,28 +159,29 @@ class Relay:
         reports: AttemptReports,
         admission: RetryAdmission,
         config: UpstreamConfig,
-        observer: RelayObserver,
         clock: Clock = time.monotonic,
     ) -> None:
         self._transport = transport
         self._reports = reports
         self._admission = admission
         self._config = config
-        self._observer = observer
         self._clock = clock
 
-    async def open(self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any]) -> OpenStream:
+    async def open(
+        self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any], log: AttemptLog
+    ) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
         Owns ``reservation`` (a slot admission already holds) and each retry's from here.
         Raises ``GatewayError`` when every attempt failed; on any exception
-        (cancellation included) every lease it took is released.
+        (cancellation included) every lease it took is released. Every attempt is written
+        into ``log``, whatever way it ends.
         """
         tried: set[str] = set()
         attempts = 0
         while True:
             attempts += 1
-            stream = OpenStream(reservation, attempts, self._observer, self._clock)
+            stream = OpenStream(reservation, attempts, log, self._clock)
             worker = stream.worker
             tried.add(worker.worker_id)
             try:
@@ -199,7 +196,7 @@ class Relay:
                 self._reports.request_succeeded(worker)
                 return stream
             self._reports.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
-            self._observer.upstream_error(worker, failure.kind)
+            log.errors.append((worker.pool, failure.kind))
             reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
@@ -207,14 +204,14 @@ class Relay:
             if retry is None:
                 raise _exhausted(failure)
             assert reason is not None
-            self._observer.retried(reason)
+            log.retries.append(reason)
             reservation = retry
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
         self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
-        self._observer.upstream_error(stream.worker, kind)
+        stream.log.errors.append((stream.worker.pool, kind))
         return kind
 
     async def _attempt(self, stream: OpenStream, payload: dict[str, Any]) -> None:

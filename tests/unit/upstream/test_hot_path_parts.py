@@ -101,7 +101,7 @@ async def test_aiohttp_stream_failures_are_declared_kinds(error: Exception, kind
 async def test_a_lease_goes_down_exactly_once(tmp_path: Path) -> None:
     fleet, admission = ready_fleet(tmp_path)
     woken: list[int] = []
-    fleet.events.on_capacity_change(lambda: woken.append(1))
+    fleet.events.on_slot_freed(lambda: woken.append(1))
     lease = fleet.leases.lease("ll-0")
     assert fleet.members.get("ll-0").inflight == 1
     lease.release()
