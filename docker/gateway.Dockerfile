@@ -43,8 +43,9 @@ COPY docker/constraints.txt /usr/local/share/higgs-gateway/constraints.txt
 ARG PIP_CONSTRAINT=/usr/local/share/higgs-gateway/constraints.txt
 
 COPY --from=build /wheels /wheels
-# The `kubernetes` extra: the asyncio client (lightkube) for in-cluster worker discovery.
-RUN pip install "$(ls /wheels/higgs_gateway-*.whl)[kubernetes]" && rm -rf /wheels
+# The `kubernetes` extra: the asyncio client (lightkube) for in-cluster worker discovery;
+# `tracing`: the OpenTelemetry SDK and OTLP exporters (used once tracing.endpoint is set).
+RUN pip install "$(ls /wheels/higgs_gateway-*.whl)[kubernetes,tracing]" && rm -rf /wheels
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it and volumes can be chowned to it.
 RUN groupadd --system --gid 10001 higgs \

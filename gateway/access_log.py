@@ -17,6 +17,7 @@ from typing import IO, Any
 import orjson
 
 from gateway.log_text import ACCESS_LOGGER, TextFormatter
+from gateway.telemetry.request_context import RequestIdFilter
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -59,6 +60,8 @@ def configure_logging(level: str | int = "INFO", *, json_lines: bool = True, str
     for handler in [h for h in root.handlers if isinstance(h, _OurHandler)]:
         root.removeHandler(handler)
     handler = _OurHandler(stream if stream is not None else sys.stderr)
+    # Every line a request causes carries its id (request_context.REQUEST_ID).
+    handler.addFilter(RequestIdFilter())
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:
@@ -93,6 +96,7 @@ class AccessRecord:
     retries: int = 0
     key_id: str | None = None  # which API key (a digest prefix, never the key)
     error: str | None = None  # short error type, never a worker's full message
+    trace_id: str | None = None  # W3C trace id (32 hex): find the request's trace by it
     input_text: str | None = None  # only written when log_input_text is on
 
 

@@ -9,8 +9,8 @@ run::
         FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
 
 Tests pass a transport (the relay's HTTP client), a control client (probes, load
-reports, voices, warm-up), a clock, a discovery factory or a stream observer; nothing
-else differs from production.
+reports, voices, warm-up), a clock, a discovery factory, a stream observer or a tracer
+provider; nothing else differs from production.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from functools import partial
 import httpx
 from fastapi import FastAPI
 from httpx_aiohttp import AiohttpTransport
+from opentelemetry.trace import TracerProvider
 from prometheus_client import disable_created_metrics
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -67,6 +68,8 @@ from gateway.state.replicas import ReplicaSync
 from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.setup import build_supervisors
+from gateway.telemetry.request_context import send_request_id
+from gateway.telemetry.tracing import OtelTracing, PassThroughTracing, SpeechTracing
 from gateway.types import PoolName, WorkerState, reasons
 from gateway.types.observations import StreamObserver
 from gateway.upstream.relay import Relay
@@ -87,6 +90,7 @@ def control_client_for(config: GatewayConfig) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         transport=AiohttpTransport(limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)),
         timeout=httpx.Timeout(10.0, connect=config.upstream.connect_timeout_s),
+        event_hooks={"request": [send_request_id]},  # voice fan-outs carry the request's id
     )
 
 
@@ -115,6 +119,7 @@ class GatewayApp:
         transport: UpstreamTransport,
         control_client: httpx.AsyncClient,
         performance: PerformanceModel,
+        tracer_shutdown: Callable[[], object] | None = None,
     ) -> None:
         self._stack = stack
         self.api = api  # the framework app inside the stack: routes and the OpenAPI schema
@@ -133,6 +138,7 @@ class GatewayApp:
         self._control_client = control_client
         self.performance = performance
         self._learning: asyncio.Task[None] | None = None
+        self._tracer_shutdown = tracer_shutdown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._stack(scope, receive, send)
@@ -172,6 +178,9 @@ class GatewayApp:
         await self._transport.close()
         await self._control_client.aclose()
         await self._shared_state.stop()
+        if self._tracer_shutdown is not None:
+            # Flushes the spans still batched; blocking I/O, so off the event loop.
+            await asyncio.to_thread(self._tracer_shutdown)
 
 
 def create_app(
@@ -182,13 +191,19 @@ def create_app(
     clock: Callable[[], float] = time.monotonic,
     discovery_factory: DiscoveryFactory = create_discovery,
     stream_observer: StreamObserver | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> GatewayApp:
-    """Raises ``ProfileCheckFailed`` when a supervised pool's deploy profile is unusable."""
+    """Raises ``ProfileCheckFailed`` when a supervised pool's deploy profile is unusable,
+    ``ConfigError`` when tracing is configured but its SDK is not installed.
+
+    ``tracer_provider``: spans go there whatever ``tracing:`` says (its owner shuts it down).
+    """
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     transport = transport or create_transport(config.upstream)
     control_client = control_client or control_client_for(config)
 
+    tracing, tracer_shutdown = speech_tracing(config, tracer_provider)
     # Observing: every metric and access-log line goes through the recorder.
     # No ``*_created`` series: in the classic text format each counter and histogram child
     # would export a second series holding its creation time. prometheus_client's switch is
@@ -289,6 +304,7 @@ def create_app(
         encoders=open_encoder,
         recorder=recorder,
         max_body_bytes=config.server.max_body_bytes,
+        tracing=tracing,
     )
 
     gateway: GatewayApp | None = None
@@ -347,5 +363,21 @@ def create_app(
         transport=transport,
         control_client=control_client,
         performance=performance,
+        tracer_shutdown=tracer_shutdown,
     )
     return gateway
+
+
+def speech_tracing(
+    config: GatewayConfig, provider: TracerProvider | None
+) -> tuple[SpeechTracing, Callable[[], object] | None]:
+    """Spans through ``provider``, or through an OTLP-exporting SDK provider when
+    ``tracing.endpoint`` is set (with its shutdown); else no spans and no SDK at all."""
+    if provider is not None:
+        return OtelTracing(provider), None
+    if not config.tracing.enabled:
+        return PassThroughTracing(), None
+    from gateway.telemetry.otlp import tracer_provider  # the SDK: loaded only when tracing
+
+    owned = tracer_provider(config.tracing)
+    return OtelTracing(owned), owned.shutdown

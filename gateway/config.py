@@ -570,6 +570,45 @@ class LoggingConfig(Strict):
     log_input_text: bool = False
 
 
+OtlpProtocol = Literal["http/protobuf", "grpc"]
+
+
+class TracingConfig(Strict):
+    """OpenTelemetry spans per speech request, exported over OTLP (docs/observability.md).
+
+    Off while ``endpoint`` is unset: the gateway then builds no SDK object at all and only
+    passes a caller's W3C ``traceparent`` on to the worker, unchanged.
+    """
+
+    # http/protobuf: http://collector:4318 (``/v1/traces`` is added when the URL has no
+    # path) or the full traces URL; grpc: http://collector:4317. https:// uses TLS.
+    endpoint: str | None = None
+    protocol: OtlpProtocol = "http/protobuf"
+    service_name: str = Field("higgs-gateway", min_length=1)
+    # Share of new traces recorded. A caller's trace keeps the caller's decision (its
+    # traceparent's sampled flag), so a trace is never recorded in half its services.
+    sample_ratio: float = Field(1.0, ge=0, le=1)
+    # Sent with every export, e.g. a hosted backend's API key. Secrets: shown masked.
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # Longest wait for one export; spans are sent in the background, never on a request.
+    timeout_s: float = Field(10.0, gt=0)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, endpoint: str | None) -> str | None:
+        if endpoint is None or not endpoint.strip():
+            return None
+        endpoint = endpoint.strip()
+        scheme, _, rest = endpoint.partition("://")
+        if scheme.lower() not in ("http", "https") or not rest.strip("/"):
+            raise ValueError("must be an http:// or https:// URL, e.g. http://jaeger:4318")
+        return endpoint
+
+    @property
+    def enabled(self) -> bool:
+        return self.endpoint is not None
+
+
 class GatewayConfig(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", validate_assignment=True
@@ -587,6 +626,7 @@ class GatewayConfig(BaseSettings):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     data_dir: Path = Path("./data")
 

@@ -3,7 +3,8 @@ judged or shown before anything starts.
 
 The check goes as far as start-up would without opening a port or a process: the config
 document (types, ranges, unknown keys), every pool's deploy profile (each pool's routing
-prior is read from it), and the pool-role rules for the pools the gateway launches itself.
+prior is read from it), the pool-role rules for the pools the gateway launches itself, and,
+with tracing on, that its SDK and exporter are installed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from gateway.config import GatewayConfig
+from gateway.config import ConfigError, GatewayConfig
 from gateway.deploy_profile import ProfileError, load_deploy_profile
 from gateway.supervisor.profile_check import Finding
 from gateway.supervisor.setup import check_supervised_profiles
@@ -35,7 +36,21 @@ def config_findings(config: GatewayConfig) -> list[Finding]:
             findings.append(Finding(exc.source, exc.key, f"pools.{name.value}.profile: {exc.reason}"))
         except OSError as exc:
             findings.append(Finding(pool.profile, "<file>", f"pools.{name.value}.profile: {exc}"))
-    return findings + check_supervised_profiles(config)
+    return findings + check_supervised_profiles(config) + tracing_findings(config)
+
+
+def tracing_findings(config: GatewayConfig) -> list[Finding]:
+    """With ``tracing.endpoint`` set: the exporter can be built (the ``tracing`` extra is
+    installed). Building it opens no connection."""
+    if not config.tracing.enabled:
+        return []
+    try:
+        from gateway.telemetry.otlp import span_exporter
+
+        span_exporter(config.tracing).shutdown()
+    except ConfigError as exc:
+        return [Finding("config", "tracing.endpoint", str(exc))]
+    return []
 
 
 def redacted(config: GatewayConfig) -> dict[str, Any]:

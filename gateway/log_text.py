@@ -24,6 +24,9 @@ class TextFormatter(logging.Formatter):
             return f"{stamp}  {'request':<10}  {_access_line(record)}"
         level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
         line = f"{stamp}  {_topic(record):<10}  {level}{record.getMessage()}"
+        request_id = record.__dict__.get("request_id")
+        if request_id:  # a line a request caused (request_context.RequestIdFilter)
+            line += f"  [req {str(request_id)[:12]}]"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line

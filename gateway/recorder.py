@@ -51,6 +51,7 @@ class RequestRecord:
     retries: int = 0
     error: str | None = None  # a short error code, never a worker's message
     disconnect_phase: str | None = None
+    trace_id: str | None = None  # the trace it belongs to (recorded here, or the caller's)
     # From the request body, once parsed.
     model: str | None = None
     response_format: str | None = None
@@ -157,6 +158,7 @@ class Recorder:
                 retries=record.retries,
                 error=record.error,
                 key_id=record.key.key_id if record.key is not None else None,
+                trace_id=record.trace_id,
                 input_text=record.input_text if self._access_log.log_input_text else None,
             )
         )

@@ -58,7 +58,7 @@ def run(config: GatewayConfig) -> int:
     logging.getLogger("uvicorn.error").addFilter(quiet_stream_cuts)
     try:
         app = create_app(config)
-    except ProfileCheckFailed as exc:
+    except (ProfileCheckFailed, ConfigError) as exc:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.request_id import incoming_request_id
 from gateway.api.speech import SPEECH_OPENAPI, SpeechPipeline
+from gateway.telemetry.request_context import REQUEST_ID
 from gateway.types import REQUEST_ID_HEADER, SPEECH_PATH
 
 _REQUEST_ID = REQUEST_ID_HEADER.encode()
@@ -34,9 +35,13 @@ class SpeechEntry:
             return
         request_id = incoming_request_id(scope)
         scope.setdefault("state", {})["request_id"] = request_id
-        response = await self.pipeline.handle(Request(scope, receive), request_id)
-        response.raw_headers.append((_REQUEST_ID, request_id.encode()))
-        await response(scope, receive, send)
+        token = REQUEST_ID.set(request_id)  # on every log line the request causes
+        try:
+            response = await self.pipeline.handle(Request(scope, receive), request_id)
+            response.raw_headers.append((_REQUEST_ID, request_id.encode()))
+            await response(scope, receive, send)
+        finally:
+            REQUEST_ID.reset(token)
 
 
 def speech_route(pipeline: SpeechPipeline) -> APIRouter:

@@ -1,4 +1,5 @@
 """``x-request-id`` on every response: an incoming one is echoed, otherwise one is made.
+While the request runs, the id is ``REQUEST_ID`` (every log line it causes carries it).
 
 Pure ASGI (no BaseHTTPMiddleware): it must not buffer or wrap streaming bodies.
 """
@@ -10,6 +11,7 @@ import os
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.security.headers import REQUEST_ID_PATTERN
+from gateway.telemetry.request_context import REQUEST_ID
 from gateway.types import REQUEST_ID_HEADER
 
 _HEADER = REQUEST_ID_HEADER.encode()
@@ -48,4 +50,8 @@ class RequestIdMiddleware:
                 message["headers"] = [*message.get("headers", ()), header]
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        token = REQUEST_ID.set(request_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            REQUEST_ID.reset(token)

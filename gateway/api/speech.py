@@ -1,7 +1,7 @@
 """``POST /v1/audio/speech``: the speech pipeline, in the order a request goes through it.
 
 auth (rate, concurrent streams) -> SLA headers -> admission precheck -> body -> payload -> admission -> relay ->
-encoder -> response, with the recorder told once how it ended. The order matters:
+encoder -> response, with the recorder and the request's trace told once how it ended. The order matters:
 capacity is checked before the body is read (a flood is turned away cheaply), and
 admission answers with a reservation: the worker's slot, already held, that the relay
 takes over (nobody can steal it in between). The relay's ``OpenStream.close`` is the one release of the worker,
@@ -32,6 +32,7 @@ from gateway.errors import GatewayError
 from gateway.recorder import Recorder, RequestRecord
 from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.telemetry.tracing import PassThroughTracing, RequestTrace, SpeechTracing
 from gateway.types import POOL_HEADER, PREDICTED_RTF_HEADER, PREDICTED_TTFP_HEADER, ROUTE_REASON_HEADER, PoolName
 from gateway.types.codec import BYTES_PER_SECOND, FRAMES_PER_SECOND
 from gateway.types.labels import DisconnectPhase
@@ -68,6 +69,7 @@ class SpeechPipeline:
         encoders: EncoderFactory,
         recorder: Recorder,
         max_body_bytes: int,
+        tracing: SpeechTracing | None = None,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -76,17 +78,22 @@ class SpeechPipeline:
         self._encoders = encoders
         self._recorder = recorder
         self._max_body_bytes = max_body_bytes
+        # Spans when tracing is configured; otherwise only the headers workers get.
+        self._tracing = tracing or PassThroughTracing()
 
     async def handle(self, request: Request, request_id: str) -> Response:
         """Never raises: every refusal is an OpenAI envelope, and every request is recorded."""
         # Counted from the first line: refusals (auth, bad headers, bad body) are requests too.
         record = RequestRecord(request_id)
+        trace = self._tracing.start(request.headers.raw, request_id)
+        record.trace_id = trace.trace_id
         try:
-            return await self._serve(request, record)
+            return await self._serve(request, record, trace)
         except ClientGone:
             routed = record.reason is not None
             record.disconnect_phase = DisconnectPhase.BEFORE_FIRST_BYTE if routed else DisconnectPhase.QUEUED
             self._recorder.request_done(record, CLIENT_CLOSED)
+            trace.finish(CLIENT_CLOSED, record)
             return Response(status_code=CLIENT_CLOSED)
         except Exception as exc:  # refusals: auth, headers, body, admission, voices, upstream
             error = as_gateway_error(exc)
@@ -94,20 +101,23 @@ class SpeechPipeline:
             if isinstance(exc, AdmissionRejected):
                 record.rejected, record.queue_wait_s = exc.reason, exc.waited_s
             self._recorder.request_done(record, error.status)
+            trace.finish(error.status, record)
             return error_response(error)
 
-    async def _serve(self, request: Request, record: RequestRecord) -> Response:
+    async def _serve(self, request: Request, record: RequestRecord, trace: RequestTrace) -> Response:
         # The key's concurrent-stream hold is taken first and released however the request
         # ends: here when it ends before audio flows, by the delivery's ``finish`` after.
         key_stream = await self._auth.open_speech(request.headers)
         record.key = key_stream.key
         try:
-            return await self._admitted(request, record, key_stream)
+            return await self._admitted(request, record, key_stream, trace)
         except BaseException:
             await key_stream.close()
             raise
 
-    async def _admitted(self, request: Request, record: RequestRecord, key_stream: KeyStream) -> Response:
+    async def _admitted(
+        self, request: Request, record: RequestRecord, key_stream: KeyStream, trace: RequestTrace
+    ) -> Response:
         headers = request.headers
         sla = parse_sla_headers(headers)
         record.sla_class = sla.sla_class
@@ -122,11 +132,13 @@ class SpeechPipeline:
         stream: OpenStream | None = None
         try:
             with watch.guard():
+                trace.admission_started()
                 reservation = await self._admission.admit(info)
+                trace.routed(reservation.decision)
                 record.reason, record.queue_wait_s = reservation.decision.reason, reservation.waited_s
                 # The relay owns the slot from here, and logs every attempt into the record.
-                stream = await self._relay.open(reservation, info, payload, record.attempts)
-            encoder = self._encoders(speech.response_format, speech.speed)
+                stream = await self._relay.open(reservation, info, payload, record.attempts, trace)
+            encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format)
         except BaseException:
             watch.close()
             if stream is not None:
@@ -134,7 +146,7 @@ class SpeechPipeline:
             raise
         record.pool, record.worker = stream.worker.pool.value, stream.worker.worker_id
         record.reason, record.retries = stream.decision.reason, stream.attempts - 1
-        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream)
+        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream, trace)
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
 
 
@@ -150,6 +162,7 @@ class _Delivery:
         encoder: StreamEncoder,
         speech: SpeechRequest,
         key_stream: KeyStream,
+        trace: RequestTrace,
     ) -> None:
         self._relay = relay
         self._key_stream = key_stream
@@ -158,6 +171,7 @@ class _Delivery:
         self._stream = stream
         self._encoder = encoder
         self._speech = speech
+        self._trace = trace
         self._sse = speech.stream_format == "sse"
         self._status = 200
         self._outcome = StreamOutcome.COMPLETED
@@ -225,6 +239,7 @@ class _Delivery:
             await self._key_stream.close()
         self._record.pcm_bytes = self._stream.pace.bytes
         self._recorder.request_done(self._record, self._status)
+        self._trace.finish(self._status, self._record)
 
     def _usage(self) -> dict[str, int]:
         # Workers report token usage only on whole-file answers; on the PCM stream we

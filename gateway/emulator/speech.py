@@ -4,6 +4,9 @@ Streams follow the real chunk pattern (first chunk 1 frame = 1920 bytes, then 25
 48000 bytes, the last one partial) at the times the engine model says. A client that
 leaves is noticed at once (Starlette listens for the disconnect while streaming; whole-file
 requests watch for it the way vLLM's ``with_cancellation`` does) and its batch slot freed.
+
+Like the real worker, it accepts a caller's ``x-request-id`` and ``traceparent`` and acts on
+neither; at ``--log-level debug`` it logs them, to show what a gateway passed on.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -39,6 +43,7 @@ from gateway.types.codec import BYTES_PER_SECOND, SAMPLE_RATE
 from gateway.worker_timing import StepModel
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+log = logging.getLogger("gateway.emulator.speech")
 
 
 class LoadCounter:
@@ -173,6 +178,12 @@ class SpeechService:
 
     async def handle(self, request: Request) -> Response:
         arrived_at = time.monotonic()
+        if log.isEnabledFor(logging.DEBUG):
+            headers = request.headers
+            log.debug(
+                "speech request x-request-id=%s traceparent=%s tracestate=%s",
+                headers.get("x-request-id"), headers.get("traceparent"), headers.get("tracestate"),
+            )  # fmt: skip
         release_load = self.load.acquire()
         handed_over = False
         try:

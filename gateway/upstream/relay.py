@@ -12,6 +12,7 @@ it: the lease) and its upstream response;
 What each attempt showed (its placement, its observation, a failure, a retry) goes into
 the request's ``AttemptLog``, which the recorder reads once when the request ends; the
 worker's health hears of each attempt at once (it ejects on failures).
+Every attempt sends the request's ``x-request-id`` and ``traceparent`` (its ``AttemptTrace``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
+from gateway.telemetry.tracing import UNTRACED, AttemptTrace, RequestTrace
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
 from gateway.types.error_kinds import RETRY_REASON, UpstreamErrorKind
@@ -82,10 +84,12 @@ class OpenStream:
 
     __slots__ = (
         "lease", "decision", "attempts", "response", "first_chunk", "rest", "log",
-        "load_at_dispatch", "dispatched_at", "pace", "_closed",
+        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace",
     )  # fmt: skip
 
-    def __init__(self, reservation: Reservation[HeldSlot], attempts: int, log: AttemptLog, clock: Clock) -> None:
+    def __init__(
+        self, reservation: Reservation[HeldSlot], attempts: int, log: AttemptLog, clock: Clock, trace: AttemptTrace
+    ) -> None:
         self.lease = lease = reservation.slot
         self.decision: Decision = reservation.decision
         self.attempts = attempts
@@ -99,6 +103,7 @@ class OpenStream:
         self.dispatched_at = clock()
         self.pace = PaceMeter(clock, lambda: worker.inflight)
         self._closed = False
+        self.trace = trace
 
     @property
     def worker(self) -> UpstreamWorker:
@@ -115,6 +120,7 @@ class OpenStream:
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         worker, pace, decision = self.lease.worker, self.pace, self.decision
+        self.trace.closed(outcome, pace.bytes)  # a StrEnum: its own value
         self.log.streams.append(
             StreamObservation(
                 worker_id=worker.worker_id,
@@ -168,7 +174,12 @@ class Relay:
         self._clock = clock
 
     async def open(
-        self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any], log: AttemptLog
+        self,
+        reservation: Reservation[HeldSlot],
+        request: RequestInfo,
+        payload: dict[str, Any],
+        log: AttemptLog,
+        trace: RequestTrace = UNTRACED,
     ) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
@@ -181,8 +192,9 @@ class Relay:
         attempts = 0
         while True:
             attempts += 1
-            stream = OpenStream(reservation, attempts, log, self._clock)
-            worker = stream.worker
+            worker = reservation.slot.worker
+            attempt = trace.attempt(worker.worker_id, worker.pool, worker.url + SPEECH_PATH, attempts)
+            stream = OpenStream(reservation, attempts, log, self._clock, attempt)
             tried.add(worker.worker_id)
             try:
                 await self._attempt(stream, payload)
@@ -197,6 +209,7 @@ class Relay:
                 return stream
             self._reports.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
             log.errors.append((worker.pool, failure.kind))
+            stream.trace.failed(failure.kind.value, failure.detail)
             reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
@@ -205,6 +218,7 @@ class Relay:
                 raise _exhausted(failure)
             assert reason is not None
             log.retries.append(reason)
+            trace.routed(retry.decision, retry=True)
             reservation = retry
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
@@ -212,13 +226,15 @@ class Relay:
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
         self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
         stream.log.errors.append((stream.worker.pool, kind))
+        stream.trace.failed(kind.value, error.detail or kind.value)
         return kind
 
     async def _attempt(self, stream: OpenStream, payload: dict[str, Any]) -> None:
-        worker = stream.worker
+        worker, trace = stream.worker, stream.trace
         try:
             async with asyncio.timeout(self._config.first_byte_timeout_s):
-                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload)
+                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload, trace.headers)
+                trace.connected(response.status)
                 if response.status != 200:
                     raise _AttemptFailed(_status_failure(response.status, await response.read(), worker.worker_id))
                 rest = response.chunks().__aiter__()
@@ -235,6 +251,7 @@ class Relay:
             # Silence before the first byte is a first-byte timeout, whoever noticed it.
             kind = UpstreamErrorKind.FIRST_BYTE_TIMEOUT if exc.kind is UpstreamErrorKind.READ_TIMEOUT else exc.kind
             raise _AttemptFailed(_Failure(kind, exc.detail, True, True)) from exc
+        trace.first_byte()
         stream.first_chunk = first
         stream.rest = rest
         stream.received(first)

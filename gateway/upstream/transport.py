@@ -7,7 +7,7 @@ small interface and the benchmark picks the implementation (``upstream.transport
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -32,7 +32,9 @@ class UpstreamResponse(Protocol):
 
 
 class UpstreamTransport(Protocol):
-    async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse: ...
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = ...) -> UpstreamResponse:
+        """POST ``body`` as JSON with ``headers`` (x-request-id, traceparent) besides its own."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -95,9 +97,9 @@ class AiohttpTransport:
             )
         return self._session
 
-    async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse:
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = JSON_HEADERS) -> UpstreamResponse:
         try:
-            response = await self._get_session().post(url, data=orjson.dumps(body), headers=JSON_HEADERS)
+            response = await self._get_session().post(url, data=orjson.dumps(body), headers={**headers, **JSON_HEADERS})
         except aiohttp.ClientConnectorError as exc:
             raise UpstreamError(UpstreamErrorKind.CONNECT, str(exc)) from exc
         except (aiohttp.ClientError, OSError) as exc:
@@ -146,8 +148,8 @@ class HttpxTransport:
         # ``transport``: tests pass httpx.MockTransport here (no sockets).
         self._client = httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport)
 
-    async def post_stream(self, url: str, body: dict[str, Any]) -> UpstreamResponse:
-        request = self._client.build_request("POST", url, content=orjson.dumps(body), headers=JSON_HEADERS)
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = JSON_HEADERS) -> UpstreamResponse:
+        request = self._client.build_request("POST", url, content=orjson.dumps(body), headers={**headers, **JSON_HEADERS})
         try:
             response = await self._client.send(request, stream=True)
         except httpx.TimeoutException as exc:

@@ -21,7 +21,7 @@ import json
 import os
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,13 +109,14 @@ class _Done:
 
 
 class _InProcessResponse:
-    def __init__(self, app: ASGIApp, url: str, body: bytes) -> None:
+    def __init__(self, app: ASGIApp, url: str, body: bytes, headers: Mapping[str, str]) -> None:
         parts = urlsplit(url)
+        extra = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
         self._scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
             "scheme": "http", "path": parts.path, "raw_path": parts.path.encode(), "query_string": b"",
             "headers": [(b"host", parts.netloc.encode()), (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())],
+                        (b"content-length", str(len(body)).encode()), *extra],
             "server": (parts.hostname, parts.port), "client": ("127.0.0.1", 1), "root_path": "",
         }  # fmt: skip
         self._app = app
@@ -176,12 +177,12 @@ class InProcessUpstream:
     def __init__(self, apps: dict[str, ASGIApp]) -> None:
         self._apps = apps
 
-    async def post_stream(self, url: str, body: dict[str, Any]) -> _InProcessResponse:
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = {}) -> _InProcessResponse:
         parts = urlsplit(url)
         app = self._apps.get(f"{parts.scheme}://{parts.netloc}")
         if app is None:
             raise UpstreamError(UpstreamErrorKind.CONNECT, f"no worker at {url}")
-        response = _InProcessResponse(app, url, orjson.dumps(body))
+        response = _InProcessResponse(app, url, orjson.dumps(body), headers)
         await response.start()
         return response
 

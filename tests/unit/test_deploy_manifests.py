@@ -156,9 +156,12 @@ def test_gateway_image() -> None:
     assert user not in ("root", "0")
     assert DATA_DIR in json_form(args_of(ins, "VOLUME")[-1])
     assert str(GATEWAY_PORT) in args_of(ins, "EXPOSE")
-    # The in-cluster discovery client comes with the image.
-    assert "kubernetes" in pyproject()["project"]["optional-dependencies"]
-    assert any("[kubernetes]" in run for run in args_of(ins, "RUN"))
+    # The in-cluster discovery client and the tracing SDK come with the image.
+    extras = pyproject()["project"]["optional-dependencies"]
+    installed = {
+        extra for run in args_of(ins, "RUN") for found in re.findall(r"\.whl\)\[([\w,]+)\]", run) for extra in found.split(",")
+    }
+    assert {"kubernetes", "tracing"} <= installed <= extras.keys()
 
 
 def test_gateway_image_runs_under_an_init_process() -> None:
@@ -570,6 +573,33 @@ def test_compose_replicas_scrape_every_replica() -> None:
     assert "static_configs" not in jobs["higgs-gateway"]
     single, _ = prometheus_config("compose.yaml")
     assert scrape_targets(config)["higgs-workers"] == scrape_targets(single)["higgs-workers"]
+
+
+def test_compose_tracing_sends_the_gateways_spans_to_jaeger(monkeypatch: pytest.MonkeyPatch) -> None:
+    services = compose("compose.tracing.yaml")["services"]
+    jaeger, gateway = services["jaeger"], services["gateway"]
+    assert jaeger["image"].startswith("jaegertracing/all-in-one:") and not jaeger["image"].endswith(":latest")
+    assert jaeger["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+    assert "16686:16686" in jaeger["ports"]
+    assert "jaeger" in gateway["depends_on"]
+    # The variables reach real config keys: the mounted config plus them turns tracing on.
+    for key, value in gateway["environment"].items():
+        monkeypatch.setenv(key, str(value))
+    base = compose("compose.yaml")["services"]["gateway"]
+    tracing = load_config(bind_mounts(base)[CONFIG_PATH]).tracing
+    assert tracing.enabled and tracing.protocol == "http/protobuf" and tracing.sample_ratio == 1.0
+    assert tracing.endpoint == "http://jaeger:4318"  # Jaeger's OTLP/HTTP port; the exporter adds /v1/traces
+    # The image can export (the SDK is in the tracing extra it installs: test_gateway_image).
+    cli = compose_cli()
+    if cli is None:
+        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    for base_file in COMPOSE_FILES:
+        done = subprocess.run(
+            [*cli, "-f", str(DOCKER / base_file), "-f", str(DOCKER / "compose.tracing.yaml"), "config", "-q"],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, f"{base_file}: {done.stderr}"
 
 
 @pytest.mark.parametrize("name", ["prometheus.yml", "prometheus.demo.yml", "prometheus.replicas.yml"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +77,9 @@ def every_worker(answers: list[Callable[[], Any]]) -> FakeTransport:
     """Whichever worker the policy picks: the n-th call gets the n-th answer."""
 
     class Sequenced(FakeTransport):
-        async def post_stream(self, url: str, body: dict[str, Any]) -> FakeResponse:
+        async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = {}) -> FakeResponse:
             self.script[url.removesuffix(SPEECH_PATH)] = [answers[len(self.calls)]()]
-            return await super().post_stream(url, body)
+            return await super().post_stream(url, body, headers)
 
     return Sequenced({})
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,11 +55,13 @@ class FakeTransport:
     def __init__(self, script: dict[str, list[Any]]) -> None:
         self.script = {url: list(answers) for url, answers in script.items()}
         self.calls: list[str] = []
+        self.headers: list[dict[str, str]] = []  # what each call sent besides its JSON body
         self.responses: list[FakeResponse] = []
 
-    async def post_stream(self, url: str, body: dict[str, Any]) -> FakeResponse:
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = {}) -> FakeResponse:
         base = url.removesuffix("/v1/audio/speech")
         self.calls.append(base)
+        self.headers.append(dict(headers))
         answer = self.script[base].pop(0)
         if answer is HANG:
             await asyncio.Event().wait()
