@@ -120,14 +120,14 @@ class Recorder:
         duration = time.perf_counter() - record.started
         audio_s = record.pcm_bytes / BYTES_PER_SECOND
         metrics = self.metrics
-        sla = record.sla_class.value
+        sla = record.sla_class  # a StrEnum is its own label value (``.value`` is a call on 3.11)
         if record.queue_wait_s is not None:
             metrics.admission_wait_by(sla).observe(record.queue_wait_s)
         if record.rejected is not None:
             metrics.rejections_by(sla, record.rejected).inc()
         self._attempts(sla, record.attempts)
         metrics.observe_request(
-            sla_class=record.sla_class.value,
+            sla_class=sla,
             pool=record.pool,
             status=status,
             duration_s=duration,
@@ -169,17 +169,17 @@ class Recorder:
         metrics = self.metrics
         for decision in log.decisions:
             if decision.pool is not None:
-                metrics.routing_decisions_by(sla, decision.pool.value, decision.reason).inc()
+                metrics.routing_decisions_by(sla, decision.pool, decision.reason).inc()
         for pool, kind in log.errors:
-            metrics.upstream_errors_by(pool.value, kind.value).inc()
+            metrics.upstream_errors_by(pool, kind).inc()
         for reason in log.retries:
-            metrics.retries_by(reason.value).inc()
+            metrics.retries_by(reason).inc()
         for observation in log.streams:
             self._stream_done(observation)
 
     def _stream_done(self, observation: StreamObservation) -> None:
         if observation.outcome is StreamOutcome.COMPLETED:
-            pool = observation.pool.value
+            pool = observation.pool
             if observation.predicted_ttfp_s and observation.ttfp_s is not None:
                 ratio = observation.ttfp_s / observation.predicted_ttfp_s
                 self.metrics.prediction_ratio_by(pool, "ttfp").observe(ratio)

@@ -194,19 +194,22 @@ class _Delivery:
         stream, encoder, record, sse = self._stream, self._encoder, self._record, self._sse
         rest = stream.rest
         assert rest is not None
+        # Bound once: this loop runs per chunk.
+        next_chunk, received, encode = rest.__anext__, stream.received, encoder.encode
         chunk = stream.first_chunk
         try:
             while True:
-                out = encoder.encode(chunk)
+                out = encode(chunk)
                 if out:
-                    record.first_byte_sent()
+                    if record.ttfp_s is None:
+                        record.first_byte_sent()
                     yield sse_delta(out) if sse else out
                 try:
                     # The transport bounds the silence between chunks (upstream.read_timeout_s).
-                    chunk = await anext(rest)
+                    chunk = await next_chunk()
                 except StopAsyncIteration:
                     break
-                stream.received(chunk)
+                received(chunk)
             tail = encoder.finish()
             if tail:
                 record.first_byte_sent()
