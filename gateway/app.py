@@ -38,7 +38,7 @@ from gateway.api.errors import install_error_handlers
 from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.api.speech import SpeechPipeline
-from gateway.api.speech_request import WorkerPayloads
+from gateway.api.speech_request import WorkerPayloads, max_new_tokens_limit
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
@@ -306,7 +306,10 @@ def create_app(
     speech = SpeechPipeline(
         auth=api_keys,
         admission=admission,
-        payloads=WorkerPayloads(config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth)),
+        payloads=WorkerPayloads(
+            config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
+            max_new_tokens_limit(profile.talker.max_model_len for profile in profiles.values()),
+        ),
         relay=relay,
         encoders=open_encoder,
         recorder=recorder,

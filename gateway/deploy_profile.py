@@ -107,6 +107,9 @@ class StageSpec:
     max_num_batched_tokens: int | None
     max_tokens: int | None
     seed: int | None
+    # Prompt plus generated tokens; a request's max_new_tokens replaces max_tokens (vllm-omni
+    # tts_adapters/base.py apply_max_new_tokens), so this is the real bound. None: unset.
+    max_model_len: int | None = None
 
     @property
     def decode_graphs(self) -> bool:
@@ -234,6 +237,7 @@ def _parse_stage(source: str, index: int, stage: Any) -> StageSpec:
         max_num_batched_tokens=stage.get("max_num_batched_tokens"),
         max_tokens=sampling.get("max_tokens"),
         seed=sampling.get("seed"),
+        max_model_len=_positive(source, f"{where}.max_model_len", stage["max_model_len"]) if "max_model_len" in stage else None,
     )
 
 

@@ -107,6 +107,14 @@ class TimingParams:
 
 
 @dataclass(frozen=True)
+class ClipPlan:
+    """What one request makes: audio frames, and the Stage 0 steps (output tokens) behind them."""
+
+    frames: int
+    decode_steps: int
+
+
+@dataclass(frozen=True)
 class StepCost:
     seconds: float
     captured_batch_size: int | None  # a lazy graph capture this step paid for
@@ -126,6 +134,9 @@ class StepModel:
         if not isinstance(max_tokens, int) or max_tokens <= 0:
             raise ProfileError(profile.source, "stages[0].default_sampling_params.max_tokens", "must be > 0")
         self.max_tokens = max_tokens
+        # Prompt plus output: vLLM stops a request there (FINISHED_LENGTH_CAPPED), whatever
+        # max_new_tokens asked for. None: the profile leaves it to the model's config.
+        self.max_model_len = talker.max_model_len
         self.default_seed = talker.seed if isinstance(talker.seed, int) else 42
         self.decode_graphs = talker.decode_graphs
         self.capture_sizes = talker.cudagraph_capture_sizes or (VLLM_DEFAULT_CAPTURE_SIZES if self.decode_graphs else ())
@@ -172,21 +183,40 @@ class StepModel:
         return (self.params.code2wav_chunk_ms + self.params.code2wav_per_frame_ms * frames) / 1000.0
 
     # --- requests ---------------------------------------------------------------------
-    def frames_for(self, text: str, max_new_tokens: int | None = None) -> int:
-        """Codec frames a text yields: its spoken length, capped by the token limits."""
+    def plan(self, text: str, max_new_tokens: int | None = None, prompt_tokens: int = 0) -> ClipPlan:
+        """The frames a text yields (its spoken length) and the steps behind them, within
+        the token budget: ``max_new_tokens`` replaces Stage 0's ``max_tokens`` (vllm-omni
+        tts_adapters/base.py apply_max_new_tokens), and no request outgrows max_model_len."""
         p = self.params
-        frames = max(1, math.ceil(len(text.strip()) / p.chars_per_second * p.frames_per_second))
-        overhead = p.codebook_delay_steps + p.final_trim_frames
-        cap = self.max_tokens - overhead
-        if max_new_tokens is not None:
-            cap = min(cap, max_new_tokens - overhead)
-        return max(1, min(frames, cap))
+        natural = max(1, math.ceil(len(text.strip()) / p.chars_per_second * p.frames_per_second))
+        budget = self.max_tokens if max_new_tokens is None else max_new_tokens
+        if self.max_model_len is not None:
+            budget = min(budget, max(0, self.max_model_len - prompt_tokens))
+        steps = self.decode_steps_for(natural)
+        if steps <= budget:
+            return ClipPlan(natural, steps)
+        return ClipPlan(self.frames_within(budget), budget)
+
+    def frames_for(self, text: str, max_new_tokens: int | None = None, prompt_tokens: int = 0) -> int:
+        """Codec frames a text yields: its spoken length, capped by the token limits."""
+        return self.plan(text, max_new_tokens, prompt_tokens).frames
+
+    def frames_within(self, steps: int) -> int:
+        """Frames a request cut off after ``steps`` decode steps delivers.
+
+        higgs_audio_v3.py talker2code2wav_async_chunk: N rows de-delay into N - 7 frames,
+        and the final flush trims the residual frame only when at least two are left: fewer
+        than 8 rows make an empty chunk (a 200 with no audio), 8 rows make one frame.
+        """
+        p = self.params
+        de_delayed = max(0, steps - p.codebook_delay_steps)
+        return de_delayed - p.final_trim_frames if de_delayed > p.final_trim_frames else de_delayed
 
     def decode_steps_for(self, frames: int) -> int:
-        """Stage 0 steps (= output tokens) behind ``frames`` of delivered audio."""
+        """Stage 0 steps (= output tokens) behind ``frames`` of audio, when the clip ends by itself."""
         return frames + self.params.codebook_delay_steps + self.params.final_trim_frames
 
-    def rows_before_chunk(self, target_frames: int, total_frames: int) -> int:
+    def rows_before_chunk(self, target_frames: int, total_frames: int, total_steps: int | None = None) -> int:
         """Decode steps Stage 0 must have run before audio up to ``target_frames`` leaves.
 
         higgs_audio_v3.py, talker2code2wav_async_chunk: N steps give N - 7 de-delayed
@@ -195,15 +225,19 @@ class StepModel:
         last step, releases the hold-back and trims the residual frame.
         """
         if target_frames >= total_frames:
-            return self.decode_steps_for(total_frames)
+            return self.decode_steps_for(total_frames) if total_steps is None else total_steps
         return self.params.codebook_delay_steps + target_frames + self.holdback_frames
 
     def ref_audio_tokens_for(self, ref_audio_seconds: float) -> int:
         return math.ceil(ref_audio_seconds * self.params.ref_audio_tokens_per_second)
 
+    def text_tokens_for(self, text: str) -> int:
+        """Tokens of a text (the Qwen3 tokenizer on English: ~4 characters each)."""
+        return math.ceil(len(text) / self.params.chars_per_text_token)
+
     def prompt_tokens_for(self, text: str, ref_audio_seconds: float = 0.0, ref_text: str = "") -> int:
         p = self.params
-        text_tokens = math.ceil(len(text) / p.chars_per_text_token)
+        text_tokens = self.text_tokens_for(text)
         ref_tokens = self.ref_audio_tokens_for(ref_audio_seconds)
         ref_tokens += math.ceil(len(ref_text) / p.chars_per_text_token)
         return p.prompt_template_tokens + text_tokens + ref_tokens

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from gateway.errors import GatewayError, bad_request
-from gateway.security.errors import NOT_FOUND_MESSAGE, NOT_FOUND_TYPE
+from gateway.security.errors import NOT_FOUND_MESSAGE
 
 log = logging.getLogger("higgs_gateway.api")
 
@@ -40,7 +40,7 @@ def as_gateway_error(exc: BaseException) -> GatewayError:
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         headers = dict(exc.headers or {})
         if exc.status_code == 404 and message == "Not Found":
-            return GatewayError(404, NOT_FOUND_MESSAGE, code="not_found", type_=NOT_FOUND_TYPE, headers=headers)
+            return GatewayError(404, NOT_FOUND_MESSAGE, code="not_found", headers=headers)
         return GatewayError(exc.status_code, message, headers=headers)
     log.error("unhandled error", exc_info=exc)
     return GatewayError(500, "Internal gateway error.", code="internal_error")

@@ -14,6 +14,7 @@ handed to the recorder once, at the end; no part below calls the recorder on the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Callable
 
 from starlette.requests import Request
@@ -40,6 +41,8 @@ from gateway.types.observations import StreamOutcome
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import OpenStream, Relay
+
+log = logging.getLogger("higgs_gateway.speech")
 
 CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
 EncoderFactory = Callable[[AudioFormat, float], StreamEncoder]
@@ -100,6 +103,12 @@ class SpeechPipeline:
             record.error = (error.code or type(exc).__name__) if isinstance(exc, GatewayError) else type(exc).__name__
             if isinstance(exc, AdmissionRejected):
                 record.rejected, record.queue_wait_s = exc.reason, exc.waited_s
+            if error.log_detail:
+                # What the workers said stays here, tied to the request id; the client got the envelope.
+                log.warning(
+                    "request %s answered %d %s: %s", request_id, error.status, error.code, error.log_detail,
+                    extra={"request_id": request_id},
+                )  # fmt: skip
             self._recorder.request_done(record, error.status)
             trace.finish(error.status, record)
             return error_response(error)
@@ -146,6 +155,11 @@ class SpeechPipeline:
             raise
         record.pool, record.worker = stream.worker.pool.value, stream.worker.worker_id
         record.reason, record.retries = stream.decision.reason, stream.attempts - 1
+        if stream.hidden_failures:
+            log.info(
+                "request %s served by %s after: %s", record.request_id, stream.worker.worker_id,
+                "; ".join(stream.hidden_failures), extra={"request_id": record.request_id},
+            )  # fmt: skip
         delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream, trace)
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
 

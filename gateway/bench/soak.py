@@ -8,6 +8,8 @@ purpose. Then it checks what must hold however hard the gateway is pushed:
 
 * no 5xx from the gateway itself: every refusal is a 429 or 503 that carries
   ``Retry-After`` and the OpenAI error envelope, and nothing else fails;
+* no error body names a worker, a worker's address or what a worker said
+  (``gateway.bench.leaks``);
 * every accepted request's audio is complete and exactly as long as the emulator makes
   that text (the emulator's length is deterministic: ~15 characters per second);
 * when the load stops, every in-flight counter (the gateway's leases, its admission
@@ -43,6 +45,7 @@ import httpx
 import yaml
 
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port
+from gateway.bench.leaks import LeakCheck
 from gateway.bench.texts import TEXTS, text_order
 from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
@@ -92,6 +95,7 @@ class Outcome:
     expected_bytes: int = 0
     retry_after: str | None = None
     reason: str | None = None  # x-gateway-dropped-reason of a rejection
+    leak: str | None = None  # what an error body gave away (a worker id, address or message)
     ttfp_s: float | None = None
     sent_s: float | None = None  # since the run started
 
@@ -157,6 +161,7 @@ async def _speak(
     abandon: bool,
     headers: dict[str, str],
     run_started: float,
+    leaks: LeakCheck = LeakCheck(),
 ) -> Outcome:
     body: dict[str, Any] = {"model": "tts-1", "voice": "alloy", "input": text}
     body["response_format"] = "wav" if outcome.form == "wav" else "pcm"
@@ -170,7 +175,9 @@ async def _speak(
         ) as response:
             outcome.status = response.status
             if response.status != 200:
-                _judge_refusal(outcome, response.headers, await response.read())
+                body = await response.read()
+                _judge_refusal(outcome, response.headers, body)
+                _judge_leaks(outcome, body, leaks)
                 return outcome
             data = bytearray()
             async for chunk in response.content.iter_any():
@@ -182,6 +189,8 @@ async def _speak(
                     response.close()  # drop the connection mid-stream, as a user closing a tab
                     return outcome
             _judge_audio(outcome, bytes(data))
+            if outcome.kind == "failed" and outcome.form == "sse":
+                _judge_leaks(outcome, bytes(data[-4096:]), leaks)  # the error event at the end
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         outcome.kind, outcome.detail = "failed", f"transport: {type(exc).__name__}: {exc}"
     return outcome
@@ -203,6 +212,13 @@ def _judge_refusal(outcome: Outcome, headers: Any, body: bytes) -> None:
         outcome.kind, outcome.detail = "failed", f"{outcome.status} without the OpenAI error envelope: {body[:200]!r}"
     else:
         outcome.kind = "rejected"
+
+
+def _judge_leaks(outcome: Outcome, body: bytes, leaks: LeakCheck) -> None:
+    leak = leaks.find(body)
+    if leak is not None:
+        outcome.leak = leak
+        outcome.kind, outcome.detail = "failed", f"the error body gives away {leak}: {body[:200]!r}"
 
 
 def _judge_audio(outcome: Outcome, data: bytes) -> None:
@@ -276,6 +292,8 @@ async def run_soak(
     rss: list[tuple[str, int]] = [("start", rss_bytes(gateway_pid))]
     idle: dict[str, Any] = {}
 
+    leaks = await asyncio.to_thread(_leak_check, gateway_url, worker_urls, admin_token)
+
     def make(phase: str, text: str) -> Outcome:
         expected = expected_pcm_bytes(text, model)
         return Outcome(phase, rng.choice(CLASSES), rng.choice(FORMS), len(text), expected_bytes=expected)
@@ -287,7 +305,7 @@ async def run_soak(
 
         async def burst(number: int) -> list[Outcome]:
             chunk = burst_texts[number * plan.burst_size : (number + 1) * plan.burst_size]
-            requests = [_speak(session, gateway_url, make("burst", t), t, False, extra, started) for t in chunk]
+            requests = [_speak(session, gateway_url, make("burst", t), t, False, extra, started, leaks) for t in chunk]
             return list(await asyncio.gather(*requests))
 
         async def half(number: int, first: int, last: int) -> None:
@@ -307,7 +325,7 @@ async def run_soak(
                     text = steady_texts[index]
                     abandon = plan.abandon_every > 0 and index % plan.abandon_every == plan.abandon_every - 1
                     outcome = make("steady", text)
-                    outcomes.append(await _speak(session, gateway_url, outcome, text, abandon, extra, started))
+                    outcomes.append(await _speak(session, gateway_url, outcome, text, abandon, extra, started, leaks))
                     state["done"] += 1
                     while marks and state["done"] >= marks[0]:
                         marks.pop(0)
@@ -318,7 +336,8 @@ async def run_soak(
                 while not finished.is_set():
                     peak = max(peak, rss_bytes(gateway_pid))
                     try:
-                        await asyncio.wait_for(finished.wait(), 0.2)
+                        async with asyncio.timeout(0.2):
+                            await finished.wait()
                     except TimeoutError:
                         pass
 
@@ -343,6 +362,14 @@ async def run_soak(
     report = SoakReport(plan, wall, outcomes, rss, idle, await asyncio.to_thread(_gateway_statuses, gateway_url))
     report.checks = _checks(report)
     return report
+
+
+def _leak_check(gateway_url: str, worker_urls: Sequence[str], admin_token: str) -> LeakCheck:
+    """What no error body may contain: every worker's id (as the gateway names them) and address."""
+    pools = httpx.get(f"{gateway_url}/admin/pools", headers={"Authorization": f"Bearer {admin_token}"}, timeout=10)
+    pools.raise_for_status()
+    ids = [w["id"] for pool in pools.json()["pools"].values() for w in pool["workers"]]
+    return LeakCheck.of(ids, worker_urls)
 
 
 def _wait_idle(gateway_url: str, worker_urls: Sequence[str], admin_token: str, timeout_s: float) -> dict[str, Any]:
@@ -385,6 +412,7 @@ def _checks(report: SoakReport) -> list[Check]:
     plan, outcomes = report.plan, report.outcomes
     counts = report.counts()
     failures = report.failures()
+    leaked = [o for o in outcomes if o.leak is not None]
     sent = plan.requests + plan.burst_size * plan.bursts
     server_errors = {s: n for s, n in report.gateway_statuses.items() if s.startswith("5") and s != "503" and n}
     rss = dict(report.rss_samples)
@@ -407,6 +435,11 @@ def _checks(report: SoakReport) -> list[Check]:
             + ", ".join(f"{r} {n}" for r, n in Counter(o.reason for o in outcomes if o.kind == "rejected").items()),
         ),
         Check("no 5xx other than 503 from the gateway (its own metrics)", not server_errors, str(server_errors or "none")),
+        Check(
+            "no error body names a worker, a worker's address or what a worker said",
+            not leaked,
+            "none" if not leaked else f"{len(leaked)}, e.g. {leaked[0].leak}",
+        ),
         Check(
             "every accepted request's audio is complete and the right length",
             ok > 0 and all(o.pcm_bytes == o.expected_bytes for o in outcomes if o.kind == "ok"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,10 +21,10 @@ from gateway.deploy_profile import DeployProfile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine
-from gateway.emulator.errors import WorkerError, bad_request, error_body, error_response
+from gateway.emulator.errors import WorkerError, bad_request, error_body, error_response, validation_error
 from gateway.emulator.faults import FaultUpdate, Faults
 from gateway.emulator.metrics import EmulatorMetrics
-from gateway.emulator.ref_audio import probe_audio_seconds
+from gateway.emulator.ref_audio import RefAudioResolver, probe_audio_seconds
 from gateway.emulator.speech import LoadCounter, SpeechService
 from gateway.emulator.speech_stream import SpeechStreamHandler, StreamTimeouts
 from gateway.emulator.spoken import SpeechAudio
@@ -52,6 +53,7 @@ class EmulatorSettings:
     time_scale: float = 1.0
     seed: int | None = None  # None: the profile's Stage 0 seed (42 as shipped)
     load_tracking: bool = True
+    log_stats: bool = True  # False: --disable-log-stats (no vllm_omni:/vllm: statistics)
     max_uploaded_voices: int = DEFAULT_MAX_UPLOADED  # SPEAKER_MAX_UPLOADED
     warm: bool = False  # start with every lazy graph captured, as after a full warm-up
     faults: Faults = field(default_factory=Faults)
@@ -69,7 +71,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     clock = ScaledClock(settings.time_scale)
     driver_ref: list[EngineDriver] = []
     # model_name is the positional model, whatever --served-model-name says (OmniBase).
-    metrics = EmulatorMetrics(settings.model, lambda: driver_ref[0].counts())
+    metrics = EmulatorMetrics(settings.model, lambda: driver_ref[0].counts(), log_stats=settings.log_stats)
     precaptured = range(1, model.max_num_seqs + 1) if settings.warm and model.lazy_mlp_graph else ()
     engine = Engine(model, clock, observer=metrics, precaptured=precaptured)
     driver = EngineDriver(engine, clock)
@@ -81,6 +83,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     faults = settings.faults
     load = LoadCounter(settings.load_tracking)
     audio = settings.audio()
+    ref_audio = RefAudioResolver(settings.time_scale)
     speech = SpeechService(
         served_names=settings.names,
         model=model,
@@ -91,14 +94,15 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
         load=load,
         default_seed=settings.seed if settings.seed is not None else model.default_seed,
         audio=audio,
+        ref_audio=ref_audio,
     )
-    created = int(time.time())
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         driver.close()
         audio.close()
+        await ref_audio.close()
 
     app = FastAPI(title="higgs-gateway worker emulator", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
@@ -106,9 +110,8 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # vLLM answers bad form/body fields with 400 in its error shape, not FastAPI's 422.
-        details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        return JSONResponse(error_body(400, details), status_code=400)
+        # vLLM answers bad form/body fields with 400 "Bad Request" in its error shape, not FastAPI's 422.
+        return error_response(validation_error(list(exc.errors())))
 
     @app.exception_handler(WorkerError)
     async def _worker_error(_: Request, exc: WorkerError) -> JSONResponse:
@@ -140,9 +143,12 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> JSONResponse:
+        # vllm serve/engine/protocol.py ModelCard (owned_by "vllm") with one ModelPermission,
+        # both stamped when asked (models/serving.py show_available_models).
+        now = int(time.time())
         data = [
-            {"id": name, "object": "model", "created": created, "owned_by": "vllm-omni", "root": settings.model,
-             "parent": None, "max_model_len": 8192, "permission": []}
+            {"id": name, "object": "model", "created": now, "owned_by": "vllm", "root": settings.model,
+             "parent": None, "max_model_len": model.max_model_len, "permission": [_permission(now)]}
             for name in settings.names
         ]  # fmt: skip
         return JSONResponse({"object": "list", "data": data})
@@ -226,3 +232,11 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
         )
 
     return app
+
+
+def _permission(created: int) -> dict[str, object]:
+    return {
+        "id": f"modelperm-{uuid.uuid4().hex}", "object": "model_permission", "created": created,
+        "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True, "allow_search_indices": False,
+        "allow_view": True, "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False,
+    }  # fmt: skip

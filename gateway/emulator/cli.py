@@ -19,11 +19,15 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gateway.deploy_profile import ProfileError, load_deploy_profile
+from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile
 from gateway.emulator.faults import Faults, StreamCut
 from gateway.emulator.voices import DEFAULT_MAX_UPLOADED
 from gateway.help_format import HelpFormatter
+
+if TYPE_CHECKING:
+    from gateway.emulator.app import EmulatorSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,31 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     # Imported late so `--help` and argument errors stay fast.
     import uvicorn
 
-    from gateway.emulator.app import EmulatorSettings, create_app
-    from gateway.emulator.speech_stream import StreamTimeouts
-    from gateway.emulator.spoken import SpeechAudio
+    from gateway.emulator.app import create_app
 
     with tempfile.TemporaryDirectory(prefix="higgs-emulator-voices-") as scratch:
-        settings = EmulatorSettings(
-            model=args.model,
-            profile=profile,
-            voices_dir=args.voices_dir or speaker_dir_from_env(os.environ) or Path(scratch),
-            max_uploaded_voices=max_uploaded_from_env(os.environ),
-            served_model_names=tuple(args.served_model_name or ()),
-            time_scale=args.time_scale,
-            seed=args.seed,
-            load_tracking=args.enable_server_load_tracking,
-            warm=args.warm,
-            audio=functools.partial(SpeechAudio, speak=not args.synthetic_audio),
-            faults=Faults(
-                fail_next=args.fail_next,
-                cut_after_chunks=args.cut_after_chunks,
-                error_after_chunks=args.error_after_chunks,
-                hang_seconds=args.hang_seconds,
-                unhealthy=args.unhealthy,
-            ),
-            stream_timeouts=StreamTimeouts(config=args.stream_config_timeout, idle=args.stream_idle_timeout),
-        )
+        settings = emulator_settings(args, profile, args.voices_dir or speaker_dir_from_env(os.environ) or Path(scratch))
         app = create_app(settings)
         if args.startup_delay > 0:
             # A real worker answers nothing (connection refused) until its stages are up.
@@ -142,6 +125,37 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         server.run()
     return 0
+
+
+def emulator_settings(args: argparse.Namespace, profile: DeployProfile, voices_dir: Path) -> EmulatorSettings:
+    """What the parsed command line asks for."""
+    from gateway.emulator.app import EmulatorSettings
+    from gateway.emulator.speech_stream import StreamTimeouts
+    from gateway.emulator.spoken import SpeechAudio
+
+    return EmulatorSettings(
+        model=args.model,
+        profile=profile,
+        voices_dir=voices_dir,
+        max_uploaded_voices=max_uploaded_from_env(os.environ),
+        served_model_names=tuple(args.served_model_name or ()),
+        time_scale=args.time_scale,
+        seed=args.seed,
+        load_tracking=args.enable_server_load_tracking,
+        # vllm-omni api_server.py: log_stats = not --disable-log-stats (--log-stats only
+        # matters to headless stage processes).
+        log_stats=not args.disable_log_stats,
+        warm=args.warm,
+        audio=functools.partial(SpeechAudio, speak=not args.synthetic_audio),
+        faults=Faults(
+            fail_next=args.fail_next,
+            cut_after_chunks=args.cut_after_chunks,
+            error_after_chunks=args.error_after_chunks,
+            hang_seconds=args.hang_seconds,
+            unhealthy=args.unhealthy,
+        ),
+        stream_timeouts=StreamTimeouts(config=args.stream_config_timeout, idle=args.stream_idle_timeout),
+    )
 
 
 def speaker_dir_from_env(env: Mapping[str, str]) -> Path | None:

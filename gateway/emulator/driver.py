@@ -38,7 +38,10 @@ class EngineDriver:
     def counts(self) -> EngineCounts:
         self.pump()
         engine = self.engine
-        return EngineCounts(running=engine.num_running, waiting=engine.num_waiting, decoding=engine.num_streaming)
+        return EngineCounts(
+            running=engine.num_running, waiting=engine.num_waiting, decoding=engine.num_streaming,
+            finishing=engine.num_finishing,
+        )  # fmt: skip
 
     def model_to_wall(self, model_seconds: float) -> float:
         return model_seconds * self.clock.time_scale

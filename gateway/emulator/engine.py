@@ -43,6 +43,7 @@ class EngineRequest:
     prompt_tokens: int
     total_frames: int
     overhead_seconds: float = 0.0  # model time in the API server before the scheduler
+    total_steps: int | None = None  # Stage 0 steps when a token budget cut the clip short
     state: RequestState = RequestState.PENDING
     arrived_at: float = math.nan
     enqueue_at: float = math.nan
@@ -118,6 +119,7 @@ class Engine:
         self._pending: list[tuple[float, int, EngineRequest]] = []
         self._waiting: deque[EngineRequest] = deque()
         self._running: set[EngineRequest] = set()
+        self._finishing: set[EngineRequest] = set()  # Stage 0 done, final chunk not out yet
         self._due: list[tuple[int, int, EngineRequest]] = []  # (step index, seq, request)
         self._ready: list[tuple[float, int, ChunkEvent]] = []
         self._run: _Run | None = None
@@ -135,6 +137,11 @@ class Engine:
     @property
     def num_waiting(self) -> int:
         return len(self._waiting)
+
+    @property
+    def num_finishing(self) -> int:
+        """Requests past Stage 0 whose last chunk Stage 1 has not handed over yet."""
+        return len(self._finishing)
 
     @property
     def num_streaming(self) -> int:
@@ -164,6 +171,7 @@ class Engine:
         self._advance(now)
         state = request.state
         if state in (RequestState.FINISHED, RequestState.ABORTED):
+            self._finishing.discard(request)
             return
         request.state = RequestState.ABORTED
         if state is RequestState.WAITING:
@@ -181,6 +189,8 @@ class Engine:
         ready: list[ChunkEvent] = []
         while self._ready and self._ready[0][0] <= now:
             event = heapq.heappop(self._ready)[2]
+            if event.final:
+                self._finishing.discard(event.request)
             if event.request.state is not RequestState.ABORTED:
                 ready.append(event)
         return ready
@@ -291,6 +301,7 @@ class Engine:
             request.state = RequestState.FINISHED
             request.finished_at = step_end
             self._leave_batch(request)
+            self._finishing.add(request)
         else:
             self._push_due(request)
 
@@ -301,13 +312,15 @@ class Engine:
         step = self.model.initial_chunk_frames if request.frames_emitted == 0 else self.model.chunk_frames
         target = request.frames_emitted + step
         # A chunk whose hold-back would reach past the last step is left to the final flush.
-        if self.model.rows_before_chunk(target, request.total_frames) >= self.model.decode_steps_for(request.total_frames):
+        last_step = self.model.rows_before_chunk(request.total_frames, request.total_frames, request.total_steps)
+        if self.model.rows_before_chunk(target, request.total_frames) >= last_step:
             return request.total_frames
         return target
 
     def _push_due(self, request: EngineRequest) -> None:
         # After step j, a request prefilled in step start_step + 1 has j - start_step tokens.
-        due = request.start_step + self.model.rows_before_chunk(self._next_target(request), request.total_frames)
+        target = self._next_target(request)
+        due = request.start_step + self.model.rows_before_chunk(target, request.total_frames, request.total_steps)
         heapq.heappush(self._due, (due, request.seq, request))
 
     def _leave_batch(self, request: EngineRequest) -> None:

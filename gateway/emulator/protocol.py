@@ -1,7 +1,22 @@
 """``POST /v1/audio/speech``: the request body and the worker's checks, in its order.
 
-Unknown fields are ignored, as on the real worker; every refusal is a ``WorkerError``
-with the real status (404 unknown model, 400 for the rest).
+The body model follows vllm-omni 0.30.0 ``protocol/audio.py`` ``OpenAICreateSpeechRequest``
+(unknown fields ignored; its own validators); a body it rejects is FastAPI's request
+validation error as vLLM renders it (400 "Bad Request", ``param`` like
+``body.max_new_tokens``). The checks after it follow ``serving_speech.py``
+``create_speech`` in order:
+
+1. ``voice`` "default" (any case, as sent) means no voice;
+2. ``sample_rate``, before anything else (Higgs supports no other rate);
+3. the model name (404);
+4. ``word_timestamps`` (a WebSocket-only feature streaming, a ``--forced-aligner`` one
+   otherwise: 400 either way here);
+5. ``speed`` on a stream;
+6. the Higgs adapter's ``validate``: an unknown voice, unless ``ref_audio`` is given
+   (``_apply_uploaded_speaker`` ignores the voice then), then empty input.
+
+Errors from ``create_error_response`` carry no ``param`` (except the model's 404).
+The reference audio is resolved afterwards (``gateway.emulator.ref_audio``).
 """
 
 from __future__ import annotations
@@ -9,15 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gateway.emulator.encode import STREAMABLE_FORMATS
-from gateway.emulator.errors import WorkerError, bad_request
-from gateway.emulator.ref_audio import ref_audio_seconds
+from gateway.emulator.errors import WorkerError, bad_request, validation_error
 
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
 ResponseFormat = Literal["wav", "pcm", "flac", "mp3", "opus"]
 StreamMode = Literal["audio", "sse", "file"]
+DEFAULT_VOICE = "default"
 
 
 class SpeechRequest(BaseModel):
@@ -25,28 +40,36 @@ class SpeechRequest(BaseModel):
 
     input: str
     model: str | None = None
-    voice: str | dict[str, Any] | None = None
-    speaker: str | None = None
+    voice: str | None = Field(None, validation_alias=AliasChoices("voice", "speaker"))
+    instructions: str | None = None
     response_format: ResponseFormat = "wav"
-    stream_format: Literal["audio", "sse"] | None = None
-    stream: bool | None = None
+    sample_rate: int | None = Field(None, gt=0)
     speed: float | None = Field(1.0, ge=0.25, le=4.0)
-    sample_rate: int | None = None
+    stream_format: Literal["sse", "audio"] | None = None
+    stream: bool = False
+    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+    language: str | None = None
     ref_audio: str | None = None
     ref_text: str | None = None
-    seed: int | None = None
-    max_new_tokens: int | None = Field(None, ge=1, le=INT64_MAX)  # no tighter bound: max_tokens caps it
+    max_new_tokens: int | None = Field(None, ge=1, le=INT64_MAX)  # no tighter bound: it replaces max_tokens
+    seed: int | None = Field(None, ge=INT64_MIN, le=INT64_MAX)
     extra_params: dict[str, Any] | None = None
-    # Accepted and ignored by Higgs.
-    instructions: str | None = None
-    language: str | None = None
-    task_type: Literal["CustomVoice", "VoiceDesign", "Base"] | None = None
+    word_timestamps: bool = False
+
+    @field_validator("voice", mode="before")
+    @classmethod
+    def _normalize_voice(cls, voice: Any) -> Any:
+        if isinstance(voice, dict):
+            if "id" not in voice:
+                raise ValueError("voice dict must contain 'id'")
+            return voice["id"]
+        return voice
 
     @model_validator(mode="before")
     @classmethod
     def _references_alias(cls, data: Any) -> Any:
         """The Higgs cookbook's ``references: [{audio_path, text}]`` maps onto ref_audio/ref_text
-        (protocol/audio.py: OpenAICreateSpeechRequest.normalize_references_alias)."""
+        (``normalize_references_alias``)."""
         if not isinstance(data, dict) or data.get("references") is None:
             return data
         refs = data["references"]
@@ -67,7 +90,23 @@ class SpeechRequest(BaseModel):
             if data.get("ref_text") and data["ref_text"] != text:
                 raise ValueError("'references[0].text' and 'ref_text' conflict; supply only one")
             data = {**data, "ref_text": text}
-        return {**data, "ref_audio": audio_path}
+        return {key: value for key, value in data.items() if key != "references"} | {"ref_audio": audio_path}
+
+    @model_validator(mode="after")
+    def _streaming_constraints(self) -> SpeechRequest:
+        if self.mode != "file" and self.response_format not in ("pcm", "wav"):
+            raise ValueError(
+                "Streaming (stream=true, stream_format='audio', or stream_format='sse') "
+                "requires response_format='pcm' or 'wav'. "
+                f"Got response_format='{self.response_format}'."
+            )
+        return self
+
+    @property
+    def mode(self) -> StreamMode:
+        if self.stream_format == "audio":
+            return "audio"
+        return "sse" if self.stream or self.stream_format == "sse" else "file"
 
 
 @dataclass(frozen=True)
@@ -78,71 +117,66 @@ class SpeechJob:
     mode: StreamMode
     response_format: str
     speed: float
-    voice: str | None  # uploaded voice name (lower case), None = default voice
-    ref_audio_seconds: float
+    voice: str | None  # uploaded voice name (lower case), None = no uploaded voice
+    ref_audio: str | None  # to resolve (fetch, decode, measure) before generating
     ref_text: str
     seed: int | None
     max_new_tokens: int | None
     clone_key: str | None  # what the cloned timbre derives from
+    instructions: str = ""
 
 
 def parse_speech_request(body: Any) -> SpeechRequest:
-    if not isinstance(body, dict):
-        raise bad_request("request body must be a JSON object")
     try:
         return SpeechRequest.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(part) for part in first["loc"]) or None
-        details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise bad_request(f"Invalid request: {details}", param) from None
+        errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors(include_url=False)]
+        raise validation_error(errors) from None
 
 
-def validate_speech(request: SpeechRequest, served_names: tuple[str, ...], known_voices: set[str]) -> SpeechJob:
+def validate_speech(
+    request: SpeechRequest, served_names: tuple[str, ...], known_voices: set[str], forced_aligner: bool = False
+) -> SpeechJob:
+    voice = request.voice
+    if voice is not None and voice.lower() == DEFAULT_VOICE and DEFAULT_VOICE not in known_voices:
+        voice = None
+    if request.sample_rate is not None:  # the Higgs adapter lists no supported output rates
+        raise bad_request("sample_rate is not supported by the current TTS model")
     if request.model is not None and request.model not in served_names:
         raise WorkerError(404, f"The model `{request.model}` does not exist.", "model")
-    if not request.input.strip():
-        raise bad_request("Input text cannot be empty", "input")
-    if request.sample_rate is not None:
-        raise bad_request("sample_rate is not supported for this model (it always outputs 24000 Hz)", "sample_rate")
-    mode: StreamMode = request.stream_format or ("sse" if request.stream else "file")
-    if mode != "file":
-        if request.response_format not in STREAMABLE_FORMATS:
+    mode = request.mode
+    if request.word_timestamps and mode != "file":
+        raise bad_request(
+            "word_timestamps=true is currently supported by the WebSocket /v1/audio/speech/stream path. "
+            "Use session.config with stream_audio=true and response_format='pcm'."
+        )
+    if request.word_timestamps and not forced_aligner:
+        raise bad_request("word_timestamps=true requires the server to be launched with --forced-aligner.")
+    if mode != "file" and request.speed is not None and request.speed != 1.0:
+        label = "Streaming" if mode == "audio" else "SSE streaming"
+        raise bad_request(
+            f"{label} is not supported with speed adjustment. Use a non-streaming request or remove the speed parameter."
+        )
+    uploaded = None
+    if voice is not None and request.ref_audio is None:  # with ref_audio the voice is ignored
+        if voice.lower() not in known_voices:
             raise bad_request(
-                f"Streaming supports response_format 'pcm' or 'wav', not '{request.response_format}'", "response_format"
+                f"Unknown voice '{voice}'. Higgs-Audio V3 has no built-in speakers. Upload a voice first via "
+                "POST /v1/audio/voices, or use ref_audio + ref_text."
             )
-        if request.speed not in (None, 1.0):
-            raise bad_request("speed is not supported with streaming; use speed=1.0", "speed")
-    voice = _resolve_voice(request, known_voices)
-    ref_seconds = ref_audio_seconds(request.ref_audio) if request.ref_audio else 0.0
-    clone_key = request.ref_audio[-256:] if request.ref_audio else voice
+        uploaded = voice.lower()
+    if not request.input or not request.input.strip():
+        raise bad_request("higgs_audio_v3: input text cannot be empty")
     return SpeechJob(
         text=request.input,
         mode=mode,
         response_format=request.response_format,
         speed=request.speed if request.speed is not None else 1.0,
-        voice=voice,
-        ref_audio_seconds=ref_seconds,
+        voice=uploaded,
+        ref_audio=request.ref_audio,
         ref_text=request.ref_text or "",
         seed=request.seed,
         max_new_tokens=request.max_new_tokens,
-        clone_key=clone_key,
+        clone_key=request.ref_audio[-256:] if request.ref_audio else uploaded,
+        instructions=request.instructions or "",
     )
-
-
-def _resolve_voice(request: SpeechRequest, known_voices: set[str]) -> str | None:
-    raw = request.voice if request.voice is not None else request.speaker
-    if isinstance(raw, dict):
-        raw = raw.get("id")
-        if not isinstance(raw, str):
-            raise bad_request("voice object must be {\"id\": \"<name>\"}", "voice")
-    if raw is None or raw.strip().lower() in ("", "default"):
-        return None
-    name = raw.strip().lower()
-    if name not in known_voices:
-        raise bad_request(
-            f"Unknown voice '{raw}'. This model has no built-in voices; upload one with POST /v1/audio/voices "
-            "or use 'default'.",
-            "voice",
-        )
-    return name

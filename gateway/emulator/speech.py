@@ -5,6 +5,10 @@ Streams follow the real chunk pattern (first chunk 1 frame = 1920 bytes, then 25
 leaves is noticed at once (Starlette listens for the disconnect while streaming; whole-file
 requests watch for it the way vLLM's ``with_cancellation`` does) and its batch slot freed.
 
+A budget that ends before the first audio frame (``max_new_tokens`` below 8) gives what
+the released worker gives: one empty chunk, so a 200 with no audio (a raw WAV stream
+sends its header with that chunk, as it does with the first audio of any stream).
+
 Like the real worker, it accepts a caller's ``x-request-id`` and ``traceparent`` and acts on
 neither; at ``--log-level debug`` it logs them, to show what a gateway passed on.
 """
@@ -28,7 +32,7 @@ from gateway.emulator.audio import BYTES_PER_FRAME, SAMPLES_PER_FRAME
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.encode import CONTENT_TYPES, encode_whole, streaming_wav_header
 from gateway.emulator.engine import ChunkEvent, EngineRequest
-from gateway.emulator.errors import WorkerError, error_body, error_response
+from gateway.emulator.errors import WorkerError, error_body, error_response, validation_error
 from gateway.emulator.faults import Faults, GenerationFailed, StreamCut
 from gateway.emulator.metrics import (
     ABORT_CANCELLED,
@@ -38,6 +42,7 @@ from gateway.emulator.metrics import (
     EmulatorMetrics,
 )
 from gateway.emulator.protocol import SpeechJob, parse_speech_request, validate_speech
+from gateway.emulator.ref_audio import RefAudioResolver
 from gateway.emulator.spoken import SpeechAudio
 from gateway.types.codec import BYTES_PER_SECOND, SAMPLE_RATE
 from gateway.worker_timing import StepModel
@@ -103,35 +108,47 @@ class Generation:
     """One request in the engine plus its audio; chunks arrive as the model schedules them."""
 
     def __init__(
-        self, job: SpeechJob, model: StepModel, driver: EngineDriver, audio: SpeechAudio, default_seed: int, arrived_at: float
+        self,
+        job: SpeechJob,
+        model: StepModel,
+        driver: EngineDriver,
+        audio: SpeechAudio,
+        default_seed: int,
+        arrived_at: float,
+        ref_audio_seconds: float = 0.0,
     ) -> None:
         self.job = job
         self.arrived_at = arrived_at  # wall clock (monotonic) when the request came in
         self.driver = driver
-        frames = model.frames_for(job.text, job.max_new_tokens)
+        prompt_tokens = model.prompt_tokens_for(job.text, ref_audio_seconds, job.ref_text)
+        plan = model.plan(job.text, job.max_new_tokens, prompt_tokens)
         self.request = EngineRequest(
             request_id=f"speech-{uuid.uuid4().hex}",
-            prompt_tokens=model.prompt_tokens_for(job.text, job.ref_audio_seconds, job.ref_text),
-            total_frames=frames,
-            overhead_seconds=model.overhead_seconds(job.ref_audio_seconds),
+            prompt_tokens=prompt_tokens,
+            total_frames=plan.frames,
+            overhead_seconds=model.overhead_seconds(ref_audio_seconds),
+            total_steps=plan.decode_steps,
         )
-        self.output_tokens = model.decode_steps_for(frames)
-        self.ref_audio_tokens = model.ref_audio_tokens_for(job.ref_audio_seconds)
+        self.output_tokens = plan.decode_steps
+        # speech_usage.py qwen3_tts_input_token_details: the text to speak (and instructions,
+        # when not blank); reference audio is counted only for Qwen3-TTS in-context cloning,
+        # never for Higgs.
+        instructions = job.instructions if job.instructions.strip() else ""
+        self.text_tokens = model.text_tokens_for(job.text) + (model.text_tokens_for(instructions) if instructions else 0)
         seed = job.seed if job.seed is not None else default_seed
-        self.synth = audio.clip(job.text, frames * SAMPLES_PER_FRAME, seed, job.clone_key)
+        self.synth = audio.clip(job.text, plan.frames * SAMPLES_PER_FRAME, seed, job.clone_key)
         self.seed = seed
 
     @property
     def usage(self) -> dict[str, int]:
-        inputs = self.request.prompt_tokens
+        inputs = self.text_tokens
         return {"input_tokens": inputs, "output_tokens": self.output_tokens, "total_tokens": inputs + self.output_tokens}
 
     @property
     def usage_with_details(self) -> dict[str, object]:
         """The SSE ``done`` usage (protocol/audio.py: SpeechTokenUsage with its input split)."""
         usage: dict[str, object] = dict(self.usage)
-        audio_tokens = self.ref_audio_tokens
-        usage["input_token_details"] = {"text_tokens": self.request.prompt_tokens - audio_tokens, "audio_tokens": audio_tokens}
+        usage["input_token_details"] = {"text_tokens": self.text_tokens, "audio_tokens": 0}
         return usage
 
     @property
@@ -165,6 +182,7 @@ class SpeechService:
         load: LoadCounter,
         default_seed: int,
         audio: SpeechAudio,
+        ref_audio: RefAudioResolver | None = None,
     ) -> None:
         self.served_names = served_names
         self.model = model
@@ -175,6 +193,7 @@ class SpeechService:
         self.load = load
         self.default_seed = default_seed
         self.audio = audio
+        self.ref_audio = ref_audio or RefAudioResolver()
 
     async def handle(self, request: Request) -> Response:
         arrived_at = time.monotonic()
@@ -189,13 +208,15 @@ class SpeechService:
         try:
             try:
                 job = validate_speech(parse_speech_request(await _json(request)), self.served_names, self.voice_names())
+                # Fetched, decoded and measured while the prompt is built, before the engine sees it.
+                ref_seconds = await self.ref_audio.seconds(job.ref_audio) if job.ref_audio is not None else 0.0
             except WorkerError as exc:
                 return error_response(exc)
             await self._hang_if_asked()
             if self.faults.take_failure():
                 self.metrics.failed_request(FAILED_STAGE_ERROR)
                 return JSONResponse(error_body(500, "Speech generation failed: injected fault"), status_code=500)
-            generation = Generation(job, self.model, self.driver, self.audio, self.default_seed, arrived_at)
+            generation = Generation(job, self.model, self.driver, self.audio, self.default_seed, arrived_at, ref_seconds)
             if job.mode == "file" and self.faults.cut_after_chunks is None:
                 try:
                     response = await _unless_disconnected(request, self._whole_file(generation))
@@ -240,10 +261,12 @@ class SpeechService:
         body = await asyncio.to_thread(encode_whole, pcm, job.response_format)
         self._completed(generation, streamed=False)
         usage = generation.usage
-        headers = {
+        headers = {  # serving_speech.py _build_speech_usage_headers
             "X-VLLM-OMNI-INPUT-TOKENS": str(usage["input_tokens"]),
             "X-VLLM-OMNI-OUTPUT-TOKENS": str(usage["output_tokens"]),
             "X-VLLM-OMNI-TOTAL-TOKENS": str(usage["total_tokens"]),
+            "X-VLLM-OMNI-INPUT-TEXT-TOKENS": str(generation.text_tokens),
+            "X-VLLM-OMNI-INPUT-AUDIO-TOKENS": "0",
         }
         return Response(body, media_type=CONTENT_TYPES[job.response_format], headers=headers)
 
@@ -289,10 +312,11 @@ class SpeechService:
                 self.metrics.failed_request(FAILED_STAGE_ERROR)
                 raise GenerationFailed("injected fault")
             now = time.monotonic()
-            if outcome.first_audio_at is None:
-                outcome.first_audio_at = now
-                self.metrics.first_audio(now - generation.arrived_at)
-            outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / SAMPLE_RATE))
+            if pcm:  # serving_speech.py record_audio_chunk: an empty chunk is not audio
+                if outcome.first_audio_at is None:
+                    outcome.first_audio_at = now
+                    self.metrics.first_audio(now - generation.arrived_at)
+                outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / SAMPLE_RATE))
             yield pcm, event.final
             sent += 1
             if cut is not None and sent >= cut and not event.final:
@@ -300,14 +324,19 @@ class SpeechService:
                 self.metrics.failed_request(FAILED_STAGE_ERROR)
                 raise StreamCut("injected fault: connection cut")
         outcome.completed = True
-        self.metrics.underrun(_worst_underrun(outcome.chunk_times))
+        if outcome.chunk_times:
+            self.metrics.underrun(_worst_underrun(outcome.chunk_times))
         self._completed(generation, streamed=True)
 
     async def _raw_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
-        if generation.job.response_format == "wav":
-            yield streaming_wav_header()
+        # serving_speech.py _generate_audio_chunks: the WAV header goes out with the first
+        # chunk (even an empty one), never before it.
+        header = generation.job.response_format == "wav"
         try:
             async for pcm, _ in self._audio(generation, outcome):
+                if header:
+                    header = False
+                    yield streaming_wav_header()
                 yield pcm
         except GenerationFailed:
             # A raw stream has no error channel: the worker ends the chunked body early.
@@ -340,7 +369,10 @@ class SpeechService:
         e2e = time.monotonic() - generation.arrived_at
         wait = self.driver.model_to_wall(generation.request.queue_wait or 0.0)
         samples = generation.request.total_frames * SAMPLES_PER_FRAME  # audio_frames counts PCM samples
-        self.metrics.completed(e2e, wait, generation.audio_seconds, samples, streamed)
+        self.metrics.completed(
+            e2e, wait, generation.audio_seconds, samples, streamed,
+            prompt_tokens=generation.request.prompt_tokens, generation_tokens=generation.output_tokens,
+        )  # fmt: skip
 
 
 def _sse(event: str, data: dict[str, object]) -> bytes:
@@ -361,10 +393,19 @@ def _worst_underrun(chunks: list[tuple[float, float]]) -> float:
 
 
 async def _json(request: Request) -> object:
+    """The body as FastAPI hands it to the route, after vLLM's ``validate_json_request``
+    (``serve/utils/api_utils.py``): any content type but application/json is a 400."""
+    media_type = request.headers.get("content-type", "").lower().split(";", maxsplit=1)[0]
+    if media_type != "application/json":
+        raise validation_error(["Unsupported Media Type: Only 'application/json' is allowed"])
+    body = await request.body()
     try:
-        return json.loads(await request.body())
-    except ValueError:
-        raise WorkerError(400, "Request body is not valid JSON") from None
+        return json.loads(body)
+    except ValueError as exc:
+        position = exc.pos if isinstance(exc, json.JSONDecodeError) else 0
+        raise validation_error(
+            [{"type": "json_invalid", "loc": ("body", position), "msg": "JSON decode error", "input": {}, "ctx": {"error": getattr(exc, "msg", str(exc))}}]
+        ) from None
 
 
 async def _unless_disconnected(request: Request, work: Coroutine[object, object, Response]) -> Response | None:

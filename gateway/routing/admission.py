@@ -55,7 +55,6 @@ class AdmissionRejected(GatewayError):
             status,
             message,
             code=reason,
-            type_="rate_limit_error" if status == 429 else "server_error",
             headers={"Retry-After": str(retry_after_s), DROPPED_REASON_HEADER: reason},
         )
         self.reason = reason

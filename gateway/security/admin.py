@@ -14,7 +14,7 @@ import hmac
 
 from gateway.config import AuthConfig
 from gateway.security.auth import bearer_token
-from gateway.security.errors import NOT_FOUND_MESSAGE, NOT_FOUND_TYPE, AuthError
+from gateway.security.errors import NOT_FOUND_MESSAGE, AuthError
 
 REALM = 'Bearer realm="admin"'
 
@@ -36,7 +36,7 @@ class AdminAuth:
         """Return if the request carries the admin token; else raise ``AuthError`` (404/401)."""
         secret = self._config.admin_token
         if secret is None or not secret.get_secret_value():
-            raise AuthError(404, NOT_FOUND_MESSAGE, "not_found", type=NOT_FOUND_TYPE)
+            raise AuthError(404, NOT_FOUND_MESSAGE, "not_found")
         token = bearer_token(authorization)
         if token is None:
             raise AuthError(

@@ -25,7 +25,6 @@ from gateway.state.rate_limit import LocalRateLimiter, RateLimiter
 from gateway.state.stream_limit import LocalStreamLimiter, StreamLimiter, StreamSlot
 
 KEY_ID_CHARS = 12
-RATE_LIMIT_TYPE = "rate_limit_error"
 # A stream slot frees when some stream of the key ends: no time can be promised, so the
 # client is asked to come back after a second, as admission's own 429s do by default.
 STREAM_RETRY_AFTER_S = 1
@@ -108,7 +107,6 @@ class ApiKeyAuth:
                 f"Rate limit reached for this API key ({rate:g} requests/s, burst {burst}); retry later.",
                 "rate_limit_exceeded",
                 retry_after=max(1, math.ceil(wait)),
-                type=RATE_LIMIT_TYPE,
             )
 
     async def open_stream(self, identity: KeyIdentity) -> StreamSlot | None:
@@ -127,7 +125,6 @@ class ApiKeyAuth:
                 f"({identity.tier}) allows; retry when one has finished.",
                 "concurrent_streams_exceeded",
                 retry_after=STREAM_RETRY_AFTER_S,
-                type=RATE_LIMIT_TYPE,
             )
         return slot
 

@@ -10,7 +10,6 @@ from gateway.errors import GatewayError
 
 # Unknown routes and disabled admin routes answer alike, so the admin surface stays hidden.
 NOT_FOUND_MESSAGE = "Not found: no such route on this gateway."
-NOT_FOUND_TYPE = "not_found_error"
 
 
 class SecurityError(GatewayError):
@@ -20,11 +19,10 @@ class SecurityError(GatewayError):
         message: str,
         code: str | None,
         *,
-        type: str = "invalid_request_error",
         param: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        super().__init__(status, message, param=param, code=code, type_=type, headers=headers)
+        super().__init__(status, message, param=param, code=code, headers=headers)
 
 
 class AuthError(SecurityError):
@@ -37,13 +35,12 @@ class AuthError(SecurityError):
         code: str | None,
         retry_after: int | None = None,
         *,
-        type: str = "invalid_request_error",
         headers: dict[str, str] | None = None,
     ) -> None:
         merged = dict(headers or {})
         if retry_after is not None:
             merged["Retry-After"] = str(retry_after)
-        super().__init__(status, message, code, type=type, headers=merged)
+        super().__init__(status, message, code, headers=merged)
         self.retry_after = retry_after
 
 

@@ -16,5 +16,5 @@ class StateUnavailable(GatewayError):
 
     def __init__(self, message: str = "The shared state store is unavailable; nothing was changed. Retry shortly.") -> None:
         super().__init__(
-            503, message, code="state_unavailable", type_="server_error", headers={"Retry-After": str(RETRY_AFTER_S)}
+            503, message, code="state_unavailable", headers={"Retry-After": str(RETRY_AFTER_S)}
         )

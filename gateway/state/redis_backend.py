@@ -340,9 +340,13 @@ class RedisStateBackend:
 
     # ---- internals -------------------------------------------------------------------
     async def _call(self, operation: Awaitable[T]) -> T:
-        """One Redis call, bounded by ``state.timeout_s``; any failure is StateUnavailable."""
+        """One Redis call, bounded by ``state.timeout_s``; any failure is StateUnavailable.
+
+        ``asyncio.timeout``, not ``wait_for``: on Python 3.11 ``wait_for`` returns the result
+        of a call that finished as its caller was cancelled, swallowing the cancellation."""
         try:
-            return await asyncio.wait_for(operation, self._config.timeout_s)
+            async with asyncio.timeout(self._config.timeout_s):
+                return await operation
         except OutOfMemoryError as exc:
             # Reachable but full (maxmemory, nothing left it may evict): this write is
             # refused, reads and deletes still work, so the store is not marked down.
@@ -350,7 +354,7 @@ class RedisStateBackend:
                 "The shared state store is full (Redis maxmemory); nothing was changed. "
                 "Delete unused voices or give Redis more memory."
             ) from exc
-        except (RedisError, OSError, asyncio.TimeoutError) as exc:
+        except (RedisError, OSError, TimeoutError) as exc:
             self._set_up(False)
             raise StateUnavailable() from exc
 
@@ -360,7 +364,8 @@ class RedisStateBackend:
             listener = connect(self._config, timeout_s=None)
             pubsub = listener.pubsub()
             try:
-                await asyncio.wait_for(pubsub.subscribe(self.channel), self._config.timeout_s)
+                async with asyncio.timeout(self._config.timeout_s):
+                    await pubsub.subscribe(self.channel)
                 # Subscribed first, then read: a change between the two is not missed.
                 await on_change(None)
                 self._set_up(True)

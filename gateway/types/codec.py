@@ -18,3 +18,9 @@ FRAMES_PER_SECOND: Final = 25  # codec frames per second of audio; one per decod
 FRAME_SECONDS: Final = 1.0 / FRAMES_PER_SECOND
 SAMPLES_PER_FRAME: Final = SAMPLE_RATE // FRAMES_PER_SECOND
 BYTES_PER_FRAME: Final = BYTES_PER_SECOND // FRAMES_PER_SECOND  # 1920
+
+# The model decodes 8 codebooks with a delay pattern: the first 8 decode steps of a request
+# (its first 8 tokens) make its first audio frame, so a max_new_tokens below 8 gets no audio
+# at all, only an empty 200 (vllm-omni 0.30.0:
+# model_executor/stage_input_processors/higgs_audio_v3.py, talker2code2wav_async_chunk).
+MIN_AUDIO_TOKENS: Final = 8

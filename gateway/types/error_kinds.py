@@ -22,6 +22,9 @@ class UpstreamErrorKind(StrEnum):
     STATUS_4XX = "status_4xx"  # the worker refused a request the gateway let through
     STREAM_ERROR = "stream_error"  # the stream broke (reset, truncation) or ended without audio
     VOICE_MISSING = "voice_missing"  # 400: the worker lost a registered voice (restarted unseen)
+    # The worker failed on what the request brought (a ref_audio URL it could not fetch, or
+    # the same failure on a second worker): the client's 4xx, never the worker's fault.
+    REQUEST_FAULT = "request_fault"
 
 
 class RetryReason(StrEnum):

@@ -13,6 +13,10 @@ What each attempt showed (its placement, its observation, a failure, a retry) go
 the request's ``AttemptLog``, which the recorder reads once when the request ends; the
 worker's health hears of each attempt at once (it ejects on failures).
 Every attempt sends the request's ``x-request-id`` and ``traceparent`` (its ``AttemptTrace``).
+
+Whose fault a failed attempt was (and so whether it counts toward the worker's ejection,
+whether another worker may try, and what the client is told) is ``upstream.blame``'s
+call; the relay only acts on it.
 """
 
 from __future__ import annotations
@@ -20,11 +24,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Set
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
-from gateway.errors import GatewayError
 from gateway.telemetry.tracing import UNTRACED, AttemptTrace, RequestTrace
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
@@ -34,8 +36,9 @@ from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.pace import PaceMeter
+from gateway.upstream import blame
+from gateway.upstream.blame import Blame, Verdict
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
-from gateway.upstream.worker_errors import translate_worker_error, worker_error_message, worker_lost_a_voice
 
 Clock = Callable[[], float]
 
@@ -84,7 +87,7 @@ class OpenStream:
 
     __slots__ = (
         "lease", "decision", "attempts", "response", "first_chunk", "rest", "log",
-        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace",
+        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace", "hidden_failures",
     )  # fmt: skip
 
     def __init__(
@@ -104,6 +107,7 @@ class OpenStream:
         self.pace = PaceMeter(clock, lambda: worker.inflight)
         self._closed = False
         self.trace = trace
+        self.hidden_failures: tuple[str, ...] = ()  # earlier attempts' failures, for the log
 
     @property
     def worker(self) -> UpstreamWorker:
@@ -142,20 +146,10 @@ class OpenStream:
                 pass
 
 
-@dataclass(frozen=True, slots=True)
-class _Failure:
-    kind: UpstreamErrorKind
-    detail: str
-    ejecting: bool  # counts toward the worker's ejection
-    retryable: bool
-    status: int = 0
-    client_error: GatewayError | None = None  # a 4xx the client must see as it is
-
-
 class _AttemptFailed(Exception):
-    def __init__(self, failure: _Failure) -> None:
-        super().__init__(failure.detail)
-        self.failure = failure
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.detail)
+        self.verdict = verdict
 
 
 class Relay:
@@ -184,11 +178,13 @@ class Relay:
         """The stream of the first worker that produced audio, its first chunk read.
 
         Owns ``reservation`` (a slot admission already holds) and each retry's from here.
-        Raises ``GatewayError`` when every attempt failed; on any exception
-        (cancellation included) every lease it took is released. Every attempt is written
-        into ``log``, whatever way it ends.
+        Raises ``GatewayError`` when every attempt failed (its ``log_detail`` says what each
+        worker did); on any exception (cancellation included) every lease it took is released.
+        Every attempt is written into ``log``, whatever way it ends.
         """
         tried: set[str] = set()
+        undecided: list[tuple[UpstreamWorker, Verdict]] = []  # failures only a later attempt can settle
+        history: list[str] = []
         attempts = 0
         while True:
             attempts += 1
@@ -199,27 +195,43 @@ class Relay:
             try:
                 await self._attempt(stream, payload)
             except _AttemptFailed as exc:
-                failure = exc.failure
+                verdict = blame.repeated([v for _, v in undecided], exc.verdict, payload)
             except BaseException as exc:
                 outcome = StreamOutcome.CLIENT_DISCONNECTED if isinstance(exc, asyncio.CancelledError) else StreamOutcome.ERROR
                 await stream.close(outcome)
                 raise
             else:
                 self._reports.request_succeeded(worker)
+                for earlier, failed in undecided:
+                    # Another worker served this very request: those failures were the workers'.
+                    self._reports.request_failed(earlier, failed.kind, failed.detail, ejecting=True)
+                stream.hidden_failures = tuple(history)
                 return stream
-            self._reports.request_failed(worker, failure.kind, failure.detail, failure.ejecting)
-            log.errors.append((worker.pool, failure.kind))
-            stream.trace.failed(failure.kind.value, failure.detail)
-            reason = RETRY_REASON.get(failure.kind) if failure.retryable else None
+            history.append(f"{worker.worker_id} ({verdict.blame.value}) {verdict.kind.value}: {verdict.detail}")
+            self._report(worker, verdict, log)
+            stream.trace.failed(verdict.kind.value, verdict.detail)
+            if verdict.blame is Blame.UNDECIDED:
+                undecided.append((worker, verdict))
+            reason = RETRY_REASON.get(verdict.kind) if verdict.retryable else None
             may_retry = reason is not None and attempts <= self._config.retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
             retry = self._admission.retry(request, tried) if may_retry else None
             if retry is None:
-                raise _exhausted(failure)
+                error = verdict.client_error
+                error.log_detail = "; ".join(history)
+                raise error
             assert reason is not None
             log.retries.append(reason)
             trace.routed(retry.decision, retry=True)
             reservation = retry
+
+    def _report(self, worker: UpstreamWorker, verdict: Verdict, log: AttemptLog) -> None:
+        """Tell the fleet what the failure says about the worker, and log it for the count."""
+        if verdict.blame not in (Blame.REQUEST, Blame.UNDECIDED):
+            # Undecided failures are counted (or not) once a later attempt settles them;
+            # the request's own are never the worker's business.
+            self._reports.request_failed(worker, verdict.kind, verdict.detail, ejecting=verdict.blame is Blame.WORKER)
+        log.errors.append((worker.pool, verdict.kind))
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""
@@ -236,50 +248,19 @@ class Relay:
                 response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload, trace.headers)
                 trace.connected(response.status)
                 if response.status != 200:
-                    raise _AttemptFailed(_status_failure(response.status, await response.read(), worker.worker_id))
+                    raise _AttemptFailed(blame.judge_status(response.status, await response.read(), payload))
                 rest = response.chunks().__aiter__()
                 first = b""
                 while not first:
                     first = await anext(rest)
         except TimeoutError as exc:
-            failure = _Failure(UpstreamErrorKind.FIRST_BYTE_TIMEOUT, "no audio before the first-byte timeout", True, True)
-            raise _AttemptFailed(failure) from exc
+            raise _AttemptFailed(blame.judge_silence(payload)) from exc
         except StopAsyncIteration as exc:
-            failure = _Failure(UpstreamErrorKind.STREAM_ERROR, "worker ended the stream without audio", True, True)
-            raise _AttemptFailed(failure) from exc
+            raise _AttemptFailed(blame.judge_no_audio()) from exc
         except UpstreamError as exc:
-            # Silence before the first byte is a first-byte timeout, whoever noticed it.
-            kind = UpstreamErrorKind.FIRST_BYTE_TIMEOUT if exc.kind is UpstreamErrorKind.READ_TIMEOUT else exc.kind
-            raise _AttemptFailed(_Failure(kind, exc.detail, True, True)) from exc
+            raise _AttemptFailed(blame.judge_transport(exc, payload)) from exc
         trace.first_byte()
         stream.first_chunk = first
         stream.rest = rest
         stream.received(first)
 
-
-def _status_failure(status: int, body: bytes, worker_id: str) -> _Failure:
-    if status >= 500:
-        message, _ = worker_error_message(body)
-        # 503 says "not now" (starting, overloaded), not "broken": retry, never eject.
-        return _Failure(UpstreamErrorKind.STATUS_5XX, f"{status}: {message}", status != 503, True, status)
-    client_error = translate_worker_error(status, body, worker_id)
-    if status == 400 and worker_lost_a_voice(client_error.message):
-        # The gateway only sends voices it registered: this worker lost them (restarted
-        # unseen). Not the client's fault: another worker may serve it while this one is
-        # replayed (the fleet sees the kind and takes it out until then).
-        return _Failure(UpstreamErrorKind.VOICE_MISSING, f"{status}: {client_error.message}", False, True, status, client_error)
-    return _Failure(UpstreamErrorKind.STATUS_4XX, f"{status}", False, False, status, client_error)
-
-
-def _exhausted(failure: _Failure) -> GatewayError:
-    if failure.client_error is not None:
-        return failure.client_error
-    if failure.kind is UpstreamErrorKind.FIRST_BYTE_TIMEOUT:
-        return GatewayError(504, "No worker produced audio in time.", code="upstream_timeout")
-    if failure.status == 503:
-        return GatewayError(
-            503, "Workers are busy or starting; retry shortly.", code="upstream_unavailable", headers={"Retry-After": "1"}
-        )
-    return GatewayError(
-        502, f"Speech generation failed upstream ({failure.kind.value}: {failure.detail}).", code="upstream_error"
-    )

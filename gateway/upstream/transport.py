@@ -122,6 +122,8 @@ class AiohttpTransport:
     async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = JSON_HEADERS) -> UpstreamResponse:
         try:
             response = await self._get_session().post(url, data=orjson.dumps(body), headers={**headers, **JSON_HEADERS})
+        except aiohttp.SocketTimeoutError as exc:  # connected, but no answer within read_timeout_s
+            raise UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker sent no answer in time") from exc
         except aiohttp.ClientConnectorError as exc:
             raise UpstreamError(UpstreamErrorKind.CONNECT, str(exc)) from exc
         except (aiohttp.ClientError, OSError) as exc:
@@ -174,6 +176,8 @@ class HttpxTransport:
         request = self._client.build_request("POST", url, content=orjson.dumps(body), headers={**headers, **JSON_HEADERS})
         try:
             response = await self._client.send(request, stream=True)
+        except httpx.ReadTimeout as exc:  # connected, but no answer within read_timeout_s
+            raise UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker sent no answer in time") from exc
         except httpx.TimeoutException as exc:
             raise UpstreamError(UpstreamErrorKind.CONNECT, str(exc) or "timeout") from exc
         except httpx.HTTPError as exc:

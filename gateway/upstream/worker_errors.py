@@ -1,20 +1,17 @@
-"""Turn a worker's error body, in either of its shapes, into the gateway's answer.
+"""Read what a worker said when it refused or failed a request.
 
 vllm-omni answers most errors as ``{"error": {"message", "type", "param", "code"}}`` but
-some paths answer FastAPI's ``{"detail": ...}`` (400, 422 or 500). Clients must only ever
-see the OpenAI envelope, with a status that tells them whose fault it was.
+some paths answer FastAPI's ``{"detail": ...}`` (400, 422 or 500). This module only reads
+those answers; who is to blame for them, and what the client is told, is
+``gateway.upstream.blame``'s job. Nothing read here is ever shown to a client.
 """
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 import orjson
-
-from gateway.errors import GatewayError
-
-# Worker statuses worth another worker before any byte reached the client.
-RETRYABLE_STATUSES = frozenset({500, 502, 503, 504})
 
 
 def worker_error_message(body: bytes) -> tuple[str, str | None]:
@@ -27,7 +24,10 @@ def worker_error_message(body: bytes) -> tuple[str, str | None]:
     if isinstance(parsed, dict):
         error = parsed.get("error")
         if isinstance(error, dict):
-            return (str(error.get("message") or "worker error"), error.get("param"))
+            param = error.get("param")
+            if isinstance(param, str):
+                param = param.removeprefix("body.")  # vLLM's request validation names "body.<field>"
+            return (str(error.get("message") or "worker error"), param if isinstance(param, str) else None)
         if isinstance(error, str):
             return (error, None)
         detail = parsed.get("detail")
@@ -47,15 +47,29 @@ def worker_lost_a_voice(message: str) -> bool:
     return lowered.startswith("unknown voice") or lowered.startswith("audio file for uploaded voice")
 
 
-def translate_worker_error(status: int, body: bytes, worker_id: str) -> GatewayError:
-    """A worker's non-2xx answer as the error the client should see."""
-    message, param = worker_error_message(body)
-    if status in (400, 422):
-        # The worker judged the request itself (unknown voice, bad ref_audio, ...).
-        return GatewayError(400, message, param=param, code="invalid_value")
-    if status == 413:
-        return GatewayError(413, message, param=param, code="payload_too_large")
-    if status in RETRYABLE_STATUSES:
-        return GatewayError(502, f"Speech generation failed on worker {worker_id}: {message}", code="upstream_error")
-    # 404 unknown model and other 4xx mean our configuration and the worker disagree.
-    return GatewayError(502, f"Worker {worker_id} rejected the request ({status}): {message}", code="upstream_error")
+class FetchFailure(Enum):
+    """Why a worker could not use a ``ref_audio`` URL, as its 500 says."""
+
+    UNREACHABLE = "unreachable"  # refused, unresolvable, a 4xx from the remote, a bad URL
+    TOO_LARGE = "too_large"  # over the worker's clip size limit
+
+
+# vllm 0.30.0 ``multimodal/media/connector.py`` (``_wrap_media_fetch_error``) and
+# ``connections.py`` (the size limits), raised while vllm-omni builds the prompt and
+# answered as 500 "Speech generation failed: <this>" (``serving_speech.py`` create_speech).
+# "Cannot connect to host" is aiohttp's text for a refused or unresolvable host, after the
+# worker's own three tries.
+_FETCH_FAILURE_MARKERS = (
+    ("Failed to fetch media from URL", FetchFailure.UNREACHABLE),
+    ("Cannot connect to host", FetchFailure.UNREACHABLE),
+    ("Maximum file size exceeded", FetchFailure.TOO_LARGE),
+    ("Remote media download exceeds", FetchFailure.TOO_LARGE),
+)
+
+
+def ref_audio_fetch_failure(message: str) -> FetchFailure | None:
+    """What a worker's 500 says about fetching the reference audio, if it is about that."""
+    for marker, failure in _FETCH_FAILURE_MARKERS:
+        if marker in message:
+            return failure
+    return None

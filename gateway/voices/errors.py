@@ -17,6 +17,5 @@ class VoiceError(GatewayError):
         status: int = 400,
         code: str = "invalid_voice",
         param: str | None = "voice",
-        type: str = "invalid_request_error",
     ) -> None:
-        super().__init__(status, message, param=param, code=code, type_=type)
+        super().__init__(status, message, param=param, code=code)

@@ -158,3 +158,12 @@ def test_speed_scales_the_duration(stack: Stack, reference_pcm: bytes, speed: fl
     want_s = len(reference_pcm) / BYTES_PER_SECOND / speed
     assert abs(got_s - want_s) <= 0.05 * want_s, f"speed {speed}: {got_s:.3f} s, expected ~{want_s:.3f} s"
     assert response.content != reference_pcm[: len(response.content)], "the audio was stretched, not cut"
+
+
+def test_a_clip_longer_than_82_s_streams_through(stack: Stack) -> None:
+    """``max_new_tokens`` past Stage 0's default 2048 (~82 s): bounded by the workers'
+    max_model_len, not by a fixed cap, and streamed like any other clip."""
+    text = " ".join([SHORT_TEXT] * 27)  # ~125 s of speech at ~15 characters per second
+    body = speech_body(text, response_format="pcm", max_new_tokens=2600)
+    response = post_speech(stack, body, headers={"x-sla-class": "throughput"})
+    assert len(response.content) == (2600 - 8) * BYTES_PER_SECOND // 25, "every token the budget allows, as audio"

@@ -42,7 +42,10 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str | None, tuple[str, ...]]] = {
     "bad_ttfp_budget": ({"json": BODY, "headers": {"x-sla-ttfp-ms": "soon"}}, "x-sla-ttfp-ms", ("milliseconds",)),
     "negative_ttfp_budget": ({"json": BODY, "headers": {"x-sla-ttfp-ms": "-5"}}, "x-sla-ttfp-ms", ("milliseconds",)),
     "negative_seed": ({"json": {**BODY, "seed": -1}}, "seed", ("seed",)),
-    "too_many_new_tokens": ({"json": {**BODY, "max_new_tokens": 99_999}}, "max_new_tokens", ("2048",)),
+    # Bounded by the profiles' Stage 0 max_model_len (8192), not by the default max_tokens.
+    "too_many_new_tokens": ({"json": {**BODY, "max_new_tokens": 99_999}}, "max_new_tokens", ("at most 8192",)),
+    # Fewer than the model's 8 codebooks give no audio (the worker would answer an empty 200).
+    "too_few_new_tokens": ({"json": {**BODY, "max_new_tokens": 7}}, "max_new_tokens", ("at least 8",)),
 }
 
 
@@ -61,7 +64,8 @@ def assert_envelope(response: httpx.Response, status: int, param: str | None, wo
     error = body["error"]
     assert set(error) == {"message", "type", "param", "code"}, error
     assert isinstance(error["message"], str) and error["message"].strip(), error
-    assert error["type"] == ("invalid_request_error" if status == 400 else error["type"])
+    # OpenAI's types: every client mistake is an invalid_request_error (docs/errors.md).
+    assert error["type"] == ("invalid_request_error" if status < 500 and status != 429 else error["type"])
     assert error["param"] == param, error
     for word in words:
         assert word.lower() in error["message"].lower(), f"{word!r} not in {error['message']!r}"
@@ -78,7 +82,7 @@ def test_bad_input_is_a_400_envelope_naming_the_param(stack: Stack, case: str) -
 def test_unknown_model_is_404_on_param_model(stack: Stack) -> None:
     response = httpx.post(f"{stack.url}/v1/audio/speech", json={**BODY, "model": "gpt-9"}, timeout=30)
     error = assert_envelope(response, 404, "model", ("gpt-9", "higgs-audio-v3-tts-4b"))
-    assert error["type"] == "not_found_error" and error["code"] == "model_not_found"
+    assert error["type"] == "invalid_request_error" and error["code"] == "model_not_found"
 
 
 def test_wrong_content_type_is_415(stack: Stack) -> None:
@@ -104,7 +108,7 @@ def test_oversized_body_is_413_declared_or_streamed(stack: Stack) -> None:
 def test_unknown_route_is_a_404_envelope(stack: Stack) -> None:
     response = httpx.get(f"{stack.url}/v1/does-not-exist", timeout=10)
     error = assert_envelope(response, 404, None)
-    assert error["type"] == "not_found_error"
+    assert error["type"] == "invalid_request_error" and error["code"] == "not_found"
 
 
 def test_ready_names_the_pool_that_cannot_serve(stack: Stack) -> None:

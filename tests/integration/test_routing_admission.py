@@ -44,7 +44,7 @@ def assert_rejected(response: httpx.Response, status: int, reason: str) -> None:
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     assert error["code"] == reason and len(error["message"]) > 10, error
-    assert error["type"] == ("rate_limit_error" if status == 429 else "server_error"), error
+    assert error["type"] == ("requests" if status == 429 else "server_error"), error  # OpenAI's types
 
 
 async def post(client: httpx.AsyncClient, url: str, text: str, sla_class: str) -> httpx.Response:

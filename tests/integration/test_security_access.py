@@ -20,6 +20,7 @@ import pytest
 from gateway.security.auth import hash_key
 from tests.integration.conftest import ADMIN, LONG_TEXT, SHORT_TEXT, gateway_metric, speech_body, wait_idle
 from tests.integration.reliability_support import log_records, reference_wav, worker_counters
+from tests.support.clip_server import ClipServer, clip_server
 from tests.support.procs import free_port
 from tests.support.stack import ADMIN_TOKEN, Stack, gateway_config, running_gateway, running_stack
 
@@ -41,8 +42,17 @@ EXTRA = {
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with running_stack(tmp_path_factory.mktemp("security"), 1, 1, time_scale=0.02, extra=EXTRA) as running:
+def clips() -> Iterator[ClipServer]:
+    """A listed host's clips on 127.0.0.1: workers fetch ref_audio URLs themselves."""
+    with clip_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, clips: ClipServer) -> Iterator[Stack]:
+    hosts = [ALLOWED_HOST, clips.url.removeprefix("http://")]
+    extra = {**EXTRA, "auth": {**EXTRA["auth"], "ref_audio_url_hosts": hosts}}
+    with running_stack(tmp_path_factory.mktemp("security"), 1, 1, time_scale=0.02, extra=extra) as running:
         yield running
 
 
@@ -130,7 +140,7 @@ def test_a_key_over_its_tiers_concurrent_streams_gets_429_and_is_counted_by_name
             received = [next(chunks)]  # audio flows: the key's one stream is in use
             second = httpx.post(url, json=speech_body(response_format="pcm"), headers=bearer(TENANT_KEY), timeout=30)
             error = assert_error(second, 429, "concurrent_streams_exceeded")
-            assert error["type"] == "rate_limit_error" and "one-stream" in str(error["message"])
+            assert error["type"] == "requests" and "one-stream" in str(error["message"])
             assert second.headers["retry-after"] == "1"
             with pytest.raises(openai.RateLimitError):
                 openai.OpenAI(base_url=f"{tiered.url}/v1", api_key=TENANT_KEY, max_retries=0).audio.speech.create(
@@ -186,7 +196,7 @@ REFUSED_URLS = [
 ]
 
 
-def test_ref_audio_urls_off_the_allow_list_never_reach_a_worker(stack: Stack) -> None:
+def test_ref_audio_urls_off_the_allow_list_never_reach_a_worker(stack: Stack, clips: ClipServer) -> None:
     before = {url: worker_counters(url) for url in worker_urls(stack)}
     for value in REFUSED_URLS:
         response = httpx.post(
@@ -202,9 +212,11 @@ def test_ref_audio_urls_off_the_allow_list_never_reach_a_worker(stack: Stack) ->
     after = {url: worker_counters(url) for url in worker_urls(stack)}
     assert after == before, f"a refused ref_audio reached a worker: {before} -> {after}"
 
-    # What is allowed does reach a worker: a data: URI with real audio, and a listed host.
+    # What is allowed does reach a worker: a data: URI with real audio, and a listed host
+    # (which the worker then fetches).
     data_uri = "data:audio/wav;base64," + base64.b64encode(reference_wav()).decode()
-    for value in (data_uri, f"https://{ALLOWED_HOST}/clips/narrator.wav"):
+    fetched = clips.hits["/clip.wav"]
+    for value in (data_uri, f"{clips.url}/clip.wav"):
         response = httpx.post(
             f"{stack.url}/v1/audio/speech",
             json=speech_body(response_format="pcm", ref_audio=value),
@@ -214,6 +226,7 @@ def test_ref_audio_urls_off_the_allow_list_never_reach_a_worker(stack: Stack) ->
         assert response.status_code == 200 and response.content, response.text
     ll = stack.workers["low_latency"][0].url
     assert worker_counters(ll)["success"] == before[ll]["success"] + 2
+    assert clips.hits["/clip.wav"] == fetched + 1
     wait_idle(stack.url, worker_urls(stack))
 
 

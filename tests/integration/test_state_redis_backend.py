@@ -15,6 +15,7 @@ from gateway.state.backend import ChangeKind, StoredVoice
 from gateway.state.errors import StateUnavailable
 from gateway.state.redis_backend import RedisStateBackend
 from tests.support.redis_server import RedisServer, running_redis
+from tests.support.deadline import within
 
 META = {
     "name": "Narrator", "created_at": 1, "mime_type": "audio/wav", "ext": "wav", "file_size": 4,
@@ -114,9 +115,9 @@ async def test_changes_reach_the_follower_and_outages_are_reported(redis_server:
     writer = backend(redis_server)
     try:
         await follower.start(on_change)
-        assert await asyncio.wait_for(seen.get(), 10) is None  # the first full read
+        assert await within(10, seen.get()) is None  # the first full read
         await writer.set_drained("low_latency-0", True)
-        assert await asyncio.wait_for(seen.get(), 10) is ChangeKind.DRAINS
+        assert await within(10, seen.get()) is ChangeKind.DRAINS
         assert await follower.read_drains() == {"low_latency-0"}
 
         redis_server.kill()
@@ -127,7 +128,7 @@ async def test_changes_reach_the_follower_and_outages_are_reported(redis_server:
 
         redis_server.start()
         while True:  # reconnected: a full re-read, then up again
-            if await asyncio.wait_for(seen.get(), 20) is None and follower.up:
+            if await within(20, seen.get()) is None and follower.up:
                 break
         await writer.set_drained("low_latency-1", True)
         assert await follower.read_drains() == {"low_latency-1"}  # the restarted server lost the rest

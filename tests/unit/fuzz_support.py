@@ -32,6 +32,7 @@ import httpx
 import orjson
 from starlette.types import ASGIApp, Message
 
+from gateway.bench.leaks import LeakCheck
 from gateway.app import GatewayApp, create_app
 from gateway.config import DEFAULT_MODEL, load_config
 from gateway.deploy_profile import load_deploy_profile
@@ -40,6 +41,8 @@ from gateway.security.auth import hash_key
 from gateway.types import PoolName
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.upstream.errors import UpstreamError
+from gateway.upstream.worker_errors import worker_error_message
+from tests.support.deadline import within
 
 T = TypeVar("T")
 LL_URL = "http://ll.worker.invalid:8091"
@@ -109,7 +112,7 @@ class _Done:
 
 
 class _InProcessResponse:
-    def __init__(self, app: ASGIApp, url: str, body: bytes, headers: Mapping[str, str]) -> None:
+    def __init__(self, app: ASGIApp, url: str, body: bytes, headers: Mapping[str, str], said: list[str]) -> None:
         parts = urlsplit(url)
         extra = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
         self._scope = {
@@ -127,6 +130,7 @@ class _InProcessResponse:
         self._task: asyncio.Task[None] | None = None
         self.status = 0
         self.headers: dict[str, str] = {}
+        self._said = said
 
     async def start(self) -> None:
         self._task = asyncio.ensure_future(self._app(self._scope, self._receive, self._send))
@@ -162,7 +166,10 @@ class _InProcessResponse:
                 return
 
     async def read(self) -> bytes:
-        return b"".join([chunk async for chunk in self.chunks()])
+        body = b"".join([chunk async for chunk in self.chunks()])
+        if self.status != 200:
+            self._said.append(worker_error_message(body)[0])  # what no client may be shown
+        return body
 
     async def close(self) -> None:
         self._gone.set()  # the app sees http.disconnect, as after a closed connection
@@ -175,14 +182,15 @@ class InProcessUpstream:
     """``UpstreamTransport`` onto in-process worker apps, keyed by base URL."""
 
     def __init__(self, apps: dict[str, ASGIApp]) -> None:
-        self._apps = apps
+        self.apps = apps
+        self.worker_messages: list[str] = []  # every error message a worker answered
 
     async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = {}) -> _InProcessResponse:
         parts = urlsplit(url)
-        app = self._apps.get(f"{parts.scheme}://{parts.netloc}")
+        app = self.apps.get(f"{parts.scheme}://{parts.netloc}")
         if app is None:
             raise UpstreamError(UpstreamErrorKind.CONNECT, f"no worker at {url}")
-        response = _InProcessResponse(app, url, orjson.dumps(body), headers)
+        response = _InProcessResponse(app, url, orjson.dumps(body), headers, self.worker_messages)
         await response.start()
         return response
 
@@ -224,20 +232,31 @@ class InProcessGateway:
     loop: LoopThread
     gateway: GatewayApp
     client: httpx.AsyncClient
+    upstream: InProcessUpstream
     tally: Tally = field(default_factory=Tally)
 
+    def leak_check(self) -> LeakCheck:
+        """What no error body may contain: the workers' ids and addresses, anything they said."""
+        workers = list(self.gateway.fleet.view.workers)
+        said = [message for message in self.upstream.worker_messages if len(message) >= 16]
+        return LeakCheck.of((w.worker_id for w in workers), (w.url for w in workers), said)
+
     def request(self, method: str, path: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-        """One call with a deadline: a hang fails the test instead of stalling it."""
+        """One call with a deadline: a hang fails the test instead of stalling it. Every
+        error answer is checked for what it must not give away (``gateway.bench.leaks``)."""
         if isinstance(path, httpx.URL):
             tallied = path.raw_path.decode("ascii", "replace")
         else:
             tallied = path
         try:
-            response = self.loop.run(asyncio.wait_for(self.client.request(method, path, **kwargs), CALL_TIMEOUT_S - 5))
+            response = self.loop.run(within(CALL_TIMEOUT_S - 5, self.client.request(method, path, **kwargs)))
         except TimeoutError:
             self.tally.record(method, tallied, None)
             raise
         self.tally.record(method, tallied, response.status_code)
+        if response.status_code >= 400:
+            leak = self.leak_check().find(response.content)
+            assert leak is None, f"{method} {tallied} -> {response.status_code} gives away {leak}: {response.text[:300]}"
         return response
 
     def call(self, work: Awaitable[T]) -> T:
@@ -267,6 +286,8 @@ def fuzz_config(data_dir: Path) -> dict[str, Any]:
 def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
     loop = LoopThread()
 
+    upstream = InProcessUpstream({})
+
     async def build() -> tuple[GatewayApp, httpx.AsyncClient]:
         workers: dict[str, ASGIApp] = {}
         for url, profile, name in ((LL_URL, "higgs_multimodal_qwen3_low_latency.yaml", "ll"),
@@ -277,9 +298,10 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
             )  # fmt: skip
             workers[url] = create_emulator(settings)
         config = load_config(overrides=fuzz_config(tmp / "gateway-data"))
+        upstream.apps.update(workers)
         runtime = create_app(
             config,
-            transport=InProcessUpstream(workers),
+            transport=upstream,
             control_client=httpx.AsyncClient(transport=HostDispatch(workers)),
         )
         await runtime.start()
@@ -294,7 +316,7 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
 
     runtime, client = loop.run(build(), 60)
     try:
-        running = InProcessGateway(loop, runtime, client)
+        running = InProcessGateway(loop, runtime, client, upstream)
         yield running
         if REPORT_PATH:
             running.tally.write(REPORT_PATH)

@@ -688,7 +688,7 @@ def volume_configmap(deployment: dict[str, Any], mount_path: str) -> str | None:
     return volume.get("configMap", {}).get("name")
 
 
-OVERLAYS = ["base", "overlays/gpu", "overlays/demo"]
+OVERLAYS = ["base", "overlays/gpu", "overlays/demo", "overlays/gpu-keda", "overlays/gpu-hpa"]
 
 
 @pytest.mark.parametrize("target", OVERLAYS)
@@ -1093,3 +1093,175 @@ def test_k8s_network_policies_select_the_right_pods(target: str) -> None:
     assert [port["port"] for rule in redis_policy["spec"]["ingress"] for port in rule["ports"]] == [redis_port]
     # Redis opens no connection of its own.
     assert "Egress" in redis_policy["spec"]["policyTypes"] and not redis_policy["spec"].get("egress")
+
+
+# ---- Autoscaling: KEDA ScaledObjects, or HPAs on prometheus-adapter ---------------------
+
+DESIRED_WORKERS = "higgs_gateway_desired_workers"
+PLANNER_JUDGED = "higgs_gateway_planner_judged"
+
+
+def worker_deployments(docs: tuple[dict[str, Any], ...]) -> dict[str, dict[str, Any]]:
+    return {
+        d["metadata"]["name"]: d
+        for d in find(docs, "Deployment")
+        if pod_labels(d).get("app.kubernetes.io/component") == "worker"
+    }
+
+
+def startup_budget_s(deployment: dict[str, Any]) -> int:
+    """The longest a worker of this Deployment may take to start before it is restarted."""
+    probe = container(deployment)["startupProbe"]
+    return int(probe["periodSeconds"]) * int(probe["failureThreshold"])
+
+
+def assert_scales_each_worker_once(
+    docs: tuple[dict[str, Any], ...], scalers: list[dict[str, Any]]
+) -> dict[PoolName, tuple[dict[str, Any], dict[str, Any]]]:
+    """Every scaler targets a worker Deployment that exists in the same namespace, each
+    worker Deployment has exactly one, and the pool labels agree. -> pool: (scaler, target)."""
+    workers = worker_deployments(docs)
+    assert len(workers) == 2
+    ref_names = [s["spec"]["scaleTargetRef"]["name"] for s in scalers]
+    assert sorted(ref_names) == sorted(workers), ref_names
+    by_pool = {}
+    for scaler in scalers:
+        ref = scaler["spec"]["scaleTargetRef"]
+        assert ref.get("apiVersion", "apps/v1") == "apps/v1" and ref.get("kind", "Deployment") == "Deployment"
+        target = workers[ref["name"]]
+        assert scaler["metadata"]["namespace"] == target["metadata"]["namespace"]  # a ref never crosses namespaces
+        pool = PoolName(pod_labels(target)["higgs-gateway/pool"])
+        assert scaler["metadata"]["labels"]["higgs-gateway/pool"] == pool.value
+        # The autoscaler owns the count: the manifests no longer set it.
+        assert "replicas" not in target["spec"]
+        by_pool[pool] = (scaler, target)
+    assert set(by_pool) == set(PoolName)
+    return by_pool
+
+
+# ScaledObject fields (keda.sh/v1alpha1, KEDA 2.x): a misspelt one would be dropped by the
+# API server without a word, leaving that setting at KEDA's default.
+SCALED_OBJECT_SPEC = {
+    "scaleTargetRef", "pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
+    "minReplicaCount", "maxReplicaCount", "fallback", "advanced", "triggers",
+}  # fmt: skip
+SCALED_OBJECT_ADVANCED = {"horizontalPodAutoscalerConfig", "restoreToOriginalReplicaCount", "scalingModifiers"}
+SCALED_OBJECT_TRIGGER = {"type", "name", "metadata", "metricType", "authenticationRef", "useCachedMetrics"}
+
+
+def round_trips(model: Any, data: dict[str, Any]) -> bool:
+    """The Kubernetes API type accepts the data as written: required fields present and
+    nothing unknown or misspelt (lightkube drops what it does not know)."""
+    return bool(model.from_dict(data).to_dict() == data)
+
+
+def assert_gpu_friendly_behavior(behavior: dict[str, Any], target: dict[str, Any]) -> None:
+    """Scale-down waits out a worker's start-up and gives GPUs back one at a time."""
+    from lightkube.models.autoscaling_v2 import HorizontalPodAutoscalerBehavior
+
+    assert round_trips(HorizontalPodAutoscalerBehavior, behavior), behavior  # KEDA passes it to its HPA as is
+    down, up = behavior["scaleDown"], behavior["scaleUp"]
+    assert down["stabilizationWindowSeconds"] >= startup_budget_s(target) >= 600
+    assert all(p["type"] == "Pods" and p["value"] == 1 for p in down["policies"])
+    assert up["stabilizationWindowSeconds"] <= 120  # a missing worker hurts now
+    assert all(p["periodSeconds"] > 0 and p["value"] >= 1 for p in down["policies"] + up["policies"])
+
+
+def assert_desired_workers_query(query: str, pool_matcher: str) -> None:
+    """max over the gateway replicas (they export the same fleet-wide count), only those
+    whose planner judged; never a sum."""
+    compact = " ".join(query.split())
+    assert re.match(r"max(\s+by\s*\(pool\))?\s*\(", compact), compact
+    assert "sum" not in compact and f"{DESIRED_WORKERS}{{{pool_matcher}}}" in compact
+    assert f"and on (instance) ({PLANNER_JUDGED} == 1)" in compact
+
+
+def test_k8s_keda_overlay_scales_both_worker_pools() -> None:
+    docs = kustomize(str(K8S / "overlays/gpu-keda"))
+    scaled = find(docs, "ScaledObject")
+    assert len(scaled) == 2
+    for pool, (obj, target) in assert_scales_each_worker_once(docs, scaled).items():
+        assert obj["apiVersion"] == "keda.sh/v1alpha1"
+        spec = obj["spec"]
+        assert {"scaleTargetRef", "triggers"} <= spec.keys() <= SCALED_OBJECT_SPEC
+        assert spec["advanced"].keys() <= SCALED_OBJECT_ADVANCED and spec["advanced"]["horizontalPodAutoscalerConfig"].keys() <= {"name", "behavior"}
+        # Never to zero unless the operator asks; a maximum that bounds the GPUs taken.
+        assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+        assert spec["cooldownPeriod"] >= startup_budget_s(target) and 0 < spec["pollingInterval"] <= 60
+        assert "fallback" not in spec  # a fixed count on a Prometheus outage would change the fleet
+        assert_gpu_friendly_behavior(spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"], target)
+        (trigger,) = spec["triggers"]
+        assert trigger.keys() <= SCALED_OBJECT_TRIGGER
+        assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
+        metadata = trigger["metadata"]
+        assert all(isinstance(v, str) for v in metadata.values()), metadata  # KEDA reads strings only
+        assert {"serverAddress", "query", "threshold"} <= metadata.keys()
+        assert re.fullmatch(r"https?://[\w.-]+(:\d+)?", metadata["serverAddress"])
+        # replicas = ceil(desired / 1): the planner's count itself.
+        assert float(metadata["threshold"]) == 1.0
+        # No replica judged -> empty result -> an error, so the count is held, not zeroed.
+        assert metadata["ignoreNullValues"] == "false"
+        assert_desired_workers_query(metadata["query"], f'pool="{pool.value}"')
+    # Nothing else changed: the rest is the GPU overlay's.
+    assert not find(docs, "HorizontalPodAutoscaler")
+    plain = kustomize(str(K8S / "overlays/gpu"))
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs} - {(d["kind"], d["metadata"]["name"]) for d in plain} == {
+        ("ScaledObject", "higgs-worker-low-latency"),
+        ("ScaledObject", "higgs-worker-high-throughput"),
+    }
+
+
+def adapter_rule(docs: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    config = yaml.safe_load(one(docs, "ConfigMap", "higgs-prometheus-adapter-rules")["data"]["config.yaml"])
+    assert set(config) == {"externalRules"}  # adds nothing to the adapter's other APIs
+    (rule,) = config["externalRules"]
+    return rule
+
+
+def test_k8s_hpa_overlay_scales_both_worker_pools_through_prometheus_adapter() -> None:
+    docs = kustomize(str(K8S / "overlays/gpu-hpa"))
+    hpas = find(docs, "HorizontalPodAutoscaler")
+    assert len(hpas) == 2 and not find(docs, "ScaledObject")
+    rule = adapter_rule(docs)
+    assert rule["name"]["as"] == DESIRED_WORKERS and re.fullmatch(rule["name"]["matches"], DESIRED_WORKERS)
+    assert DESIRED_WORKERS in rule["seriesQuery"] and 'pool!=""' in rule["seriesQuery"]
+    # Gateway series scraped through pod annotations carry no namespace label.
+    assert rule["resources"] == {"namespaced": False}
+    # The adapter puts the series name and the HPA's selector (pool="...") into the template.
+    assert rule["metricsQuery"].count("<<.Series>>{<<.LabelMatchers>>}") == 1
+    assert_desired_workers_query(rule["metricsQuery"].replace("<<.Series>>", DESIRED_WORKERS), "<<.LabelMatchers>>")
+    keda = {s["spec"]["scaleTargetRef"]["name"]: s["spec"] for s in find(kustomize(str(K8S / "overlays/gpu-keda")), "ScaledObject")}
+    for pool, (hpa, target) in assert_scales_each_worker_once(docs, hpas).items():
+        from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
+
+        assert hpa["apiVersion"] == "autoscaling/v2" and round_trips(HorizontalPodAutoscaler, hpa), hpa
+        spec = hpa["spec"]
+        (metric,) = spec["metrics"]
+        assert metric["type"] == "External"
+        assert metric["external"]["metric"] == {"name": DESIRED_WORKERS, "selector": {"matchLabels": {"pool": pool.value}}}
+        assert metric["external"]["target"] == {"type": "AverageValue", "averageValue": "1"}
+        assert_gpu_friendly_behavior(spec["behavior"], target)
+        # The same bounds and pace as the KEDA alternative.
+        same = keda[target["metadata"]["name"]]
+        assert (spec["minReplicas"], spec["maxReplicas"]) == (same["minReplicaCount"], same["maxReplicaCount"])
+        assert spec["behavior"] == same["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+        assert spec["minReplicas"] >= 1
+
+
+@pytest.mark.parametrize("namespace", [None, "speech"])
+@pytest.mark.parametrize(("component", "kind"), [("keda-autoscaling", "ScaledObject"), ("hpa-autoscaling", "HorizontalPodAutoscaler")])
+def test_k8s_autoscaling_components_fit_any_overlay(component: str, kind: str, namespace: str | None, tmp_path: Path) -> None:
+    # Added to another overlay (here the demo's emulated workers), renamed or not, the
+    # autoscalers land beside the Deployments they scale.
+    overlay = tmp_path / "autoscaled"
+    overlay.mkdir()
+    kustomization: dict[str, Any] = {
+        "resources": [os.path.relpath(K8S / "overlays" / "demo", overlay)],
+        "components": [os.path.relpath(K8S / "components" / component, overlay)],
+    }
+    if namespace:
+        kustomization["namespace"] = namespace
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    docs = kustomize(str(overlay))
+    assert_scales_each_worker_once(docs, find(docs, kind))
+    assert {d["metadata"]["namespace"] for d in find(docs, "Deployment")} == {namespace or "higgs"}

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.api.speech_request import parse_speech_request, worker_payload
+from gateway.api.speech_request import max_new_tokens_limit, parse_speech_request, worker_payload
 from gateway.audio.formats import AudioFormat
 
 VALID = {"model": "tts-1", "input": "Hello there.", "voice": "alloy"}
@@ -44,7 +44,8 @@ def test_defaults_follow_openai() -> None:
         (body(voice={"name": "x"}), "voice", "invalid_value"),
         (body(seed=-1), "seed", "invalid_value"),
         (body(max_new_tokens=0), "max_new_tokens", "invalid_value"),
-        (body(max_new_tokens=4096), "max_new_tokens", "invalid_value"),
+        (body(max_new_tokens=7), "max_new_tokens", "invalid_value"),
+        (body(max_new_tokens=2**63), "max_new_tokens", "invalid_value"),
         (body(sample_rate=16000), "sample_rate", "unknown_parameter"),
         (body(temperature=0.3), "temperature", "unknown_parameter"),
         (body(input=["a", "b"]), "input", "invalid_value"),
@@ -86,3 +87,21 @@ def test_default_voice_is_not_sent() -> None:
     # speed is applied by the gateway's encoder, never sent to the worker (it rejects
     # speed != 1 on streams).
     assert "speed" not in payload
+
+
+@pytest.mark.parametrize("tokens", [1, 5, 7])
+def test_a_budget_below_the_first_audio_frame_is_refused_naming_the_minimum(tokens: int) -> None:
+    # vllm-omni 0.30.0: fewer than 8 decode rows make an empty chunk
+    # (model_executor/stage_input_processors/higgs_audio_v3.py, talker2code2wav_async_chunk):
+    # the worker answers 200 with no audio, which the gateway refuses before it gets there.
+    with pytest.raises(GatewayError) as caught:
+        parse_speech_request(body(max_new_tokens=tokens))
+    assert (caught.value.status, caught.value.param) == (400, "max_new_tokens")
+    assert "at least 8" in caught.value.message
+
+
+def test_budgets_past_2048_tokens_are_allowed_up_to_the_profiles_model_length() -> None:
+    assert parse_speech_request(body(max_new_tokens=8)).max_new_tokens == 8
+    assert parse_speech_request(body(max_new_tokens=5000)).max_new_tokens == 5000  # ~200 s of audio
+    assert max_new_tokens_limit([8192, None, 4096]) == 4096
+    assert max_new_tokens_limit([None]) is None

@@ -29,29 +29,45 @@ def test_modes() -> None:
     assert check({"input": "hi"}).response_format == "wav"
 
 
-def test_model_is_checked_first() -> None:
+def test_sample_rate_is_checked_before_the_model() -> None:
+    # serving_speech.py create_speech: _validate_speech_speech_sample_rate, then _check_model.
     error = refused({"input": "", "model": "tts-1", "sample_rate": 8000})
+    assert (error.status, error.param) == (400, None)
+    error = refused({"input": "", "model": "tts-1"})
     assert error.status == 404 and error.param == "model"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": " "},
+        {"input": "hi", "sample_rate": 24000},
+        {"input": "hi", "stream_format": "audio", "speed": 2.0, "response_format": "pcm"},
+        {"input": "hi", "voice": "alloy"},
+        {"input": "hi", "word_timestamps": True},
+    ],
+)
+def test_the_servers_own_refusals_are_400_without_a_param(body: dict[str, object]) -> None:
+    # create_error_response(ValueError or message): BadRequestError, param None.
+    error = refused(body)
+    assert (error.status, error.param, error.err_type) == (400, None, None)
 
 
 @pytest.mark.parametrize(
     ("body", "param"),
     [
-        ({"input": " "}, "input"),
-        ({"input": "hi", "sample_rate": 24000}, "sample_rate"),
-        ({"input": "hi", "stream_format": "audio", "response_format": "mp3"}, "response_format"),
-        ({"input": "hi", "stream_format": "audio", "speed": 2.0, "response_format": "pcm"}, "speed"),
-        ({"input": "hi", "voice": "alloy"}, "voice"),
-        ({"input": "hi", "voice": {"name": "x"}}, "voice"),
-        ({"input": "hi", "response_format": "aac"}, "response_format"),
-        ({"input": "hi", "max_new_tokens": 0}, "max_new_tokens"),
-        ({"input": "hi", "ref_audio": "ftp://x/y.wav"}, "ref_audio"),
-        ({}, "input"),
+        ({"input": "hi", "voice": {"name": "x"}}, "body.voice"),
+        ({"input": "hi", "response_format": "aac"}, "body.response_format"),
+        ({"input": "hi", "max_new_tokens": 0}, "body.max_new_tokens"),
+        ({"input": "hi", "sample_rate": 0}, "body.sample_rate"),
+        ({"input": "hi", "stream_format": "audio", "response_format": "mp3"}, "body"),
+        ({}, "body.input"),
     ],
 )
-def test_refusals_are_400(body: dict[str, object], param: str) -> None:
+def test_body_validation_is_fastapis_400_as_vllm_renders_it(body: dict[str, object], param: str) -> None:
     error = refused(body)
-    assert error.status == 400 and error.param == param
+    assert (error.status, error.param, error.err_type) == (400, param, "Bad Request")
+    assert error.message.startswith("1 validation error:")
 
 
 def test_voices_resolve_case_insensitively() -> None:
@@ -59,6 +75,7 @@ def test_voices_resolve_case_insensitively() -> None:
     assert check({"input": "hi", "voice": {"id": "ANNA"}}, {"anna"}).voice == "anna"
     assert check({"input": "hi", "speaker": "anna"}, {"anna"}).voice == "anna"
     assert check({"input": "hi", "voice": "Default"}).voice is None
+    assert refused({"input": "hi", "voice": " default "}).message.startswith("Unknown voice ' default '")
 
 
 def test_non_object_bodies_are_refused() -> None:

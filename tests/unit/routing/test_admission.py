@@ -14,6 +14,7 @@ from gateway.types import reasons as r
 from gateway.types.decision import Decision
 from gateway.types.view import RequestInfo
 from tests.unit.routing.fakes import FakeClock, FakeFleet, ht, ll, req, thresholds
+from tests.support.deadline import within
 
 
 def make(fleet: FakeFleet, clock: Any = None, knobs: dict | None = None, policy: str = "rules", **config: Any) -> Admission:
@@ -158,7 +159,7 @@ async def test_latency_spills_on_its_own_timer() -> None:
     """No capacity change at all: the waiter wakes itself when its budget is spent (real clock)."""
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
     admission = make(fleet, clock=asyncio.get_running_loop().time, knobs={"latency_queue_budget_ms": 5})
-    reservation = await asyncio.wait_for(admission.admit(req("latency")), timeout=10)
+    reservation = await within(10, admission.admit(req("latency")))
     assert reservation.decision.reason == r.SPILL_LL_FULL
 
 

@@ -98,7 +98,7 @@ async def test_rate_limit_burst_then_429_with_retry_after_then_refill():
     with pytest.raises(AuthError) as err:
         await auth.admit(f"Bearer {KEY_A}")
     assert err.value.status == 429 and err.value.code == "rate_limit_exceeded"
-    assert err.value.envelope()["error"]["type"] == "rate_limit_error"
+    assert err.value.envelope()["error"]["type"] == "requests"
     assert err.value.headers["Retry-After"] == "1" and err.value.retry_after == 1
     await auth.admit(f"Bearer {KEY_B}")  # buckets are per key
     clock.now += 0.5  # one token back at 2/s

@@ -69,7 +69,7 @@ async def test_a_key_over_its_concurrent_streams_gets_429_with_retry_after() -> 
     assert error.status == 429 and error.headers["Retry-After"] == "1"
     assert error.envelope()["error"] == {
         "message": error.message,
-        "type": "rate_limit_error",
+        "type": "requests",
         "param": None,
         "code": "concurrent_streams_exceeded",
     }

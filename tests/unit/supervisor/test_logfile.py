@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from gateway.supervisor.logfile import RotatingLog, pump
+from tests.support.deadline import within
 
 
 def test_rotates_by_size_and_keeps_backups(tmp_path: Path) -> None:
@@ -46,7 +47,7 @@ async def test_pump_copies_a_pipe_until_eof(tmp_path: Path) -> None:
     os.write(write_fd, b"hello\n" * 1000)
     log.note("marker")
     os.close(write_fd)
-    await asyncio.wait_for(task, 10)
+    await within(10, task)
     log.close()
     text = (tmp_path / "w.log").read_text()
     assert text.count("hello\n") == 1000
@@ -73,5 +74,5 @@ async def test_pump_keeps_draining_when_the_log_cannot_be_written(tmp_path: Path
         with os.fdopen(write_fd, "wb") as pipe:
             pipe.write(b"x" * 300_000)
 
-    await asyncio.wait_for(asyncio.to_thread(feed), 10)
-    await asyncio.wait_for(task, 10)
+    await within(10, asyncio.to_thread(feed))
+    await within(10, task)

@@ -107,6 +107,7 @@ async def test_a_first_byte_timeout_is_retried_and_reported(tmp_path: Path) -> N
         (FakeResponse(500), 502, "upstream_error"),
         (FakeResponse(503), 503, "upstream_unavailable"),
         (FakeResponse(200, [cut()]), 502, "upstream_error"),
+        (FakeResponse(200, [UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "silent")]), 504, "upstream_timeout"),
     ],
 )
 async def test_when_every_attempt_fails_the_client_gets_one_error_and_no_lease_is_left(
@@ -122,14 +123,16 @@ async def test_when_every_attempt_fails_the_client_gets_one_error_and_no_lease_i
 
 
 async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Path) -> None:
-    body = b'{"error": {"message": "instructions are too long", "param": "instructions"}}'
+    body = b'{"error": {"message": "seed 12 is not allowed here", "param": "seed"}}'
     relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(400, body=body)]})
     with pytest.raises(GatewayError) as caught:
-        await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
-    assert (caught.value.status, caught.value.param) == (400, "instructions")
+        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "seed": 12}, observer)
+    assert (caught.value.status, caught.value.param, caught.value.code) == (400, "seed", "rejected_by_worker")
+    assert "not allowed here" not in caught.value.message, "the worker's words stay in the log"
+    assert "not allowed here" in (caught.value.log_detail or "") and "ll-0" in (caught.value.log_detail or "")
     assert transport.calls == [LL_URL] and observer.error_kinds == [("low_latency", "status_4xx")]
     worker = fleet.members.get("ll-0")
-    assert worker.consecutive_failures == 0  # a 4xx does not count toward ejection
+    assert worker.consecutive_failures == 0 and worker.last_error is None  # the request's, not the worker's
 
 
 async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_prepared_again(tmp_path: Path) -> None:
@@ -146,12 +149,74 @@ async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_pr
     await stream.close(StreamOutcome.COMPLETED)
 
 
-async def test_503_never_counts_toward_ejection_but_500_does(tmp_path: Path) -> None:
-    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(503), FakeResponse(500)]}, retries=0)
+async def test_503_never_counts_toward_ejection_and_502_does(tmp_path: Path) -> None:
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(503), FakeResponse(502)]}, retries=0)
     for _ in range(2):
         with pytest.raises(GatewayError):
             await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert fleet.members.get("ll-0").consecutive_failures == 1
+
+
+GENERATION_FAILED = b'{"error": {"message": "Speech generation failed: something odd", "code": 500}}'
+
+
+async def test_a_500_counts_against_the_worker_once_another_worker_served_the_request(tmp_path: Path) -> None:
+    relay, _, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [FakeResponse(500, body=GENERATION_FAILED)], LL2_URL: [FakeResponse(200, [AUDIO])]}
+    )
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert stream.worker.worker_id == "ll-1" and observer.retries == ["status_5xx"]
+    assert fleet.members.get("ll-0").consecutive_failures == 1, "the request was fine: the 500 was the worker's"
+    assert any("something odd" in line for line in stream.hidden_failures)
+    await stream.close(StreamOutcome.COMPLETED)
+
+
+async def test_a_500_nothing_else_could_settle_counts_against_nobody(tmp_path: Path) -> None:
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(500, body=GENERATION_FAILED)]}, retries=0)
+    with pytest.raises(GatewayError) as caught:
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
+    assert fleet.members.get("ll-0").consecutive_failures == 0
+
+
+@pytest.mark.parametrize(
+    ("answer", "code", "param"),
+    [
+        (lambda: FakeResponse(500, body=GENERATION_FAILED), "unservable_request", None),
+        (lambda: FakeResponse(200, [b""]), "no_audio", "max_new_tokens"),  # a 200 with no audio
+    ],
+)
+async def test_the_same_failure_on_a_second_worker_is_the_requests_and_ejects_nobody(
+    tmp_path: Path, answer: Any, code: str, param: str | None
+) -> None:
+    relay, transport, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [answer() for _ in range(3)], LL2_URL: [answer() for _ in range(3)]}, retries=2
+    )
+    payload = {**PAYLOAD, "max_new_tokens": 9}
+    for _ in range(3):  # as many as would eject a worker whose fault it was
+        with pytest.raises(GatewayError) as caught:
+            await relay.open(on_ll0(fleet), INFO, payload, observer)
+        error = caught.value
+        assert (error.status, error.code, error.param, error.type) == (400, code, param, "invalid_request_error")
+        assert "ll-0" not in error.message and "something odd" not in error.message
+        assert "ll-0" in (error.log_detail or "") and "ll-1" in (error.log_detail or "")
+    assert transport.calls == [LL_URL, LL2_URL] * 3, "a second worker settles it: no third attempt"
+    assert [kind for _, kind in observer.errors][1::2] == ["request_fault"] * 3
+    for worker in fleet.members.workers:
+        assert (worker.consecutive_failures, worker.state.value, worker.last_error) == (0, "ready", None)
+    assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
+
+
+async def test_a_reference_url_the_worker_could_not_fetch_is_a_400_at_once(tmp_path: Path) -> None:
+    said = b'{"error": {"message": "Speech generation failed: Cannot connect to host clips.example:443 ssl:default", "code": 500}}'
+    relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(500, body=said)]})
+    with pytest.raises(GatewayError) as caught:
+        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "ref_audio": "https://clips.example/a.wav"}, observer)
+    error = caught.value
+    assert (error.status, error.param, error.code) == (400, "ref_audio", "ref_audio_unreachable")
+    assert transport.calls == [LL_URL] and observer.retries == [], "not retried: another worker would fail alike"
+    assert observer.error_kinds == [("low_latency", "request_fault")]
+    assert fleet.members.get("ll-0").consecutive_failures == 0 and fleet.members.get("ll-0").last_error is None
 
 
 async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_path: Path) -> None:
@@ -169,7 +234,7 @@ async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_pa
 
 async def test_a_retry_never_goes_back_to_a_tried_worker(tmp_path: Path) -> None:
     relay, transport, observer, fleet = relay_over(
-        tmp_path, {LL_URL: [FakeResponse(500)], LL2_URL: [FakeResponse(500)], HT_URL: [FakeResponse(200, [AUDIO])]}, retries=2
+        tmp_path, {LL_URL: [FakeResponse(502)], LL2_URL: [FakeResponse(502)], HT_URL: [FakeResponse(200, [AUDIO])]}, retries=2
     )
     stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert transport.calls == [LL_URL, LL2_URL, HT_URL] and stream.attempts == 3

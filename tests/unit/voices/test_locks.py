@@ -3,6 +3,7 @@ import asyncio
 import pytest
 
 from gateway.voices.locks import NameLocks
+from tests.support.deadline import within
 
 
 async def _hold(locks, name, exclusive, log, tag, release):
@@ -43,7 +44,7 @@ async def test_waiting_writer_is_not_starved_by_later_readers():
 async def test_other_names_do_not_block():
     locks = NameLocks()
     async with locks.exclusive("a"):
-        await asyncio.wait_for(_enter(locks, "b"), 0.5)
+        await within(0.5, _enter(locks, "b"))
 
 
 async def _enter(locks, name):
@@ -63,5 +64,5 @@ async def test_cancelled_waiter_leaves_the_lock_usable():
         await waiter
     release.set()
     await holder
-    assert await asyncio.wait_for(_enter(locks, "v"), 0.5)
+    assert await within(0.5, _enter(locks, "v"))
     assert len(locks) == 0

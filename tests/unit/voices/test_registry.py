@@ -7,6 +7,7 @@ from gateway.voices.registry import Outcome, VoiceRegistry
 from gateway.voices.store import VoiceStore
 from tests.unit.voices.fake_workers import Fleet
 from tests.unit.voices.samples import wav_bytes
+from tests.support.deadline import within
 
 A, B, C = "http://w-a:8091", "http://w-b:8091", "http://w-c:8091"
 
@@ -210,7 +211,7 @@ async def test_a_fan_out_cut_short_marks_every_target_out_of_step(registry, flee
 
     fleet[B].handle = hang
     adding = asyncio.create_task(registry.add("v", wav_bytes(), consent="true"))
-    await asyncio.wait_for(reached.wait(), 5)  # the fan-out has begun
+    await within(5, reached.wait())  # the fan-out has begun
     adding.cancel()  # the client went away
     with pytest.raises(asyncio.CancelledError):
         await adding
