@@ -335,6 +335,31 @@ def overview(slo: SloConfig) -> Dashboard:
         unit="reqps", width=6,
     ))  # fmt: skip
 
+    d = d.with_row(Row("Voice sessions"))
+    d = d.with_panel(ts(
+        "Sessions and utterances", "Voice sessions open (WebSocket /v1/audio/speech/stream), and utterances started per second.",
+        [Q(f"sum(higgs_gateway_sessions_open{i})", "sessions open"),
+         Q(f"sum(rate(higgs_gateway_session_utterances_total{i}[{RATE}]))", "utterances/s")],
+        width=6,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Sentences by pool and reason", "Session sentences placed per second: first sentences as latency (fastest_ttfp), later ones by their deadline (deadline_met / deadline_missed).",
+        [Q(f"sum by (pool, reason) (rate(higgs_gateway_session_sentences_total{pi}[{RATE}]))", "{{pool}}: {{reason}}")],
+        unit="reqps", width=6,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Session time to first audio and gaps", "Per utterance: first sentence complete to its first audio sent; and the silence a real-time player sits through before each later sentence (0 is the goal).",
+        [*quantiles("higgs_gateway_session_first_audio_seconds", "instance", i, "first audio", (0.5, 0.99)),
+         *quantiles("higgs_gateway_session_gap_seconds", "instance", i, "gap", (0.5, 0.99))],
+        unit="s", width=6,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Barge-ins", "input.cancel per second, and the time from it to every upstream request of the utterance ended.",
+        [Q(f"sum(rate(higgs_gateway_session_barge_in_seconds_count{i}[{RATE}]))", "barge-ins/s"),
+         *quantiles("higgs_gateway_session_barge_in_seconds", "instance", i, "cancel latency", (0.5, 0.99))],
+        width=6,
+    ))  # fmt: skip
+
     d = d.with_row(Row("Worker health and failures"))
     up = f"max by (pool, worker) (higgs_gateway_worker_up{pi})"
     d = d.with_panel(ts(
@@ -384,6 +409,16 @@ def overview(slo: SloConfig) -> Dashboard:
         "from the last known state, admin writes answer 503).",
         [Q(f"min by (instance, backend) (higgs_gateway_state_backend_up{i})", "{{instance}} ({{backend}})")],
         width=6,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "GPU profile changes",
+        "Supervised GPUs moved from one pool's profile to the other's (supervisor.profile_changes) in the last hour, "
+        "by how each ended; dashed: a change in progress (drain, restart, warm-up).",
+        [Q(f"sum by (from_pool, to_pool, result) (increase(higgs_gateway_profile_changes_total{i}[1h]))",
+           "{{from_pool}} → {{to_pool}}: {{result}}"),
+         Q(f"max by (from_pool, to_pool) (higgs_gateway_profile_change_in_progress{i})",
+           "{{from_pool}} → {{to_pool}} in progress", guide=True)],
+        width=10,
     ))  # fmt: skip
     return d
 

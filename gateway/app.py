@@ -5,18 +5,20 @@ constructor, and assembles the one ASGI stack that ``serve``, ``demo`` and the t
 run::
 
     CORSMiddleware (when server.cors_origins is set)
-      SpeechEntry: POST /v1/audio/speech -> SpeechPipeline
-        FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
+      SessionEntry: WebSocket /v1/audio/speech/stream -> SessionEndpoint (voice sessions)
+        SpeechEntry: POST /v1/audio/speech -> SpeechPipeline
+          FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
 
 Tests pass a transport (the relay's HTTP client), a control client (probes, load
-reports, voices, warm-up), a clock, a discovery factory, a stream observer or a tracer
-provider; nothing else differs from production.
+reports, voices, warm-up), a clock, a discovery factory, a stream observer, a tracer
+provider or a desired worker mix; nothing else differs from production.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -37,6 +39,7 @@ from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
 from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
+from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
 from gateway.api.speech_request import WorkerPayloads, max_new_tokens_limit
 from gateway.audio.factory import open_encoder
@@ -64,9 +67,14 @@ from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.sessions.sentence import SentenceUpstream
+from gateway.sessions.session import SessionLimits
+from gateway.sessions.voice import SessionVoices
 from gateway.state.replicas import ReplicaSync
 from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
 from gateway.supervisor.pool import PoolSupervisor
+from gateway.supervisor.mix import DesiredMix
+from gateway.supervisor.profile_change import ChangeFleet, ChangeObserver, ProfileChanger
 from gateway.supervisor.setup import build_supervisors
 from gateway.telemetry.request_context import send_request_id
 from gateway.telemetry.tracing import OtelTracing, PassThroughTracing, SpeechTracing
@@ -78,6 +86,8 @@ from gateway.voices.registry import VoiceRegistry
 from gateway.voices.store import VoiceStore
 
 DiscoveryFactory = Callable[[PoolName, PoolConfig, WorkerSink], Discovery]
+log = logging.getLogger("higgs_gateway")
+
 CORS_EXPOSED_HEADERS = [
     "x-request-id", "x-gateway-pool", "x-gateway-route-reason", "x-gateway-predicted-ttfp-ms", "x-gateway-predicted-rtf",
 ]  # fmt: skip
@@ -117,6 +127,7 @@ class GatewayApp:
         shared_state: SharedState,
         supervisors: list[PoolSupervisor],
         transport: UpstreamTransport,
+        profile_changer: ProfileChanger | None = None,
         control_client: httpx.AsyncClient,
         performance: PerformanceModel,
         tracer_shutdown: Callable[[], object] | None = None,
@@ -134,6 +145,7 @@ class GatewayApp:
         self._replicas = replicas
         self._shared_state = shared_state
         self._supervisors = supervisors
+        self.profile_changer = profile_changer
         self._transport = transport
         self._control_client = control_client
         self.performance = performance
@@ -165,6 +177,8 @@ class GatewayApp:
         self._learning = asyncio.create_task(self.performance.run(self.fleet.view.snapshot), name="learning")
         for supervisor in self._supervisors:
             await supervisor.start()
+        if self.profile_changer is not None:
+            self.profile_changer.start()
 
     async def stop(self) -> None:
         """Stop admitting, let in-flight requests finish (the server drains them within
@@ -179,6 +193,8 @@ class GatewayApp:
             self._learning.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._learning
+        if self.profile_changer is not None:
+            await self.profile_changer.stop()  # before the supervisors: no change half made
         await self.fleet.readiness.close()
         for supervisor in self._supervisors:
             await supervisor.stop()
@@ -199,11 +215,14 @@ def create_app(
     discovery_factory: DiscoveryFactory = create_discovery,
     stream_observer: StreamObserver | None = None,
     tracer_provider: TracerProvider | None = None,
+    desired_mix: DesiredMix | None = None,
 ) -> GatewayApp:
     """Raises ``ProfileCheckFailed`` when a supervised pool's deploy profile is unusable,
     ``ConfigError`` when tracing is configured but its SDK is not installed.
 
     ``tracer_provider``: spans go there whatever ``tracing:`` says (its owner shuts it down).
+    ``desired_mix``: workers per pool the traffic needs (the planner); with
+    ``supervisor.profile_changes.enabled`` supervised GPUs follow it. None: nothing changes.
     """
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -296,6 +315,7 @@ def create_app(
     replicas = ReplicaSync(routing, drains, fleet.members, voice_registry, clock, follow_data_dir=state_backend is None)
     # Supervised pools: profiles are checked here, so a bad one stops the start-up.
     supervisors = build_supervisors(config, fleet.members, profiles, is_ready=fleet.health.has_answered)
+    profile_changer = profile_changer_for(config, supervisors, fleet.members, desired_mix, recorder)
     # Pools without ``launch`` find their workers by discovery (built at start: some need the loop).
     discoveries = [partial(discovery_factory, pool, pool_config, fleet.members) for pool, pool_config in config.pools.items() if pool_config.launch is None]
 
@@ -315,6 +335,22 @@ def create_app(
         recorder=recorder,
         max_body_bytes=config.server.max_body_bytes,
         tracing=tracing,
+    )
+
+    # Voice sessions: every sentence goes through the same admission and relay as a request.
+    ref_audio_policy = RefAudioPolicy(config.auth)
+    sessions_config = config.sessions
+    sessions = SessionEndpoint(
+        auth=api_keys,
+        admission=admission,
+        upstream=SentenceUpstream(admission, relay, clock, recorder),
+        voices=SessionVoices(config.models, config.voices, voice_registry.store, ref_audio_policy),
+        encoders=open_encoder,
+        limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
+        observer=recorder,
+        allowed_origins=config.server.cors_origins,
+        max_sessions=sessions_config.max_sessions,
+        clock=clock,
     )
 
     gateway: GatewayApp | None = None
@@ -342,13 +378,14 @@ def create_app(
     admin_router = admin.create_router(
         config, AdminAuth(config.auth), routing, thresholds, fleet.view, fleet.members, drains, admission, performance,
         availability=availability, decision_totals=metrics.routing_decision_totals,
+        profile_changes=profile_changer.describe if profile_changer is not None else None,
     )  # fmt: skip
     app.include_router(admin_router)
     if config.server.playground:
         app.include_router(playground.create_router())
     app.add_middleware(RequestIdMiddleware)
 
-    stack: ASGIApp = SpeechEntry(speech, app)
+    stack: ASGIApp = SessionEntry(sessions, SpeechEntry(speech, app))
     if config.server.cors_origins:
         stack = CORSMiddleware(
             stack,
@@ -370,12 +407,35 @@ def create_app(
         replicas=replicas,
         shared_state=shared_state,
         supervisors=supervisors,
+        profile_changer=profile_changer,
         transport=transport,
         control_client=control_client,
         performance=performance,
         tracer_shutdown=tracer_shutdown,
     )
     return gateway
+
+
+def profile_changer_for(
+    config: GatewayConfig,
+    supervisors: list[PoolSupervisor],
+    fleet: ChangeFleet,
+    desired_mix: DesiredMix | None,
+    observer: ChangeObserver,
+) -> ProfileChanger | None:
+    """GPUs follow the desired mix only when switched on and something judges the mix."""
+    if not config.supervisor.profile_changes.enabled:
+        return None
+    if desired_mix is None:
+        log.info("supervisor.profile_changes is on but nothing computes a desired mix: no profile changes")
+        return None
+    return ProfileChanger(
+        config.supervisor.profile_changes,
+        {supervisor.pool: supervisor for supervisor in supervisors},
+        fleet,
+        desired_mix,
+        observer=observer,
+    )
 
 
 def speech_tracing(

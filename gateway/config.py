@@ -110,6 +110,32 @@ class LaunchConfig(Strict):
     warmup: WarmupConfig = Field(default_factory=WarmupConfig)
 
 
+class ProfileChangeConfig(Strict):
+    """Moving a supervised GPU from one pool's deploy profile to the other's when the
+    desired mix (the planner's) has differed from the running one for long (docs/supervisor.md)."""
+
+    enabled: bool = False
+    # The same move must be wanted this long, without a break, before it starts: a real
+    # worker needs minutes to come back, so a short swing of the traffic must not pay that.
+    hold_s: float = Field(600.0, gt=0)
+    # How often the desired mix is read.
+    interval_s: float = Field(5.0, gt=0)
+    # In-flight requests of the worker being moved get this long to finish; after it the
+    # move is called off (the worker takes traffic again) rather than cut a request.
+    drain_grace_s: float = Field(120.0, gt=0)
+    # The restarted worker must be routable in its new pool within this (start-up and
+    # warm-up). None: the target pool's launch.start_timeout_s + launch.warmup.timeout_s.
+    ready_timeout_s: float | None = Field(None, gt=0)
+    # Supervised workers a pool never drops below, whatever the desired mix says.
+    min_workers: dict[PoolName, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+
+
+class SupervisorConfig(Strict):
+    """What the supervisor does across pools (each pool's own workers: ``pools.<pool>.launch``)."""
+
+    profile_changes: ProfileChangeConfig = Field(default_factory=ProfileChangeConfig)
+
+
 class DiscoveryConfig(Strict):
     """How a pool finds workers that run elsewhere."""
 
@@ -376,7 +402,7 @@ class TierConfig(Strict):
     rate_limit_burst: int = Field(20, gt=0)
     # Speech requests one key may have in flight (queued or streaming); None = unlimited.
     max_concurrent_streams: int | None = Field(None, gt=0)
-    # Open WebSocket sessions per key, for the session API to come; nothing enforces it yet.
+    # Open voice sessions (WebSocket /v1/audio/speech/stream) per key; None = unlimited.
     max_sessions: int | None = Field(None, gt=0)
 
 
@@ -570,6 +596,20 @@ class LoggingConfig(Strict):
     log_input_text: bool = False
 
 
+class SessionsConfig(Strict):
+    """Voice sessions on ``/v1/audio/speech/stream`` (docs/sessions.md)."""
+
+    # The released worker's fixed timers: the first session.config, then silence between
+    # messages (not counted while the session still has audio to deliver).
+    config_timeout_s: float = Field(10.0, gt=0)
+    idle_timeout_s: float = Field(30.0, gt=0)
+    # Text received but not yet cut into a sentence (the worker has no cap); an input.text
+    # that would pass it is refused and dropped.
+    max_buffered_chars: int = Field(16384, ge=1)
+    # Sessions this replica serves at once (every key together); None = unlimited.
+    max_sessions: int | None = Field(None, gt=0)
+
+
 OtlpProtocol = Literal["http/protobuf", "grpc"]
 
 
@@ -626,8 +666,10 @@ class GatewayConfig(BaseSettings):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
     data_dir: Path = Path("./data")
 
     @model_validator(mode="after")
@@ -640,6 +682,18 @@ class GatewayConfig(BaseSettings):
                 raise ValueError(
                     f"pools.{name.value}.launch.served_model_name ({launched!r}) must equal "
                     f"models.served_model_name ({self.models.served_model_name!r})"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _profile_changes_need_supervised_pools(self) -> GatewayConfig:
+        # A GPU changes profile by restarting the other pool's launch command on it.
+        if self.supervisor.profile_changes.enabled:
+            missing = [name.value for name, pool in self.pools.items() if pool.launch is None]
+            if missing:
+                raise ValueError(
+                    "supervisor.profile_changes.enabled needs every pool supervised (launch:); "
+                    f"not supervised: {', '.join(missing)}"
                 )
         return self
 

@@ -31,7 +31,16 @@ from prometheus_client.registry import Collector
 from gateway import __version__
 from gateway.types import PoolName, SlaClass
 from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
-from gateway.types.labels import NO_POOL, TTFP_BUCKETS, DisconnectPhase, EjectionReason, KeyResult, RejectReason, RestartReason
+from gateway.types.labels import (
+    NO_POOL,
+    TTFP_BUCKETS,
+    DisconnectPhase,
+    EjectionReason,
+    KeyResult,
+    ProfileChangeResult,
+    RejectReason,
+    RestartReason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +54,9 @@ RTF_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 
 # Observed / predicted: 1.0 is a perfect prediction; both sides matter.
 PREDICTION_RATIO_BUCKETS = (0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)
 # Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
+# Silence a real-time player sits through between two sentences: 0 is the goal.
+GAP_BUCKETS = (0.0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+CANCEL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
 
@@ -272,6 +284,15 @@ class GatewayMetrics:
             PREFIX + "worker_restarts", "Worker restarts noticed; each is replayed its voices before routing.",
             ["pool", "reason"], registry=r,
         )  # fmt: skip
+        # Profile changes (supervisor.profile_changes): a GPU moved from one pool to the other.
+        self.profile_changes = Counter(
+            PREFIX + "profile_changes", "GPUs moved from one pool's deploy profile to the other's, by how it ended.",
+            ["from_pool", "to_pool", "result"], registry=r,
+        )  # fmt: skip
+        self.profile_change_in_progress = Gauge(
+            PREFIX + "profile_change_in_progress", "1 while a GPU is moving from one pool to the other (drain, restart, warm-up).",
+            ["from_pool", "to_pool"], registry=r,
+        )  # fmt: skip
         self.prediction_ratio = Histogram(
             PREFIX + "prediction_ratio",
             "Observed / predicted, per completed stream: how far the routing's curves are off "
@@ -317,6 +338,31 @@ class GatewayMetrics:
         self.key_streams = Gauge(
             PREFIX + "key_streams", "Speech requests in progress on this replica, by API-key tier (and key).",
             key_labels, registry=r,
+        )  # fmt: skip
+        # Voice sessions (WebSocket /v1/audio/speech/stream).
+        self.sessions_open = Gauge(PREFIX + "sessions_open", "Voice sessions open on this replica.", registry=r)
+        self.sessions = Counter(PREFIX + "sessions", "Voice sessions ended, by how they ended.", ["ended"], registry=r)
+        self.session_utterances = Counter(
+            PREFIX + "session_utterances", "Utterances started in voice sessions (a first non-empty input.text).", registry=r
+        )
+        self.session_sentences = Counter(
+            PREFIX + "session_sentences", "Voice-session sentences placed on a worker, by pool and routing reason.",
+            ["pool", "reason"], registry=r,
+        )  # fmt: skip
+        self.session_first_audio = Histogram(
+            PREFIX + "session_first_audio_seconds",
+            "Per utterance: its first sentence complete (text in) to its first audio byte sent.",
+            buckets=TTFP_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.session_gap = Histogram(
+            PREFIX + "session_gap_seconds",
+            "Silence a real-time player (started at the utterance's first audio) sits through before each later sentence.",
+            buckets=GAP_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.session_barge_ins = Histogram(
+            PREFIX + "session_barge_in_seconds",
+            "input.cancel received to every upstream request of the utterance ended and input.cancelled sent.",
+            buckets=CANCEL_BUCKETS, registry=r,
         )  # fmt: skip
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
@@ -368,6 +414,13 @@ class GatewayMetrics:
                 self.worker_ejections.labels(pool, ejection)
             for restart in RestartReason:
                 self.worker_restarts.labels(pool, restart)
+        for source in pools:
+            for target in pools:
+                if source == target:
+                    continue
+                self.profile_change_in_progress.labels(source, target).set(0)
+                for result in ProfileChangeResult:
+                    self.profile_changes.labels(source, target, result)
         for retry in RetryReason:
             self.retries.labels(retry)
         for series in {(tier,) for tier in key_tiers} if not per_key else set(keys):

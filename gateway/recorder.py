@@ -25,7 +25,8 @@ from gateway.routing.admission import Admission
 from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
 from gateway.routing.thresholds import ThresholdStore, effective_thresholds
 from gateway.security.auth import KeyIdentity
-from gateway.types import SlaClass, WorkerState
+from gateway.supervisor.profile_change import ProfileChange
+from gateway.types import PoolName, SlaClass, WorkerState
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import Curve
 from gateway.types.labels import EjectionReason, KeyResult, RejectReason, RestartReason
@@ -83,6 +84,31 @@ class Recorder:
             self.metrics.rejections_by(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
         elif result is KeyResult.STREAM_LIMITED:
             self.metrics.rejections_by(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
+        elif result is KeyResult.SESSION_LIMITED:
+            self.metrics.rejections.labels(sla_class.value, RejectReason.SESSION_LIMITED.value).inc()
+
+    # ---- voice sessions (gateway.sessions' SessionObserver) ------------------------------
+    def session_opened(self) -> None:
+        self.metrics.sessions_open.inc()
+
+    def session_closed(self, reason: str) -> None:
+        self.metrics.sessions_open.dec()
+        self.metrics.sessions.labels(reason).inc()
+
+    def utterance_started(self) -> None:
+        self.metrics.session_utterances.inc()
+
+    def sentence_routed(self, pool: PoolName, reason: str) -> None:
+        self.metrics.session_sentences.labels(pool.value, reason).inc()
+
+    def utterance_first_audio(self, seconds: float) -> None:
+        self.metrics.session_first_audio.observe(seconds)
+
+    def sentence_gap(self, seconds: float) -> None:
+        self.metrics.session_gap.observe(seconds)
+
+    def barge_in(self, seconds: float) -> None:
+        self.metrics.session_barge_ins.observe(seconds)
 
     def key_stream_opened(self, key: KeyIdentity) -> None:
         self.metrics.key_streams_by(*self._key_series(key)).inc()
@@ -100,6 +126,16 @@ class Recorder:
     def worker_restarted(self, worker: Worker, reason: RestartReason) -> None:
         """A new process behind a worker id."""
         self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
+
+    # ---- profile changes (supervisor.profile_changes: the ChangeObserver) ---------------
+    def profile_change_started(self, change: ProfileChange) -> None:
+        self.metrics.profile_change_in_progress.labels(change.source.value, change.target.value).set(1)
+
+    def profile_change_finished(self, change: ProfileChange) -> None:
+        source, target = change.source.value, change.target.value
+        self.metrics.profile_change_in_progress.labels(source, target).set(0)
+        if change.result is not None:
+            self.metrics.profile_changes.labels(source, target, change.result).inc()
 
     def load_tracking_fallback(self, worker: Worker) -> None:
         """A worker's /load never counted: its load is read from /metrics from now on."""
@@ -121,11 +157,7 @@ class Recorder:
         audio_s = record.pcm_bytes / BYTES_PER_SECOND
         metrics = self.metrics
         sla = record.sla_class  # a StrEnum is its own label value (``.value`` is a call on 3.11)
-        if record.queue_wait_s is not None:
-            metrics.admission_wait_by(sla).observe(record.queue_wait_s)
-        if record.rejected is not None:
-            metrics.rejections_by(sla, record.rejected).inc()
-        self._attempts(sla, record.attempts)
+        self.upstream_done(sla, record.queue_wait_s, record.rejected, record.attempts)
         metrics.observe_request(
             sla_class=sla,
             pool=record.pool,
@@ -163,10 +195,16 @@ class Recorder:
             )
         )
 
-    def _attempts(self, sla: str, log: AttemptLog) -> None:
-        """Every placement, upstream failure and retry of the request, and each attempt's
-        stream observation (to the performance model)."""
+    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None:
+        """What admission and the relay did for one upstream request (a speech request's,
+        or a voice session's sentence), once it ended: its wait in admission, a refusal,
+        every placement, upstream failure and retry, and each attempt's stream observation
+        (on to the performance model)."""
         metrics = self.metrics
+        if queue_wait_s is not None:
+            metrics.admission_wait_by(sla).observe(queue_wait_s)
+        if rejected is not None:
+            metrics.rejections_by(sla, rejected).inc()
         for decision in log.decisions:
             if decision.pool is not None:
                 metrics.routing_decisions_by(sla, decision.pool, decision.reason).inc()

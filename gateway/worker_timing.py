@@ -100,6 +100,16 @@ class TimingParams:
     # a new exact batch size: a cold HT worker's latency spike (vllm-omni worker notes).
     mlp_graph_capture_ms: float = 450.0
 
+    # --- start-up: before the worker answers HTTP at all --------------------------------
+    # Not measured here: sized from the worker notes ("budget minutes": weights of both
+    # stages, engine init, torch.compile, graph capture), so profile changes and start
+    # timeouts meet a realistic wait. Loading both stages and initialising the engines:
+    startup_init_s: float = 90.0
+    # A profile with vLLM decode graphs compiles the backbone (torch.compile) first...
+    startup_compile_s: float = 60.0
+    # ...then captures one full decode graph per capture size.
+    startup_graph_capture_s: float = 0.25
+
     # --- Stage 1: code2wav ----------------------------------------------------------
     # Turning one chunk of codec frames into PCM and handing it to the API server.
     code2wav_chunk_ms: float = 6.0
@@ -146,6 +156,15 @@ class StepModel:
         self.initial_chunk_frames = profile.initial_codec_chunk_frames
         self.chunk_frames = profile.codec_chunk_frames
         self.holdback_frames = profile.codec_right_holdback_frames
+
+    def startup_seconds(self) -> float:
+        """Model seconds from launch until HTTP answers: the eager (HT) profile loads and
+        initialises; a decode-graph (LL) profile also compiles and captures each size. The
+        eager profile's local MLP graphs come later, lazily (what the warm-up is for)."""
+        p = self.params
+        if not self.decode_graphs:
+            return p.startup_init_s
+        return p.startup_init_s + p.startup_compile_s + p.startup_graph_capture_s * len(self.capture_sizes)
 
     # --- Stage 0 ----------------------------------------------------------------------
     def padded_batch(self, batch: int) -> int | None:

@@ -9,6 +9,7 @@ from gateway.recorder import Recorder
 from gateway.security.auth import ApiKeyAuth, KeyIdentity
 from gateway.security.errors import AuthError
 from gateway.state.stream_limit import StreamSlot
+from gateway.types import SlaClass
 from gateway.types.labels import KeyResult
 
 
@@ -50,7 +51,7 @@ class ApiKeyGate:
         ``StateUnavailable`` 503 when a fleet-wide limit cannot be checked, failing closed)."""
         if listing and self._open_listings:
             return None
-        key = await self._spend(headers)
+        key = await self._spend(headers.get("authorization"), sla_class_or_default(headers))
         if key is not None:
             self._recorder.key_checked(key, KeyResult.ADMITTED, sla_class_or_default(headers))
         return key
@@ -58,7 +59,7 @@ class ApiKeyGate:
     async def open_speech(self, headers: Headers) -> KeyStream:
         """``check`` for a speech request, which also takes one of the key's concurrent
         streams until the returned hold is closed (429 when its tier has none free)."""
-        key = await self._spend(headers)
+        key = await self._spend(headers.get("authorization"), sla_class_or_default(headers))
         slot = None
         if key is not None:
             try:
@@ -69,13 +70,40 @@ class ApiKeyGate:
             self._recorder.key_checked(key, KeyResult.ADMITTED, sla_class_or_default(headers))
         return KeyStream(key, slot, self._recorder)
 
-    async def _spend(self, headers: Headers) -> KeyIdentity | None:
-        key = self._keys.authenticate(headers.get("authorization"))
+    async def open_session(self, authorization: str | None) -> KeySession:
+        """``check`` for a voice session, which also takes one of the key's session places
+        until the returned hold is closed (429 when its tier has none free). Sentences of
+        the session are not counted as the key's streams: the session is."""
+        key = await self._spend(authorization, SlaClass.LATENCY)
+        slot = None
+        if key is not None:
+            try:
+                slot = await self._keys.open_session(key)
+            except AuthError:
+                self._recorder.key_checked(key, KeyResult.SESSION_LIMITED, SlaClass.LATENCY)
+                raise
+            self._recorder.key_checked(key, KeyResult.ADMITTED, SlaClass.LATENCY)
+        return KeySession(slot)
+
+    async def _spend(self, authorization: str | None, sla: SlaClass) -> KeyIdentity | None:
+        key = self._keys.authenticate(authorization)
         if not key.authenticated:
             return None
         try:
             await self._keys.spend(key)
         except AuthError:
-            self._recorder.key_checked(key, KeyResult.RATE_LIMITED, sla_class_or_default(headers))
+            self._recorder.key_checked(key, KeyResult.RATE_LIMITED, sla)
             raise
         return key
+
+
+class KeySession:
+    """A voice session's hold on its key's session places; ``close`` once (again: nothing)."""
+
+    def __init__(self, slot: StreamSlot | None) -> None:
+        self._slot = slot
+
+    async def close(self) -> None:
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            await slot.release()

@@ -41,6 +41,7 @@ def create_router(
     *,
     availability: PoolAvailability | None = None,
     decision_totals: Callable[[], Mapping[tuple[str, str], float]] = dict,
+    profile_changes: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
     router = APIRouter(prefix="/admin")
 
@@ -79,7 +80,7 @@ def create_router(
     @router.get("/fleet")
     async def get_fleet(request: Request) -> dict[str, Any]:
         """What the playground's fleet panel shows, as JSON: workers, queues, whether each
-        pool can serve, and routing decisions so far by pool and reason."""
+        pool can serve, routing decisions so far by pool and reason, profile changes."""
         check(request)
         status = fleet.describe()
         status["queue_depths"] = {sla.value: depth for sla, depth in admission.queue_depths().items()}
@@ -95,6 +96,8 @@ def create_router(
             for (pool, reason), count in sorted(decision_totals().items())
             if count > 0
         ]
+        # GPUs moving between pools (supervisor.profile_changes): pending, in progress, recent.
+        status["profile_changes"] = profile_changes() if profile_changes is not None else {"enabled": False}
         return status
 
     async def set_drained(worker_id: str, drained: bool) -> dict[str, Any]:

@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     emulator = parser.add_argument_group("emulator-only flags")
     emulator.add_argument("--time-scale", type=float, default=1.0, help="multiply all modelled GPU time (0.1 = 10x faster than an H200)")
     emulator.add_argument("--startup-delay", type=float, default=0.0, help="seconds before the HTTP listener opens (weights loading)")
+    emulator.add_argument(
+        "--model-startup", action="store_true",
+        help="also wait the profile's modelled start-up (weights, torch.compile, graph capture; minutes on a real GPU) x --time-scale",
+    )  # fmt: skip
     emulator.add_argument("--voices-dir", type=Path, default=None, help="where uploaded voices live (default: $SPEAKER_SAMPLES_DIR as on a real worker, else a temporary directory)")
     emulator.add_argument("--warm", action="store_true", help="start with every lazy graph captured (as after a full warm-up)")
     emulator.add_argument(
@@ -109,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="higgs-emulator-voices-") as scratch:
         settings = emulator_settings(args, profile, args.voices_dir or speaker_dir_from_env(os.environ) or Path(scratch))
         app = create_app(settings)
-        if args.startup_delay > 0:
+        delay = startup_delay(args, profile)
+        if delay > 0:
             # A real worker answers nothing (connection refused) until its stages are up.
-            time.sleep(args.startup_delay)
+            time.sleep(delay)
         config = uvicorn.Config(
             app, host=args.host, port=args.port, loop="uvloop", http="httptools",
             log_level=args.log_level, access_log=False, lifespan="on",
@@ -125,6 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         server.run()
     return 0
+
+
+def startup_delay(args: argparse.Namespace, profile: DeployProfile) -> float:
+    """Wall seconds before listening: ``--startup-delay``, plus with ``--model-startup`` the
+    profile's modelled start-up scaled like every other modelled time."""
+    delay = max(0.0, args.startup_delay)
+    if args.model_startup:
+        from gateway.worker_timing import StepModel
+
+        delay += StepModel(profile).startup_seconds() * args.time_scale
+    return delay
 
 
 def emulator_settings(args: argparse.Namespace, profile: DeployProfile, voices_dir: Path) -> EmulatorSettings:

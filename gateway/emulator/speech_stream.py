@@ -34,7 +34,7 @@ from gateway.emulator.faults import GenerationFailed, StreamCut
 from gateway.emulator.metrics import ABORT_CLOSED, ABORT_ERROR, FAILED_CLIENT_DISCONNECT, FAILED_STAGE_ERROR
 from gateway.emulator.protocol import SpeechJob, SpeechRequest, validate_speech
 from gateway.emulator.speech import Generation, SpeechService, _Outcome
-from gateway.emulator.speech_stream_protocol import (
+from gateway.speech_stream_protocol import (
     StreamingSpeechSessionConfig,
     model_not_found,
     sentence_request,

@@ -292,6 +292,36 @@ function renderDecisions(decisions) {
   $("decisions").innerHTML = `<table><tr><th>pool</th><th>reason</th><th>last minute</th><th>total</th></tr>${rows.join("")}</table>`;
 }
 
+const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+// A supervised GPU moving between pools (supervisor.profile_changes): wanted, under way, done.
+function renderProfileChanges(changes) {
+  const box = $("profile-changes");
+  if (!changes || !changes.enabled) {
+    box.innerHTML = '<p class="status">off: supervised GPUs keep their profile (supervisor.profile_changes)</p>';
+    return;
+  }
+  const lines = [];
+  const pending = changes.pending;
+  if (pending) {
+    lines.push(`<p class="status">wanted: ${pending.from_pool} → ${pending.to_pool} for ${Math.round(pending.wanted_for_s)} s of the ${Math.round(changes.hold_s)} s hold</p>`);
+  }
+  const current = changes.in_progress;
+  if (current) {
+    lines.push(`<p class="status" id="profile-change-now">in progress: ${current.worker} (GPU ${current.gpu}) ${current.from_pool} → ${current.to_pool}: ${current.phase}${current.new_worker ? ` as ${current.new_worker}` : ""}</p>`);
+  }
+  if (!pending && !current) lines.push('<p class="status">the running mix is the desired one</p>');
+  const rows = (changes.recent || []).map((change) => {
+    const at = new Date(change.finished_at * 1000).toLocaleTimeString();
+    return `<tr><td>${at}</td><td class="pool-${change.from_pool}">${change.from_pool}</td><td class="pool-${change.to_pool}">${change.to_pool}</td>
+      <td>${change.worker} → ${change.new_worker || "-"}</td><td>${change.result}</td><td>${escapeHtml(change.detail)}</td></tr>`;
+  });
+  if (rows.length) {
+    lines.push(`<table><tr><th>finished</th><th>from</th><th>to</th><th>worker</th><th>result</th><th>detail</th></tr>${rows.join("")}</table>`);
+  }
+  box.innerHTML = lines.join("");
+}
+
 function renderPools(body) {
   const rows = [];
   for (const [poolName, pool] of Object.entries(body.pools || {})) {
@@ -299,7 +329,7 @@ function renderPools(body) {
       const load = worker.reported_load ?? worker.inflight;
       const width = worker.slots ? Math.min(100, (100 * load) / worker.slots) : 0;
       rows.push(`<tr data-worker="${worker.id}"><td class="pool-${poolName}">${poolName}</td><td>${worker.id}</td>
-        <td>${worker.state}${worker.drained ? " (drained)" : ""}</td>
+        <td>${worker.state}${worker.drained ? " (drained)" : ""}${worker.retiring ? " (retiring: profile change)" : ""}</td>
         <td class="nowrap">${load} / ${worker.slots}</td><td class="bar-cell"><div class="bar"><div style="width:${width}%"></div></div></td></tr>`);
     }
   }
@@ -331,6 +361,7 @@ async function refreshFleet() {
     const fleet = await response.json();
     renderPools(fleet);
     renderDecisions(fleet.decisions || []);
+    renderProfileChanges(fleet.profile_changes);
     $("fleet-status").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     $("fleet-status").textContent = `gateway unreachable: ${err.message}`;

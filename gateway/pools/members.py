@@ -110,6 +110,17 @@ class Members:
         if worker.set_state(WorkerState.FAILED, self._clock(), reason):
             self._events.capacity_changed()
 
+    def set_retiring(self, worker_id: str, retiring: bool) -> Worker | None:
+        """A worker about to leave its pool (a profile change) takes no new requests; its
+        in-flight ones finish. Undone when the change is called off."""
+        worker = self._workers.get(worker_id)
+        if worker is None or worker.retiring == retiring:
+            return worker
+        worker.retiring = retiring
+        log.info("worker %s %s", worker_id, "retiring" if retiring else "no longer retiring", extra={"worker": worker_id})
+        self._events.capacity_changed()
+        return worker
+
     # ---- operator drain (persisted by DrainStore, applied here) -----------------------
     def set_drained(self, worker_id: str, drained: bool) -> Worker:
         worker = self._workers[worker_id]

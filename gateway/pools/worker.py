@@ -33,6 +33,9 @@ class Worker:
     managed: bool = False  # launched by our supervisor (vs static or discovered)
     state: WorkerState = WorkerState.STARTING
     drained: bool = False  # operator drain: survives state changes until undrained
+    # Leaving its pool (a profile change): no new requests while in-flight ones finish.
+    # Not an operator drain: never persisted, never shared with other replicas.
+    retiring: bool = False
     inflight: int = 0  # this gateway's leases; changed only by Lease
     reported_load: int | None = None  # the worker's own running+waiting
     reported_at: float | None = None  # monotonic time of the last good report
@@ -56,7 +59,7 @@ class Worker:
 
     @property
     def routable(self) -> bool:
-        return self.state is WorkerState.READY and not self.drained
+        return self.state is WorkerState.READY and not self.drained and not self.retiring
 
     def set_state(self, state: WorkerState, now: float, why: str = "") -> bool:
         """Move to ``state``; returns False when it was already there."""
@@ -117,6 +120,7 @@ class Worker:
             "url": self.url,
             "state": self.state.value,
             "drained": self.drained,
+            "retiring": self.retiring,
             "routable": self.routable,
             "managed": self.managed,
             "inflight": self.inflight,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gateway.config import RoutingThresholds
 from gateway.routing.classes import Context, SlaRules
-from gateway.routing.classes import balanced, latency, throughput
+from gateway.routing.classes import balanced, deadline, latency, throughput
 from gateway.routing.filters import PREDICTABLE, Untried
 from gateway.routing.outcomes import reject
 from gateway.routing.picker import TieBreak
@@ -44,7 +44,9 @@ class AdaptivePolicy:
         if not workers:
             return reject(reasons.NO_WORKERS)
         context = Context(workers, fleet, thresholds, latency_reserve(thresholds, fleet))
-        decision = place(CLASSES[request.sla_class].plan(request, context), workers, self._ties, FLEET_SCOPE)
+        # A voice session's later sentence is placed by its deadline, whatever its class.
+        rules = deadline.RULES if request.deadline_s is not None else CLASSES[request.sla_class]
+        decision = place(rules.plan(request, context), workers, self._ties, FLEET_SCOPE)
         if decision.action is Action.ROUTE:
             decision = _degraded_reason(decision, fleet)
         return decision

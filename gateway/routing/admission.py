@@ -84,6 +84,9 @@ class _Waiter(Generic[SlotT]):
             request = replace(request, sla_class=self.promoted_to)
         if self.spill_at is not None and now >= self.spill_at and not request.waited_out:
             request = replace(request, waited_out=True)
+        if request.deadline_s is not None and now > self.enqueued_at:
+            # A deadline is counted from the request's arrival: time queued is spent from it.
+            request = replace(request, deadline_s=request.deadline_s - (now - self.enqueued_at))
         return request
 
     def next_event(self, now: float) -> float:

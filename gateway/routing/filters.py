@@ -130,6 +130,21 @@ class LeavesLatencyReserve(Filter):
         ]  # fmt: skip
 
 
+class MeetsDeadline(Filter):
+    """A voice session's later sentence: its first audio is predicted before ``deadline_s``
+    and its stream keeps up with real-time playback (RTF at most 1 with it added), so a
+    player that reaches it hears no gap."""
+
+    __slots__ = ("deadline_s",)
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+
+    def keep(self, workers: Workers) -> Workers:
+        deadline = self.deadline_s
+        return [w for w in workers if w.curve.ttfp_s[w.load] <= deadline and w.curve.rtf_s[w.load] <= 1.0]  # type: ignore[union-attr]
+
+
 ROUTABLE = Routable()
 PREDICTABLE = Predictable()
 WITHIN_CAP = WithinCap()

@@ -31,6 +31,17 @@ def own_time_plus_delay(frames: float) -> Scorer:
     return score
 
 
+def delay_to_others(frames: float) -> Scorer:
+    """A deadline sentence: only what it costs the streams already on the worker (the
+    slowdown its step adds to each, over its frames). Its own time does not count once the
+    deadline is met: arriving earlier than playback needs it buys nothing."""
+
+    def score(workers: Sequence[WorkerLoad]) -> list[float]:
+        return [frames * (w.curve.marginal_step_s[w.load] - w.curve.step_s[w.load]) for w in workers]  # type: ignore[union-attr]
+
+    return score
+
+
 def throughput_lost(workers: Sequence[WorkerLoad]) -> list[float]:
     """`throughput`: minus the audio-seconds per second the worker's delivery grows by."""
     return [-w.curve.gain_s[w.load] for w in workers]  # type: ignore[union-attr]

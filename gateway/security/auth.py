@@ -128,6 +128,25 @@ class ApiKeyAuth:
             )
         return slot
 
+    async def open_session(self, identity: KeyIdentity) -> StreamSlot | None:
+        """One of the key's voice-session places (None: its tier sets no limit); 429 when
+        every one is in use. Counted by the same limiter as streams, under its own name."""
+        if identity.digest is None:
+            return None
+        limit = self._config.tier(identity.tier).max_sessions
+        if limit is None:
+            return None
+        slot = await self._streams.acquire(f"sessions:{identity.digest}", limit)
+        if slot is None:
+            raise AuthError(
+                429,
+                f"This API key already has {limit} voice session(s) open, the most its tier "
+                f"({identity.tier}) allows; close one first.",
+                "concurrent_sessions_exceeded",
+                retry_after=STREAM_RETRY_AFTER_S,
+            )
+        return slot
+
     def authenticate(self, authorization: str | None) -> KeyIdentity:
         """Who sent the request (``ANONYMOUS`` when no keys are configured); 401 when not a key."""
         config = self._config

@@ -123,32 +123,46 @@ def build_specs(
     check_template(launch.command)
     if launch.port_start and launch.port_start + len(launch.gpus) - 1 > 65535:
         raise ValueError(f"launch.port_start {launch.port_start} + {len(launch.gpus)} workers exceeds 65535")
-    name = launch.served_model_name or served_model_name
-    specs = []
-    for index, gpu in enumerate(launch.gpus):
-        wid = worker_id(pool, index)
-        port = launch.port_start + index if launch.port_start else free_port(launch.host)
-        values = {
-            "model": launch.model,
-            "profile": str(profile_path),
-            "host": launch.host,
-            "port": str(port),
-            "served_model_name": name,
-            "worker_id": wid,
-            "gpu": gpu,
-        }
-        specs.append(
-            WorkerSpec(
-                worker_id=wid,
-                pool=pool,
-                gpu=gpu,
-                host=launch.host,
-                port=port,
-                argv=tuple(with_load_tracking(render_command(launch.command, values, launch.stage_overrides))),
-                env=worker_env(
-                    launch, gpu, base_env, worker_speaker_dir(speakers_root, wid) if speakers_root is not None else None
-                ),
-                log_path=log_dir / f"{wid}.log",
-            )
-        )
-    return specs
+    return [
+        build_spec(
+            pool, launch, profile_path, served_model_name, log_dir, index, gpu,
+            launch.port_start + index if launch.port_start else free_port(launch.host),
+            base_env, speakers_root,
+        )  # fmt: skip
+        for index, gpu in enumerate(launch.gpus)
+    ]
+
+
+def build_spec(
+    pool: PoolName,
+    launch: LaunchConfig,
+    profile_path: Path,
+    served_model_name: str,
+    log_dir: Path,
+    index: int,
+    gpu: str,
+    port: int,
+    base_env: Mapping[str, str] | None = None,
+    speakers_root: Path | None = None,
+) -> WorkerSpec:
+    """Worker ``<pool>-<index>`` on ``gpu`` at ``port``, as this pool's launch runs it."""
+    wid = worker_id(pool, index)
+    values = {
+        "model": launch.model,
+        "profile": str(profile_path),
+        "host": launch.host,
+        "port": str(port),
+        "served_model_name": launch.served_model_name or served_model_name,
+        "worker_id": wid,
+        "gpu": gpu,
+    }
+    return WorkerSpec(
+        worker_id=wid,
+        pool=pool,
+        gpu=gpu,
+        host=launch.host,
+        port=port,
+        argv=tuple(with_load_tracking(render_command(launch.command, values, launch.stage_overrides))),
+        env=worker_env(launch, gpu, base_env, worker_speaker_dir(speakers_root, wid) if speakers_root is not None else None),
+        log_path=log_dir / f"{wid}.log",
+    )

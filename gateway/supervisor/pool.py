@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gateway.config import LaunchConfig
 from gateway.pools.sink import WorkerSink
-from gateway.supervisor.command import SPEAKER_DIR_ENV, build_specs, check_template
+from gateway.supervisor.command import SPEAKER_DIR_ENV, WorkerSpec, build_spec, build_specs, check_template, worker_id
 from gateway.supervisor.logfile import RotatingLog
 from gateway.supervisor.process import Launcher, SubprocessLauncher
 from gateway.supervisor.readiness import HealthProbe, IsReady, ask
@@ -61,7 +61,7 @@ class PoolSupervisor:
         self._timing = Timing(launch.start_timeout_s, launch.stop_timeout_s, ready_poll_s)
         self._base_env = base_env
         self._runners: dict[str, WorkerRunner] = {}
-        self._logs: list[RotatingLog] = []
+        self._logs: dict[str, RotatingLog] = {}
         self._probe: HealthProbe | None = None
 
     @property
@@ -84,26 +84,54 @@ class PoolSupervisor:
         if self._is_ready is None:
             self._probe = HealthProbe()
         for spec in specs:
-            log_file = RotatingLog(spec.log_path, self.launch.log_max_bytes, self.launch.log_backups)
-            self._logs.append(log_file)
-            self._runners[spec.worker_id] = WorkerRunner(
-                spec=spec,
-                sink=self._sink,
-                launcher=self._launcher,
-                policy=RestartPolicy.from_launch(self.launch, random.Random(self._rng.random())),
-                ready=self._ready_probe(spec.worker_id, spec.url),
-                log_file=log_file,
-                timing=self._timing,
-                clock=self._clock,
-                sleep=self._sleep,
-            )
+            self._runners[spec.worker_id] = self._runner(spec)
         await asyncio.gather(*(runner.start() for runner in self._runners.values()))
+
+    async def release(self, worker_id: str) -> WorkerSpec:
+        """Stop one worker for good (the fleet forgets it) and hand back its GPU and port,
+        for another pool to start its own worker there (a profile change)."""
+        runner = self._runners.pop(worker_id)
+        await runner.stop()
+        log_file = self._logs.pop(worker_id, None)
+        if log_file is not None:
+            log_file.close()
+        return runner.spec
+
+    async def adopt(self, gpu: str, port: int) -> str:
+        """Start one more worker of this pool on ``gpu`` at ``port`` (a GPU another pool
+        released); named with the lowest index this pool does not use. Returns its id."""
+        if self._is_ready is None and self._probe is None:
+            self._probe = HealthProbe()
+        used = {runner.spec.worker_id for runner in self._runners.values()}
+        index = next(i for i in range(len(used) + 1) if worker_id(self.pool, i) not in used)
+        spec = build_spec(
+            self.pool, self.launch, self.profile_path, self._served_model_name, self.log_dir,
+            index, gpu, port, self._base_env, self.speakers_root,
+        )  # fmt: skip
+        runner = self._runners[spec.worker_id] = self._runner(spec)
+        await runner.start()
+        return spec.worker_id
+
+    def _runner(self, spec: WorkerSpec) -> WorkerRunner:
+        log_file = RotatingLog(spec.log_path, self.launch.log_max_bytes, self.launch.log_backups)
+        self._logs[spec.worker_id] = log_file
+        return WorkerRunner(
+            spec=spec,
+            sink=self._sink,
+            launcher=self._launcher,
+            policy=RestartPolicy.from_launch(self.launch, random.Random(self._rng.random())),
+            ready=self._ready_probe(spec.worker_id, spec.url),
+            log_file=log_file,
+            timing=self._timing,
+            clock=self._clock,
+            sleep=self._sleep,
+        )
 
     async def stop(self) -> None:
         """Stop every worker (SIGTERM, SIGKILL after stop_timeout_s, whole process groups)."""
         await asyncio.gather(*(runner.stop() for runner in self._runners.values()))
         self._runners.clear()
-        for log_file in self._logs:
+        for log_file in self._logs.values():
             log_file.close()
         self._logs.clear()
         if self._probe is not None:

@@ -55,3 +55,4 @@ PREDICTED_RTF_HEADER = "x-gateway-predicted-rtf"
 DROPPED_REASON_HEADER = "x-gateway-dropped-reason"
 REQUEST_ID_HEADER = "x-request-id"
 SPEECH_PATH = "/v1/audio/speech"  # the OpenAI speech route, on the gateway and on workers
+SPEECH_STREAM_PATH = "/v1/audio/speech/stream"  # the voice-session WebSocket, on the gateway and on workers

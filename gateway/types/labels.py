@@ -30,6 +30,7 @@ class RejectReason(StrEnum):
     SHUTTING_DOWN = reasons.SHUTTING_DOWN  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
     STREAM_LIMITED = "stream_limited"  # the API key has its tier's most concurrent streams (429)
+    SESSION_LIMITED = "session_limited"  # the API key's open voice sessions are at its tier's max_sessions (429)
 
 
 class KeyResult(StrEnum):
@@ -38,6 +39,7 @@ class KeyResult(StrEnum):
     ADMITTED = "admitted"  # within every limit of its key's tier
     RATE_LIMITED = "rate_limited"  # over the tier's requests per second (429)
     STREAM_LIMITED = "stream_limited"  # over the tier's concurrent streams (429)
+    SESSION_LIMITED = "session_limited"  # over the tier's open voice sessions (429)
 
 
 class DisconnectPhase(StrEnum):
@@ -63,3 +65,11 @@ class RestartReason(StrEnum):
     START_TIME_CHANGED = "start_time_changed"  # its /metrics process_start_time_seconds moved
     VOICES_MISSING = "voices_missing"  # it no longer held a registered voice (list or a request)
     ADDRESS_CHANGED = "address_changed"  # the same identity (pod) came back at another address
+
+
+class ProfileChangeResult(StrEnum):
+    """``higgs_gateway_profile_changes_total{result}``: how a GPU's profile change ended."""
+
+    COMPLETED = "completed"  # the worker is routable in its new pool
+    DRAIN_TIMEOUT = "drain_timeout"  # requests still in flight after the grace: called off, nothing cut
+    FAILED = "failed"  # the new worker did not become routable (start-up, warm-up, crash loop)

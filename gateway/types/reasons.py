@@ -30,6 +30,10 @@ HIGH_THROUGHPUT_ONLY: Final = "high_throughput_only"
 ROUND_ROBIN: Final = "round_robin"
 LEAST_LOADED: Final = "least_loaded"
 
+# --- ROUTE: a later sentence of a voice session (routing.classes.deadline) -----------------
+DEADLINE_MET: Final = "deadline_met"  # the cheapest worker for the fleet whose first audio comes before playback needs it
+DEADLINE_MISSED: Final = "deadline_missed"  # no worker meets its deadline: the earliest first audio anywhere
+
 # --- ROUTE: a retry after a failed first byte (the policy chose the worker, tried ones excluded)
 RETRY_OTHER_WORKER: Final = "retry_other_worker"
 
@@ -47,7 +51,7 @@ SHUTTING_DOWN: Final = "shutting_down"  # the gateway is stopping (503)
 ROUTE_REASONS: Final = (
     FASTEST_TTFP, FASTEST_FINISH, MOST_THROUGHPUT, LL_SLOT_FREE, SPILL_LL_FULL, BALANCED_UNDER_THRESHOLD, BALANCED_OVER_THRESHOLD, SPILL_HT_FULL,
     THROUGHPUT_DEFAULT, BORROW_LL, NO_LL_WORKERS, NO_HT_WORKERS,
-    LOW_LATENCY_ONLY, HIGH_THROUGHPUT_ONLY, ROUND_ROBIN, LEAST_LOADED, RETRY_OTHER_WORKER,
+    LOW_LATENCY_ONLY, HIGH_THROUGHPUT_ONLY, ROUND_ROBIN, LEAST_LOADED, RETRY_OTHER_WORKER, DEADLINE_MET, DEADLINE_MISSED,
 )  # fmt: skip
 WAIT_REASONS: Final = (QUEUED_LL_FULL, QUEUED_ALL_FULL, QUEUED_LL_RESERVED)
 REJECT_REASONS: Final = (NO_WORKERS, QUEUE_FULL, WAIT_TIMEOUT, SHUTTING_DOWN)

@@ -26,6 +26,9 @@ class RequestInfo:
     waited_out: bool = False
     # A retry after a failed first byte: the workers it already tried (never chosen again).
     tried: frozenset[str] = frozenset()
+    # A later sentence of a voice session: seconds from now until a real-time player reaches
+    # it (negative: it is already late). Routed by the `deadline` rules, not by its class's.
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,11 @@ def browser() -> Iterator[WebDriver]:
 
 
 def console_errors(driver: WebDriver) -> list[str]:
-    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    """Severe console entries, less Chromium's network note for a 503 from ``/ready``: the
+    page polls it for its readiness note, and on a busy machine a pool can lose its only
+    worker to a slow health probe for a moment, which is what the note is for."""
+    entries = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+    return [message for message in entries if "/ready - Failed to load resource" not in message]
 
 
 def played_cards(driver: WebDriver, count: int) -> list[dict[str, str]]:
@@ -139,6 +143,8 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
         raise AssertionError(f"fleet view incomplete: {fleet_panel(browser)}") from None
     fleet = browser.find_element(By.ID, "fleet").text
     assert "ready" in fleet and "low_latency" in fleet and "high_throughput" in fleet
+    # Static workers never change profile: the panel says the feature is off.
+    assert "off" in browser.find_element(By.ID, "profile-changes").text
 
     assert console_errors(browser) == []
     screenshot = tmp_path / "playground.png"
@@ -176,7 +182,8 @@ def test_errors_show_the_openai_message(stack: Stack, browser: WebDriver) -> Non
     assert expected.status_code == 400
     assert error.text == expected.json()["error"]["message"]
     # The only console entry is Chromium's note about the refused request itself.
-    assert all("400" in message for message in console_errors(browser))
+    messages = console_errors(browser)
+    assert all("400" in message for message in messages), messages
 
 
 def test_the_playground_is_off_unless_configured(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ then every panel expression of every committed dashboard must return data."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections import Counter
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import websockets
 import yaml
 
 from tests.support.prometheus import DASHBOARD_FILES, DASHBOARDS, expand, load_dashboard, panel_queries, prometheus_bin
@@ -127,8 +129,28 @@ async def send_load(gateway_url: str) -> Counter[str]:
         sent[sla_class] += 1
 
     async with httpx.AsyncClient(base_url=gateway_url, timeout=60) as client:
-        await asyncio.gather(*(one(client, i) for i in range(REQUESTS)))
+        await asyncio.gather(*(one(client, i) for i in range(REQUESTS)), *(voice_session(gateway_url, i) for i in range(3)))
     return sent
+
+
+async def voice_session(gateway_url: str, i: int) -> None:
+    """A voice session beside the requests (the dashboard's session row): a two-sentence
+    reply played out, then one interrupted by input.cancel."""
+    await asyncio.sleep(i * 0.8)
+    url = gateway_url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+    async with websockets.connect(url, max_size=None) as ws:
+        config = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
+        await ws.send(json.dumps(config))
+        for message in ({"type": "input.text", "text": f"{TEXT} {TEXT}"}, {"type": "input.done"}):
+            await ws.send(json.dumps(message))
+        while not (isinstance(frame := await ws.recv(), str) and json.loads(frame)["type"] == "session.done"):
+            pass
+        await ws.send(json.dumps({"type": "input.text", "text": f"{TEXT} {TEXT} "}))
+        while isinstance(await ws.recv(), str):  # until its first audio
+            pass
+        await ws.send(json.dumps({"type": "input.cancel"}))
+        while not (isinstance(frame := await ws.recv(), str) and json.loads(frame)["type"] == "input.cancelled"):
+            pass
 
 
 def query(prom: httpx.Client, expr: str) -> list[dict[str, Any]]:

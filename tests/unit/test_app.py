@@ -131,3 +131,4 @@ async def test_admin_fleet_is_the_playground_panel_as_json(tmp_path: Path) -> No
     assert worker["state"] == "ready" and worker["url"] == LL_URL
     assert document["pools"]["high_throughput"]["workers"] == []
     assert set(document["queue_depths"]) == {"latency", "balanced", "throughput"}
+    assert document["profile_changes"] == {"enabled": False}  # static workers keep their profile

@@ -13,7 +13,7 @@ from gateway.app import create_app
 from gateway.config import load_config
 from gateway.metrics import FleetSnapshot, GatewayMetrics, RetryReason, UpstreamErrorKind, WorkerSnapshot
 from gateway.types import reasons
-from gateway.types.labels import NO_POOL, TTFP_BUCKETS, DisconnectPhase, EjectionReason, RejectReason
+from gateway.types.labels import NO_POOL, TTFP_BUCKETS, DisconnectPhase, EjectionReason, ProfileChangeResult, RejectReason
 from tests.support.prometheus import promtool
 
 # name -> (type, label names) as the classic text format exposes them.
@@ -39,6 +39,8 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "higgs_gateway_worker_ejections": ("counter", {"pool", "reason"}),
     "higgs_gateway_routing_threshold": ("gauge", {"name"}),
     "higgs_gateway_build_info": ("gauge", {"version"}),
+    "higgs_gateway_profile_changes": ("counter", {"from_pool", "to_pool", "result"}),
+    "higgs_gateway_profile_change_in_progress": ("gauge", {"from_pool", "to_pool"}),
 }
 POOLS = ("low_latency", "high_throughput")
 CLASSES = ("latency", "balanced", "throughput")
@@ -91,7 +93,8 @@ def test_names_are_ours_and_labels_are_low_cardinality() -> None:
     metrics = GatewayMetrics()
     metrics.set_snapshot_provider(fleet)
     metrics.observe_request(sla_class="latency", pool="low_latency", status=200, duration_s=1, ttfp_s=0.1, audio_s=3)
-    allowed = {"sla_class", "pool", "status", "reason", "worker", "kind", "phase", "name", "version", "le", "quantity", "load"}
+    allowed = {"sla_class", "pool", "status", "reason", "worker", "kind", "phase", "name", "version", "le", "quantity", "load",
+               "from_pool", "to_pool", "result"}
     for family in text_string_to_metric_families(metrics.render()[0].decode()):
         assert not family.name.startswith("vllm")
         assert family.name.startswith(("higgs_gateway_", "process_")), family.name
@@ -123,6 +126,10 @@ def test_known_label_combinations_start_at_zero() -> None:
         assert value(series["higgs_gateway_retries"], reason=retry) == 0
     for phase in DisconnectPhase:
         assert value(series["higgs_gateway_client_disconnects"], phase=phase) == 0
+    for source, target in ((POOLS[0], POOLS[1]), (POOLS[1], POOLS[0])):
+        assert value(series["higgs_gateway_profile_change_in_progress"], from_pool=source, to_pool=target) == 0
+        for result in ProfileChangeResult:
+            assert value(series["higgs_gateway_profile_changes"], from_pool=source, to_pool=target, result=result) == 0
 
 
 def test_reject_vocabulary_matches_the_routing_reasons() -> None:

@@ -12,11 +12,12 @@ from gateway.metrics import GatewayMetrics
 from gateway.pools.worker import Worker
 from gateway.recorder import Recorder, RequestRecord
 from gateway.security.auth import KeyIdentity
+from gateway.supervisor.profile_change import ProfileChange
 from gateway.types import PoolName, SlaClass, reasons
 from gateway.types.codec import BYTES_PER_SECOND, FRAMES_PER_SECOND
 from gateway.types.decision import Action, Decision
 from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
-from gateway.types.labels import NO_POOL, DisconnectPhase, EjectionReason, KeyResult, RestartReason
+from gateway.types.labels import NO_POOL, DisconnectPhase, EjectionReason, KeyResult, ProfileChangeResult, RestartReason
 from gateway.types.observations import PaceSample, StreamObservation, StreamOutcome
 
 LL = PoolName.LOW_LATENCY
@@ -100,6 +101,19 @@ def test_fleet_reports_carry_their_reason_labels() -> None:
     rec.worker_restarted(WORKER, RestartReason.VOICES_MISSING)
     assert value(rec, "higgs_gateway_worker_ejections_total", pool="low_latency", reason="request_failures") == 1
     assert value(rec, "higgs_gateway_worker_restarts_total", pool="low_latency", reason="voices_missing") == 1
+
+
+def test_a_profile_change_is_in_progress_then_counted_by_its_result() -> None:
+    rec, _ = recorder()
+    change = ProfileChange(LL, PoolName.HIGH_THROUGHPUT, "low_latency-0", "0", started_at=0.0)
+    labels = {"from_pool": "low_latency", "to_pool": "high_throughput"}
+    rec.profile_change_started(change)
+    assert value(rec, "higgs_gateway_profile_change_in_progress", **labels) == 1
+    change.result = ProfileChangeResult.COMPLETED
+    rec.profile_change_finished(change)
+    assert value(rec, "higgs_gateway_profile_change_in_progress", **labels) == 0
+    assert value(rec, "higgs_gateway_profile_changes_total", **labels, result="completed") == 1
+    assert value(rec, "higgs_gateway_profile_changes_total", **labels, result="drain_timeout") == 0
 
 
 def test_a_finished_request_is_counted_once_with_its_audio_and_access_line(caplog: pytest.LogCaptureFixture) -> None:

@@ -92,3 +92,11 @@ def test_prompt_grows_with_text_and_reference_audio(low_latency: DeployProfile) 
     assert model.prompt_tokens_for("hello there" * 10) > plain
     assert model.prompt_tokens_for("hello there", ref_audio_seconds=6.0, ref_text="reference words") >= plain + 150
     assert model.overhead_seconds(6.0) > model.overhead_seconds()
+
+
+def test_start_up_takes_minutes_and_longer_with_decode_graphs(low_latency: DeployProfile, high_throughput: DeployProfile) -> None:
+    ll, ht = StepModel(low_latency), StepModel(high_throughput)
+    p = ll.params
+    assert ht.startup_seconds() == p.startup_init_s >= 60.0  # loads, no compile: graphs come lazily
+    assert ll.startup_seconds() == p.startup_init_s + p.startup_compile_s + p.startup_graph_capture_s * len(ll.capture_sizes)
+    assert ll.startup_seconds() > ht.startup_seconds()

@@ -60,3 +60,16 @@ def test_stream_timers_must_be_positive(flag: str, capsys: pytest.CaptureFixture
         main([*BASE, "--omni", flag, "0"])
     assert caught.value.code == 2
     assert f"{flag} must be > 0" in capsys.readouterr().err
+
+
+def test_model_startup_waits_the_profiles_start_up_at_the_time_scale() -> None:
+    from gateway.deploy_profile import load_deploy_profile
+    from gateway.emulator.cli import startup_delay
+    from gateway.worker_timing import StepModel
+
+    profile = load_deploy_profile("higgs_multimodal_qwen3_low_latency.yaml")
+    modelled = StepModel(profile).startup_seconds()
+    plain = build_parser().parse_args([*BASE, "--omni", "--time-scale", "0.01", "--startup-delay", "0.5"])
+    assert startup_delay(plain, profile) == 0.5
+    scaled = build_parser().parse_args([*BASE, "--omni", "--time-scale", "0.01", "--startup-delay", "0.5", "--model-startup"])
+    assert startup_delay(scaled, profile) == pytest.approx(0.5 + modelled * 0.01)

@@ -30,6 +30,11 @@ def ht(worker_id: str = "ht-a", load: int = 0, routable: bool = True) -> WorkerL
     return WorkerLoad(worker_id, HT, routable, load, None, 64, HT_CURVE)
 
 
+def sentence(deadline_s: float) -> RequestInfo:
+    """A later sentence of a voice session, due in ``deadline_s`` seconds."""
+    return replace(req(), deadline_s=deadline_s)
+
+
 def retry(request: RequestInfo, *tried: str) -> RequestInfo:
     return replace(request, waited_out=True, tried=frozenset(tried))
 
@@ -67,6 +72,14 @@ CASES = [
     Case("throughput/leaves latency-grade room", req("throughput"), (ll(load=6), ht(load=64)), (WAIT, r.QUEUED_LL_RESERVED, None)),
     Case("throughput/no high-throughput: low-latency", req("throughput"), (ll(load=6), ht(routable=False)), (ROUTE, r.NO_HT_WORKERS, "ll-a")),
     Case("throughput/retry keeps latency-grade room", retry(req("throughput"), "ht-a"), (ll(load=6), ht()), (WAIT, r.QUEUED_LL_RESERVED, None)),
+    # --- deadline (a voice session's later sentence) -------------------------------------------
+    Case("deadline/idle fleet: high-throughput, low-latency kept for first sentences", sentence(2.0), (ll(), ht()), (ROUTE, r.DEADLINE_MET, "ht-a")),
+    Case("deadline/the least loaded of those that meet it", sentence(2.0), (ll(), ht("ht-a", 40), ht("ht-b", 8)), (ROUTE, r.DEADLINE_MET, "ht-b")),
+    Case("deadline/high-throughput too slow to start: low-latency", sentence(0.3), (ll(load=2), ht(load=40)), (ROUTE, r.DEADLINE_MET, "ll-a")),
+    Case("deadline/low-latency only outside its reserve", sentence(0.3), (ll(load=14), ht(load=40)), (ROUTE, r.DEADLINE_MISSED, "ll-a")),
+    Case("deadline/already late: the earliest start anywhere", sentence(-0.5), (ll(), ht(load=8)), (ROUTE, r.DEADLINE_MISSED, "ll-a")),
+    Case("deadline/everything full: waits", sentence(1.0), (ll(load=16), ht(load=64)), (WAIT, r.QUEUED_ALL_FULL, None)),
+    Case("deadline/no high-throughput", sentence(2.0), (ll(load=3), ht(routable=False)), (ROUTE, r.DEADLINE_MET, "ll-a")),
     Case("throughput/retry with nothing untried", retry(req("throughput"), "ll-a", "ht-a"), (ll(), ht()), (REJECT, r.NO_WORKERS, None)),
 ]  # fmt: skip
 

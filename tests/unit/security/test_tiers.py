@@ -156,4 +156,4 @@ def test_the_default_tier_comes_from_the_flat_settings_unless_defined() -> None:
     defined = AuthConfig.model_validate({"tiers": {"default": {"max_concurrent_streams": 3}}})
     assert defined.tier("default").max_concurrent_streams == 3
     assert defined.tier_names() == ["default"]
-    assert config().tier("free").max_sessions == 1  # defined for the session API; not enforced yet
+    assert config().tier("free").max_sessions == 1  # enforced at the voice-session handshake

@@ -66,3 +66,32 @@ def test_a_launch_served_name_other_than_the_gateways_is_refused() -> None:
     # Requests and the warm-up name models.served_model_name: such a pool would only 404.
     with pytest.raises(ConfigError, match="launch.served_model_name .'other'. must equal"):
         config(LL, HT, served_model_name="other")
+
+
+def test_profile_changes_need_every_pool_supervised() -> None:
+    # A GPU changes pool by running the other pool's launch command: both must have one.
+    with pytest.raises(ConfigError, match="profile_changes.enabled needs every pool supervised"):
+        load_config(None, {
+            "pools": {"low_latency": {"profile": LL, "launch": {"gpus": ["0"]}}, "high_throughput": {"profile": HT}},
+            "supervisor": {"profile_changes": {"enabled": True}},
+        })  # fmt: skip
+    both = config(LL, HT)
+    assert not both.supervisor.profile_changes.enabled  # off by default
+
+
+def test_without_a_planner_the_switch_builds_no_changer(tmp_path: Path) -> None:
+    from gateway.app import create_app
+
+    document = {
+        "data_dir": str(tmp_path),
+        "pools": {"low_latency": {"profile": LL, "launch": {"gpus": ["0"]}},
+                  "high_throughput": {"profile": HT, "launch": {"gpus": ["1"]}}},
+        "supervisor": {"profile_changes": {"enabled": True}},
+    }  # fmt: skip
+    assert create_app(load_config(None, document)).profile_changer is None
+
+    class Mix:
+        def desired_workers(self) -> dict[str, int] | None:
+            return None
+
+    assert create_app(load_config(None, document), desired_mix=Mix()).profile_changer is not None

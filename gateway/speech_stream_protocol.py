@@ -1,5 +1,8 @@
 """``/v1/audio/speech/stream``: the session config and the per-sentence request, as released.
 
+Shared by the worker emulator and the gateway's sessions (``gateway.sessions``), so both
+accept the same configs and answer the same error texts.
+
 The models carry the released class names (``protocol/audio.py``) because pydantic puts
 the class name into the error text the client receives: ``Invalid session config: 1
 validation error for StreamingSpeechSessionConfig ...`` and, for a config that passes but

@@ -11,7 +11,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from gateway.emulator.speech_stream_protocol import (
+from gateway.speech_stream_protocol import (
     StreamingSpeechSessionConfig,
     model_not_found,
     sentence_request,

@@ -1,0 +1,207 @@
+"""``/v1/audio/speech/stream``: the WebSocket handshake, then one voice session.
+
+Everything the HTTP stack guarantees happens here before the upgrade, so a refused
+session is an ordinary HTTP answer (the OpenAI envelope, ``x-request-id``,
+``Retry-After``) instead of a socket that opens and closes:
+
+- the request id: echoed or made, sent on the handshake response too;
+- the origin: a browser page may open a session only from the gateway's own origin or
+  one of ``server.cors_origins`` (browsers do not apply CORS to WebSockets, so the
+  server must; a client that is not a browser sends no ``Origin``);
+- the API key, rate limit and the key's session places (``max_sessions`` of its tier).
+  Browsers cannot set ``Authorization`` on a WebSocket: the key may also come as the
+  subprotocol ``bearer.<key>`` (the gateway answers with ``higgs-gateway`` when offered,
+  else echoes it) or as the query parameter ``api_key``;
+- capacity: a fleet with no routable worker, a full `latency` queue (the class of every
+  first sentence) or this replica's ``sessions.max_sessions`` reached is refused (503/429
+  with ``Retry-After``).
+
+Servers without the WebSocket denial-response extension get the same refusal as an
+``error`` message and close 1013 (try again later) or 1008.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from gateway.api.access import ApiKeyGate
+from gateway.api.errors import error_response
+from gateway.api.request_id import incoming_request_id
+from gateway.errors import GatewayError
+from gateway.routing.admission import Admission
+from gateway.sessions import messages
+from gateway.sessions.observer import SessionObserver
+from gateway.sessions.outbox import Outbox
+from gateway.sessions.pipeline import EncoderFactory, SentencePipeline
+from gateway.sessions.sentence import SentenceUpstream
+from gateway.sessions.session import Session, SessionEnd, SessionLimits
+from gateway.sessions.voice import SessionVoices
+from gateway.types import REQUEST_ID_HEADER, SPEECH_STREAM_PATH, SlaClass
+
+log = logging.getLogger("gateway.sessions")
+
+SUBPROTOCOL = "higgs-gateway"
+BEARER_SUBPROTOCOL = "bearer."
+KEY_QUERY = "api_key"
+CLOSE_TRY_AGAIN = 1013
+
+
+class StarletteSocket:
+    """``SessionSocket`` over Starlette's WebSocket."""
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self._ws = websocket
+
+    async def receive(self) -> str | bytes | None:
+        try:
+            message = await self._ws.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            return None
+        if message["type"] == "websocket.disconnect":
+            return None
+        text = message.get("text")
+        return text if text is not None else (message.get("bytes") or b"")
+
+    async def send_text(self, text: str) -> None:
+        await self._ws.send_text(text)
+
+    async def send_bytes(self, data: bytes) -> None:
+        await self._ws.send_bytes(data)
+
+    async def close(self, code: int) -> None:
+        await self._ws.close(code)
+
+
+class SessionEndpoint:
+    def __init__(
+        self,
+        auth: ApiKeyGate,
+        admission: Admission,  # type: ignore[type-arg]
+        upstream: SentenceUpstream,
+        voices: SessionVoices,
+        encoders: EncoderFactory,
+        limits: SessionLimits,
+        observer: SessionObserver,
+        *,
+        allowed_origins: list[str],
+        max_sessions: int | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self._auth = auth
+        self._admission = admission
+        self._upstream = upstream
+        self._voices = voices
+        self._encoders = encoders
+        self._limits = limits
+        self._observer = observer
+        self._allowed_origins = set(allowed_origins)
+        self._max_sessions = max_sessions
+        self._clock = clock
+        self.open_sessions = 0
+
+    async def serve(self, websocket: WebSocket, request_id: str) -> None:
+        headers = websocket.headers
+        try:
+            self._check_origin(headers.get("origin"), headers.get("host"))
+            offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
+            key_hold = await self._auth.open_session(_authorization(headers.get("authorization"), offered, websocket.url.query))
+        except GatewayError as exc:
+            await _deny(websocket, exc, request_id)
+            return
+        try:
+            try:
+                self._check_capacity()
+            except GatewayError as exc:
+                await _deny(websocket, exc, request_id)
+                return
+            self.open_sessions += 1
+            try:
+                await websocket.accept(subprotocol=_chosen(offered), headers=[(REQUEST_ID_HEADER.encode(), request_id.encode())])
+                await self._run(websocket, request_id)
+            finally:
+                self.open_sessions -= 1
+        finally:
+            await key_hold.close()
+
+    async def _run(self, websocket: WebSocket, request_id: str) -> None:
+        socket = StarletteSocket(websocket)
+        outbox = Outbox(socket)
+        session: Session | None = None
+        pipeline = SentencePipeline(outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug)
+        session = Session(socket, outbox, pipeline, self._voices, self._limits, self._clock, self._observer)
+        self._observer.session_opened()
+        how = SessionEnd.ERROR
+        try:
+            how = await session.run()
+        except Exception:
+            log.exception("voice session %s failed", request_id)
+            await outbox.close(1011)
+        finally:
+            await pipeline.close()  # every sentence's request ended and its slot freed
+            self._observer.session_closed(how.value)
+            log.info("voice session %s ended: %s", request_id, how.value)
+
+    def _check_origin(self, origin: str | None, host: str | None) -> None:
+        if origin is None or "*" in self._allowed_origins or origin in self._allowed_origins:
+            return
+        if host is not None and urlsplit(origin).netloc == host:
+            return  # the gateway's own pages (the playground)
+        raise GatewayError(403, f"WebSocket connections from origin {origin} are not allowed (server.cors_origins).", code="origin_not_allowed")
+
+    def _check_capacity(self) -> None:
+        self._admission.precheck(SlaClass.LATENCY)  # 503 no workers / 429 latency queue full
+        if self._max_sessions is not None and self.open_sessions >= self._max_sessions:
+            raise GatewayError(
+                503, f"This gateway already serves {self._max_sessions} voice sessions; retry shortly.",
+                code="too_many_sessions", headers={"Retry-After": "1"},
+            )  # fmt: skip
+
+
+def _authorization(header: str | None, offered: list[str], query: str) -> str | None:
+    """The key as an ``Authorization`` value, from the header, a subprotocol or the query."""
+    if header:
+        return header
+    for protocol in offered:
+        if protocol.startswith(BEARER_SUBPROTOCOL) and len(protocol) > len(BEARER_SUBPROTOCOL):
+            return f"Bearer {protocol[len(BEARER_SUBPROTOCOL):]}"
+    keys = parse_qs(query).get(KEY_QUERY)
+    return f"Bearer {keys[0]}" if keys else None
+
+
+def _chosen(offered: list[str]) -> str | None:
+    """The subprotocol answered: browsers fail a handshake that offered some and got none."""
+    if SUBPROTOCOL in offered:
+        return SUBPROTOCOL
+    return offered[0] if offered else None
+
+
+async def _deny(websocket: WebSocket, error: GatewayError, request_id: str) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        response = error_response(error)
+        response.headers[REQUEST_ID_HEADER] = request_id
+        await websocket.send_denial_response(response)
+        return
+    await websocket.accept()
+    await websocket.send_text(messages.encode(messages.error(error.message)))
+    await websocket.close(CLOSE_TRY_AGAIN if error.status in (429, 503) else 1008)
+
+
+class SessionEntry:
+    """The ASGI entry: WebSocket upgrades on the session path go to the endpoint, the rest on."""
+
+    def __init__(self, endpoint: SessionEndpoint, app: ASGIApp) -> None:
+        self.endpoint = endpoint
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket" or scope["path"] != SPEECH_STREAM_PATH:
+            await self.app(scope, receive, send)
+            return
+        request_id = incoming_request_id(scope)
+        scope.setdefault("state", {})["request_id"] = request_id
+        await self.endpoint.serve(WebSocket(scope, receive, send), request_id)

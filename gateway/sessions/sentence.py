@@ -1,0 +1,169 @@
+"""One sentence's upstream request: admitted, relayed, its audio buffered until its turn.
+
+``SentenceAudio.start`` runs the request in its own task, as ``POST /v1/audio/speech``
+would run it (admission holds the slot, the relay opens the worker's PCM stream and may
+retry before the first byte); the chunks queue up here while earlier sentences play.
+``cancel`` ends it at once: a queued request leaves the queue, an open stream is closed
+(the worker aborts it) and its slot is freed; ``OpenStream.close`` is still the one
+release. ``chunks`` hands the audio over in order and raises ``SentenceFailed`` where the
+request failed. Like a speech request, a sentence is recorded once, when it ends: its wait
+in admission (or refusal) and the relay's ``AttemptLog`` go to ``UpstreamRecords``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+from gateway.errors import GatewayError
+from gateway.pools.lease import Lease
+from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.types import SlaClass
+from gateway.types.decision import Decision
+from gateway.types.observations import AttemptLog, StreamOutcome
+from gateway.types.view import RequestInfo
+from gateway.upstream.errors import UpstreamError
+from gateway.upstream.relay import OpenStream, Relay
+
+Clock = Callable[[], float]
+log = logging.getLogger(__name__)
+
+
+class SentenceFailed(Exception):
+    """The sentence's request failed; ``reason`` is what the client is told."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _End:
+    __slots__ = ("failure",)
+
+    def __init__(self, failure: SentenceFailed | None) -> None:
+        self.failure = failure
+
+
+class UpstreamRecords(Protocol):
+    """Where an ended sentence's routing is counted (the recorder's ``upstream_done``)."""
+
+    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None: ...
+
+
+class SentenceUpstream:
+    """What every sentence of every session is sent through: admission, then the relay."""
+
+    def __init__(self, admission: Admission[Lease], relay: Relay, clock: Clock, records: UpstreamRecords) -> None:
+        self.admission = admission
+        self.relay = relay
+        self.clock = clock
+        self.records = records
+
+
+class SentenceAudio:
+    def __init__(
+        self,
+        upstream: SentenceUpstream,
+        request: RequestInfo,
+        payload: dict[str, Any] | GatewayError,
+        on_progress: Callable[[], None],
+    ) -> None:
+        self._upstream = upstream
+        self.request = request
+        self._payload = payload
+        self._on_progress = on_progress  # placed, first audio, ended: the pipeline looks again
+        self._queue: asyncio.Queue[bytes | _End] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self.dispatched_at: float | None = None
+        self.decision: Decision | None = None  # where admission placed it, once it did
+        self.received_bytes = 0
+        self.first_audio = False
+        self.ended = False
+        self.placed = asyncio.Event()  # admission placed it, or it ended without a place
+
+    @property
+    def predicted_start_at(self) -> float | None:
+        """When its first audio was predicted to arrive (its placement's predicted TTFP)."""
+        if self.decision is None or self.decision.predicted_ttfp_s is None or self.dispatched_at is None:
+            return None
+        return self.dispatched_at + self.decision.predicted_ttfp_s
+
+    def start(self) -> None:
+        self.dispatched_at = self._upstream.clock()
+        self._task = asyncio.create_task(self._run(), name="session-sentence")
+
+    async def cancel(self) -> None:
+        """End the request now, wherever it is; returns once its slot is free."""
+        task = self._task
+        if task is None or task.done():
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Worker PCM in order as it arrives; raises ``SentenceFailed`` at a failure."""
+        while True:
+            item = await self._queue.get()
+            if isinstance(item, _End):
+                if item.failure is not None:
+                    raise item.failure
+                return
+            yield item
+
+    async def _run(self) -> None:
+        upstream = self._upstream
+        stream: OpenStream | None = None
+        outcome = StreamOutcome.CLIENT_DISCONNECTED  # unless it ends another way below
+        failure: SentenceFailed | None = None
+        attempts = AttemptLog()
+        waited_s: float | None = None
+        rejected: str | None = None
+        try:
+            if isinstance(self._payload, GatewayError):
+                raise self._payload
+            try:
+                reservation = await upstream.admission.admit(self.request)
+            except AdmissionRejected as exc:
+                rejected, waited_s = exc.reason, exc.waited_s
+                raise
+            waited_s = reservation.waited_s
+            self.decision = reservation.decision
+            self.placed.set()
+            self._on_progress()  # placed: the pipeline reports where
+            stream = await upstream.relay.open(reservation, self.request, self._payload, attempts)  # owns the slot from here
+            self.decision = stream.decision  # a retry may have moved it
+            self._received(stream.first_chunk)
+            rest = stream.rest
+            assert rest is not None
+            async for chunk in rest:
+                stream.received(chunk)
+                self._received(chunk)
+            outcome = StreamOutcome.COMPLETED
+        except UpstreamError as exc:
+            assert stream is not None  # before the stream opened, the relay raises GatewayError
+            kind = upstream.relay.failed_mid_stream(stream, exc)
+            outcome, failure = StreamOutcome.CUT, SentenceFailed(f"the worker failed mid-stream ({kind.value})")
+        except GatewayError as exc:  # refused by admission, the voice, or every worker tried
+            outcome, failure = StreamOutcome.ERROR, SentenceFailed(exc.message)
+        except Exception as exc:  # a bug must still end the sentence as failed, not as whole
+            log.exception("session sentence failed")
+            outcome, failure = StreamOutcome.ERROR, SentenceFailed(f"internal error ({type(exc).__name__})")
+        finally:
+            if stream is not None:
+                await stream.close(outcome)
+            upstream.records.upstream_done(self.request.sla_class, waited_s, rejected, attempts)
+            self.ended = True
+            self.placed.set()
+            self._queue.put_nowait(_End(failure))
+            self._on_progress()
+
+    def _received(self, chunk: bytes) -> None:
+        self.received_bytes += len(chunk)
+        self._queue.put_nowait(chunk)
+        if not self.first_audio:
+            self.first_audio = True
+            self._on_progress()

@@ -1,0 +1,230 @@
+"""One voice session: the receive loop, as the released worker runs it, with the gateway's extensions.
+
+Lifecycle, messages, error texts and which errors end the session are the worker's
+(``serving_speech_stream.py``; docs/sessions.md lists them). What differs:
+
+- the socket is read all the time: synthesis runs in the pipeline, so ``input.text`` and
+  ``input.cancel`` are acted on while audio flows, and the idle timer runs only while the
+  session has nothing left to deliver;
+- ``input.cancel`` stops the current utterance (barge-in) and answers ``input.cancelled``;
+- text waiting to be cut is capped (``sessions.max_buffered_chars``);
+- a session that ends on an error is closed with a close frame (1008 for the client's
+  messages and timers, 1011 for an internal error) where the worker drops the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import ValidationError
+
+from gateway.errors import GatewayError
+from gateway.sentences import SentenceSplitter
+from gateway.sessions import messages
+from gateway.sessions.messages import Refused
+from gateway.sessions.observer import SessionObserver
+from gateway.sessions.outbox import Outbox, SessionSocket, SocketClosed
+from gateway.sessions.pipeline import Sentence, SentencePipeline
+from gateway.sessions.voice import ConfigRefused, SessionVoices
+from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, sentence_request
+
+CLOSE_NORMAL = 1000
+CLOSE_POLICY = 1008  # the client's message or silence ended it
+CLOSE_INTERNAL = 1011
+DEBUG_FIELD = "gateway_debug"  # session.config extension: routing in every audio.start
+
+
+class SessionEnd(StrEnum):
+    """How a session ended (metric label)."""
+
+    CLOSED = "closed"  # session.close
+    CLIENT_GONE = "client_gone"  # close frame or dropped connection
+    TIMEOUT = "timeout"
+    REFUSED = "refused"  # a message that ends the session (bad first message, bad config)
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    config_timeout_s: float
+    idle_timeout_s: float
+    max_buffered_chars: int
+
+
+class _Ended(Exception):
+    def __init__(self, how: SessionEnd, code: int) -> None:
+        super().__init__(how.value)
+        self.how = how
+        self.code = code
+
+
+class Session:
+    def __init__(
+        self,
+        socket: SessionSocket,
+        outbox: Outbox,
+        pipeline: SentencePipeline,
+        voices: SessionVoices,
+        limits: SessionLimits,
+        clock: Callable[[], float],
+        observer: SessionObserver,
+    ) -> None:
+        self._socket = socket
+        self._outbox = outbox
+        self._pipeline = pipeline
+        self._voices = voices
+        self._limits = limits
+        self._clock = clock
+        self._observer = observer
+        self._config: StreamingSpeechSessionConfig | None = None
+        self._splitter = SentenceSplitter("none")
+        self._utterance = 0
+        self._sentence = 0
+        # Open from the first non-empty input.text to input.done (or input.cancel).
+        self._open = False
+        self.debug = False
+
+    async def run(self) -> SessionEnd:
+        """Serve until the session ends; the caller closes the pipeline whatever happens."""
+        try:
+            while True:
+                await self._handle(await self._next_message())
+        except _Ended as end:
+            if end.code != CLOSE_NORMAL or end.how is SessionEnd.CLOSED:
+                await self._outbox.close(end.code)
+            return end.how
+        except SocketClosed:
+            return SessionEnd.CLIENT_GONE
+
+    async def _next_message(self) -> str:
+        while True:
+            timeout = self._limits.config_timeout_s if self._config is None else self._limits.idle_timeout_s
+            try:
+                async with asyncio.timeout(timeout):
+                    frame = await self._socket.receive()
+            except TimeoutError:
+                if self._config is not None and self._pipeline.busy:
+                    continue  # audio still to deliver: the client is listening, not idle
+                expired = "Timeout waiting for session.config" if self._config is None else "Idle timeout: no message received"
+                await self._fail(expired, SessionEnd.TIMEOUT)
+            if frame is None:
+                raise _Ended(SessionEnd.CLIENT_GONE, CLOSE_NORMAL)
+            if isinstance(frame, bytes):
+                await self._fail(messages.BINARY_FRAME, SessionEnd.REFUSED)
+            return frame  # type: ignore[return-value]
+
+    async def _handle(self, raw: str) -> None:
+        try:
+            message = messages.parse(raw)
+        except Refused as refused:
+            if self._config is None:
+                await self._fail(refused.message, SessionEnd.REFUSED)
+            await self._send_error(refused.message)
+            return
+        kind = message.get("type")
+        if kind == "session.config":
+            await self._configure(message)
+        elif self._config is None:
+            await self._fail(f"Expected session.config, got: {kind}", SessionEnd.REFUSED)
+        elif kind == "input.text":
+            await self._text(message.get("text", ""))
+        elif kind == "input.done":
+            await self._flush()
+        elif kind == "input.cancel":
+            await self._cancel()
+        elif kind == "session.close":
+            raise _Ended(SessionEnd.CLOSED, CLOSE_NORMAL)  # unflushed text is dropped
+        else:
+            await self._send_error(f"Unknown message type: {kind}")
+
+    async def _configure(self, message: dict[str, object]) -> None:
+        if self._open:
+            await self._send_error(messages.CONFIG_DURING_UTTERANCE)
+            return
+        try:
+            fields = {key: value for key, value in message.items() if key != "type"}
+            config = self._voices.accept(StreamingSpeechSessionConfig(**fields))  # type: ignore[arg-type]
+        except ValidationError as exc:
+            await self._refuse_config(f"Invalid session config: {exc}")
+            return
+        except ConfigRefused as exc:
+            await self._refuse_config(exc.message)
+            return
+        self._config = config
+        self._splitter = SentenceSplitter(config.split_granularity)
+        self.debug = message.get(DEBUG_FIELD) is True
+
+    async def _refuse_config(self, text: str) -> None:
+        if self._config is None:
+            await self._fail(text, SessionEnd.REFUSED)
+        await self._send_error(text)  # the previous config stays
+
+    async def _text(self, text: object) -> None:
+        if not isinstance(text, str):
+            await self._send_error("input.text requires a string value")
+            return
+        limit = self._limits.max_buffered_chars
+        if len(self._splitter.pending) + len(text) > limit:
+            await self._send_error(f"Buffered text would exceed {limit} characters; send input.done to flush it first")
+            return
+        if text and not self._open:
+            self._open = True
+            self._observer.utterance_started()
+        for unit in self._splitter.feed(text):
+            await self._cut(unit)
+
+    async def _flush(self) -> None:
+        for unit in self._splitter.flush():
+            await self._cut(unit)
+        self._pipeline.end_utterance(self._utterance, self._sentence)
+        self._next_utterance()
+
+    async def _cancel(self) -> None:
+        started = self._clock()
+        stopped = await self._pipeline.cancel()
+        if self._open:
+            stopped.setdefault(self._utterance, 0)
+            self._splitter = SentenceSplitter(self._splitter.granularity)  # its unsent text goes too
+            self._next_utterance()
+        for utterance, total_bytes in (stopped or {self._utterance: 0}).items():
+            await self._outbox.send_json(messages.cancelled(utterance, total_bytes))
+        self._observer.barge_in(self._clock() - started)
+
+    async def _cut(self, text: str) -> None:
+        config = self._config
+        assert config is not None
+        try:
+            # The worker builds the sentence's request outside its try: a config that
+            # cannot make one ends the session (speaker_embedding with ref_audio).
+            sentence_request(config, text)
+        except ValidationError as exc:
+            await self._fail(f"Internal error: {exc}", SessionEnd.ERROR, CLOSE_INTERNAL)
+        precheck = messages.NO_FORCED_ALIGNER if config.word_timestamps else None
+        payload: dict[str, object] | GatewayError | None = None
+        if precheck is None:
+            try:
+                payload = self._voices.payload(config, text)
+            except GatewayError as exc:  # a voice that names none: this sentence fails, as on the worker
+                payload = exc
+        sentence = Sentence(self._utterance, self._sentence, text, config, payload, self._clock(), precheck)
+        self._sentence += 1
+        self._pipeline.add(sentence)
+
+    def _next_utterance(self) -> None:
+        self._utterance += 1
+        self._sentence = 0
+        self._open = False
+
+    async def _send_error(self, text: str) -> None:
+        await self._outbox.send_json(messages.error(text))
+
+    async def _fail(self, text: str, how: SessionEnd, code: int = CLOSE_POLICY) -> None:
+        """Answer ``text`` and end the session (the worker ends it the same way)."""
+        try:
+            await self._send_error(text)
+        except SocketClosed:
+            raise _Ended(SessionEnd.CLIENT_GONE, CLOSE_NORMAL) from None
+        raise _Ended(how, code)

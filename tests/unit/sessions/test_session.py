@@ -1,0 +1,242 @@
+"""A voice session over a fake socket and the fake worker transport (no process, no port):
+real admission, relay, pipeline and session loop; the test decides when each worker
+sends audio. Pipelining and strict order, the deadline routing of later sentences,
+barge-in and closing ending every upstream request, and no task or slot left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from gateway.audio.factory import open_encoder
+from gateway.config import load_config
+from gateway.security.ref_audio import RefAudioPolicy
+from gateway.sessions.observer import NullSessionObserver
+from gateway.sessions.outbox import Outbox
+from gateway.sessions.pipeline import SentencePipeline
+from gateway.sessions.sentence import SentenceUpstream
+from gateway.sessions.session import Session, SessionEnd, SessionLimits
+from gateway.sessions.voice import SessionVoices
+from gateway.types import SPEECH_PATH
+from gateway.upstream.relay import Relay
+from gateway.voices.store import VoiceStore
+from gateway.types import SlaClass
+from gateway.types.observations import AttemptLog, StreamOutcome
+from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, ready_fleet
+
+PCM = b"\x01\x00" * 960  # 40 ms
+CONFIG = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
+
+
+class GatedResponse:
+    """A worker's PCM stream the test feeds chunk by chunk (``None`` ends it)."""
+
+    status = 200
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.feed: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.closed = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        while (chunk := await self.feed.get()) is not None:
+            yield chunk
+
+    async def read(self) -> bytes:
+        return b""
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class GatedTransport:
+    def __init__(self) -> None:
+        self.opened: list[tuple[str, GatedResponse]] = []  # (worker base URL, its stream)
+        self.new = asyncio.Event()
+
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> GatedResponse:
+        response = GatedResponse(body)
+        self.opened.append((url.removesuffix(SPEECH_PATH), response))
+        self.new.set()
+        return response
+
+    async def nth(self, index: int) -> tuple[str, GatedResponse]:
+        while len(self.opened) <= index:
+            self.new.clear()
+            await self.new.wait()
+        return self.opened[index]
+
+    async def close(self) -> None:
+        pass
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.incoming: asyncio.Queue[str | bytes | None] = asyncio.Queue()
+        self.sent: list[Any] = []  # decoded JSON messages and raw audio frames
+        self.closed_with: int | None = None
+        self.changed = asyncio.Event()
+
+    def client_sends(self, message: dict[str, Any] | bytes | None) -> None:
+        self.incoming.put_nowait(json.dumps(message) if isinstance(message, dict) else message)
+
+    async def receive(self) -> str | bytes | None:
+        return await self.incoming.get()
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+        self.changed.set()
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.sent.append(data)
+        self.changed.set()
+
+    async def close(self, code: int) -> None:
+        self.closed_with = code
+
+    async def until(self, kind: str) -> dict[str, Any]:
+        while True:
+            for message in self.sent:
+                if isinstance(message, dict) and message["type"] == kind:
+                    return message
+            self.changed.clear()
+            await self.changed.wait()
+
+
+class Records:
+    """The recorder's ``upstream_done``: each ended sentence's routing, as the recorder gets it."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[SlaClass, float | None, str | None, AttemptLog]] = []
+
+    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None:
+        self.done.append((sla, queue_wait_s, rejected, log))
+
+
+class Rig:
+    def __init__(self, tmp_path: Path) -> None:
+        config = load_config(overrides={"data_dir": str(tmp_path)})
+        self.fleet, self.admission = ready_fleet(tmp_path)
+        self.transport = GatedTransport()
+        relay = Relay(self.transport, self.fleet.health, self.admission, config.upstream)  # type: ignore[arg-type]
+        self.records = Records()
+        self.socket = FakeSocket()
+        outbox = Outbox(self.socket)
+        self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time, self.records), open_encoder, NullSessionObserver())
+        voices = SessionVoices(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth), new_seed=lambda: 42)
+        self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, 5.0, 1000), asyncio.get_running_loop().time, NullSessionObserver())
+
+    async def run(self) -> SessionEnd:
+        try:
+            return await self.session.run()
+        finally:
+            await self.pipeline.close()
+
+    def inflight(self) -> int:
+        return sum(worker.inflight for worker in self.fleet.view.workers)
+
+
+def frames(sent: list[Any]) -> list[Any]:
+    """Messages as the client saw them: audio frames by content, JSON by type and index."""
+    return [m if isinstance(m, bytes) else (m["type"], m.get("sentence_index")) for m in sent if isinstance(m, bytes) or m["type"] != "error"]
+
+
+async def test_sentence_two_is_synthesized_while_one_streams_and_audio_stays_in_order(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "First sentence here. Second one. "})
+    rig.socket.client_sends({"type": "input.done"})
+    first_url, first = await rig.transport.nth(0)
+    assert first_url in (LL_URL, LL2_URL)  # the first sentence: `latency`, on low-latency
+    assert len(rig.transport.opened) == 1  # the second waits for the first's audio
+    first.feed.put_nowait(b"A" * 1920)
+    second_url, second = await rig.transport.nth(1)
+    # Requested while the first still streams, and due seconds away: high-throughput.
+    assert second_url == HT_URL and not first.closed
+    assert second.body["seed"] == first.body["seed"] == 42  # one voice for the whole reply
+    second.feed.put_nowait(b"B" * 1920)
+    second.feed.put_nowait(None)  # the second is finished before the first
+    await asyncio.sleep(0.05)
+    assert [m for m in rig.socket.sent if isinstance(m, bytes)] == [b"A" * 1920]  # its audio waits its turn
+    first.feed.put_nowait(b"C" * 1920)
+    first.feed.put_nowait(None)
+    await rig.socket.until("session.done")
+    assert frames(rig.socket.sent) == [
+        ("audio.start", 0), b"A" * 1920, b"C" * 1920, ("audio.done", 0),
+        ("audio.start", 1), b"B" * 1920, ("audio.done", 1), ("session.done", None),
+    ]  # fmt: skip
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
+    assert rig.socket.closed_with == 1000 and rig.inflight() == 0
+    # Each sentence recorded once, when it ended: its placement and its stream.
+    recorded = sorted((log.decisions[0].worker_id, [o.outcome for o in log.streams]) for _, _, _, log in rig.records.done)
+    first_worker = {LL_URL: "ll-0", LL2_URL: "ll-1"}[first_url]
+    assert recorded == sorted([("ht-0", [StreamOutcome.COMPLETED]), (first_worker, [StreamOutcome.COMPLETED])])
+    assert all(waited is not None and rejected is None for _, waited, rejected, _ in rig.records.done)
+
+
+async def test_barge_in_cancels_every_request_at_once_and_the_session_goes_on(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    tasks_before = asyncio.all_tasks()
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "One is here. Two is here. Three is here. Four"})
+    _, first = await rig.transport.nth(0)
+    first.feed.put_nowait(PCM)
+    _, second = await rig.transport.nth(1)  # in flight, no audio yet; three waits its turn
+    assert rig.inflight() == 2
+    rig.socket.client_sends({"type": "input.cancel"})
+    cancelled = await rig.socket.until("input.cancelled")
+    assert cancelled == {"type": "input.cancelled", "utterance_index": 0, "total_bytes": len(PCM)}
+    assert first.closed and second.closed  # dropped upstream: the workers abort them
+    assert rig.inflight() == 0 and len(rig.transport.opened) == 2
+    first.feed.put_nowait(PCM)  # a worker still sending: none of it reaches the client
+    # The next utterance is number 1; the unsent "Four" went with the cancelled one.
+    rig.socket.client_sends({"type": "input.text", "text": "Again."})
+    rig.socket.client_sends({"type": "input.done"})
+    _, third = await rig.transport.nth(2)
+    assert third.body["input"] == "Again."
+    third.feed.put_nowait(b"Z" * 1920)
+    third.feed.put_nowait(None)
+    done = await rig.socket.until("session.done")
+    assert done == {"type": "session.done", "utterance_index": 1, "total_sentences": 1}
+    after = rig.socket.sent[rig.socket.sent.index(cancelled) + 1 :]
+    assert [m for m in after if isinstance(m, bytes)] == [b"Z" * 1920]
+    rig.socket.client_sends(None)  # the client leaves
+    assert await run is SessionEnd.CLIENT_GONE
+    await asyncio.sleep(0)
+    assert asyncio.all_tasks() - tasks_before <= {run}  # no sentence or delivery task left
+
+
+async def test_a_client_that_leaves_mid_sentence_frees_every_slot(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "Some words here. More words there. "})
+    _, first = await rig.transport.nth(0)
+    first.feed.put_nowait(PCM)
+    _, second = await rig.transport.nth(1)
+    rig.socket.client_sends(None)
+    assert await run is SessionEnd.CLIENT_GONE
+    assert first.closed and second.closed and rig.inflight() == 0
+    assert rig.admission.queue_depths() == {sla: 0 for sla in rig.admission.queue_depths()}
+
+
+async def test_a_sentence_that_fails_is_reported_and_the_session_continues(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends({**CONFIG, "voice": "no-such-voice"})
+    rig.socket.client_sends({"type": "input.text", "text": "Hello."})
+    rig.socket.client_sends({"type": "input.done"})
+    await rig.socket.until("session.done")
+    error, done = [m for m in rig.socket.sent if m["type"] in ("error", "audio.done")]
+    assert error["message"].startswith("Generation failed for utterance 0, sentence 0: ")
+    assert done == {"type": "audio.done", "utterance_index": 0, "sentence_index": 0, "total_bytes": 0, "error": True}
+    assert rig.transport.opened == []  # never sent to a worker
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
