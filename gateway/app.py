@@ -62,6 +62,7 @@ from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
+from gateway.routing.reserve import LatencyDemand
 from gateway.routing.thresholds import ThresholdStore
 from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
@@ -252,7 +253,9 @@ def create_app(
     profiles = load_pool_profiles(config)
     # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
     profile_priors = pool_priors(profiles)
-    performance = PerformanceModel(thresholds.current().learning, clock, profile_priors)
+    # The `latency` traffic admission sees, which each refit turns into the latency reserve.
+    latency_demand = LatencyDemand()
+    performance = PerformanceModel(thresholds.current().learning, clock, profile_priors, latency_demand)
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
@@ -267,6 +270,7 @@ def create_app(
         reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
         any_routable=fleet.view.any_routable,
         clock=clock,
+        demand=latency_demand,
     )
     fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)

@@ -222,7 +222,12 @@ class RoutingThresholds(Strict):
     max_per_worker: dict[PoolName, Annotated[int, Field(ge=1)] | None] = Field(default_factory=dict)
     # Requests per low-latency worker that `balanced` and `throughput` (rules: `throughput`)
     # must leave room for, so a `latency` request arriving in a burst is placed at once.
+    # adaptive: the most it may be (see adaptive_latency_reserve).
     reserve_for_latency: int = Field(2, ge=0)
+    # adaptive: size the reserve from the `latency` traffic seen lately (its p99 of requests
+    # in flight at once, up to reserve_for_latency; none while no `latency` request comes).
+    # false pins it at reserve_for_latency.
+    adaptive_latency_reserve: bool = True
     # How long a `latency` request may wait for a low-latency slot before spilling, when it
     # sends no x-sla-ttfp-ms budget.
     latency_queue_budget_ms: float = Field(150.0, ge=0)

@@ -70,7 +70,8 @@ def same_run(documents: Sequence[dict[str, Any]]) -> bool:
 
 # What one low-latency + one high-throughput worker must deliver against the better static
 # two-worker fleet, by concurrency: c8 and c16 sit near the mixed fleet's physical ceiling
-# (its one-worker curves give ~90% and ~94% there; docs/benchmarks/README.md).
+# (``higgs-gateway simulate --ceiling``, from one-worker runs: ~90-93% and ~95-96% there;
+# docs/benchmarks/simulator.md).
 _SHARE_OF_BEST_STATIC = {1: 0.95, 8: 0.90, 16: 0.94, 32: 0.95, 64: 0.90}
 
 

@@ -97,13 +97,15 @@ class PcmPlayer {
     this.nextTime = 0;
     this.carry = new Uint8Array(0);
     this.samples = 0;
+    this.sources = new Set(); // this player's own, so one conversation can be stopped alone
   }
+  // Schedules a chunk right after the previous one; returns when it starts (context time).
   push(chunk) {
     let bytes = chunk;
     if (this.carry.length) { bytes = new Uint8Array(this.carry.length + chunk.length); bytes.set(this.carry); bytes.set(chunk, this.carry.length); }
     const even = bytes.length & ~1;
     this.carry = bytes.slice(even);
-    if (!even) return;
+    if (!even) return null;
     const floats = pcmToFloats(bytes.subarray(0, even));
     const buffer = this.ctx.createBuffer(1, floats.length, SAMPLE_RATE);
     buffer.copyToChannel(floats, 0);
@@ -112,11 +114,20 @@ class PcmPlayer {
     source.connect(this.output);
     this.nextTime = Math.max(this.nextTime, this.ctx.currentTime + 0.05);
     source.start(this.nextTime);
+    const startsAt = this.nextTime;
     this.nextTime += buffer.duration;
     this.samples += floats.length;
     track(source);
+    this.sources.add(source);
+    source.addEventListener("ended", () => this.sources.delete(source));
+    return startsAt;
   }
   get seconds() { return this.samples / SAMPLE_RATE; }
+  // Silences this player at once: what is sounding and everything scheduled after it.
+  stop() {
+    for (const source of this.sources) { try { source.stop(); } catch (_) { /* already stopped */ } playing.delete(source); }
+    this.sources.clear();
+  }
 }
 
 function track(source) {
@@ -221,6 +232,240 @@ async function run(requests) {
   } finally {
     for (const button of ["speak", "compare"]) $(button).disabled = false;
   }
+}
+
+// --- conversation: a voice session fed the way an LLM streams its reply ---------------------
+const CHARS_PER_TOKEN = 4; // the usual rough size of an English token
+const FEED_TICK_MS = 50; // text goes out in the pieces due by each tick
+let conversation = null; // the one running, for Interrupt
+
+function sessionSocket() {
+  const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/v1/audio/speech/stream`;
+  const key = $("api-key").value.trim();
+  if (!key) return new WebSocket(url);
+  // Browsers cannot set headers on a WebSocket: the key rides as a subprotocol, or, when it is
+  // not a valid subprotocol token, as the documented query parameter.
+  try {
+    return new WebSocket(url, ["higgs-gateway", `bearer.${key}`]);
+  } catch (_) {
+    return new WebSocket(`${url}?api_key=${encodeURIComponent(key)}`);
+  }
+}
+
+// One sentence of the reply as a list item: its text, the pool that serves it, its state.
+function sentenceRow(index, text) {
+  const row = document.createElement("li");
+  row.dataset.index = String(index);
+  row.innerHTML = '<div data-field="text"></div><div class="meta" data-field="meta"></div>';
+  row.querySelector('[data-field="text"]').textContent = text;
+  $("sentences").appendChild(row);
+  return row;
+}
+
+class Conversation {
+  constructor(text, tokensPerSecond) {
+    this.text = text;
+    this.charsPerSecond = tokensPerSecond * CHARS_PER_TOKEN;
+    this.sentChars = 0;
+    this.sentences = []; // {row, pool, reason, bytes, startsAt, endsAt, done, failed, state}
+    this.receivedBytes = 0;
+    this.heard = 0;
+    this.utteranceDone = false;
+    this.interrupted = false;
+    this.finished = false;
+    this.player = new PcmPlayer(0);
+    this.socket = sessionSocket();
+    this.socket.binaryType = "arraybuffer";
+    this.socket.addEventListener("open", () => this.begin());
+    this.socket.addEventListener("message", (event) => this.receive(event.data));
+    this.socket.addEventListener("close", (event) => this.closed(event));
+    this.ticker = setInterval(() => this.follow(), FEED_TICK_MS);
+    this.setState("connecting", "connecting…");
+  }
+
+  setState(state, status) {
+    $("conversation-card").dataset.state = state;
+    $("conversation-status").textContent = status;
+  }
+
+  send(message) {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(message));
+  }
+
+  begin() {
+    this.send({
+      type: "session.config", model: "tts-1", voice: $("voice").value, response_format: "pcm",
+      stream_audio: true, split_granularity: "sentence", gateway_debug: true,
+    });
+    this.startedAt = performance.now();
+    this.setState("streaming", "streaming text…");
+    this.feeder = setInterval(() => this.feed(), FEED_TICK_MS);
+    this.feed();
+  }
+
+  // Sends the characters due by now at the chosen rate; the last piece is followed by input.done.
+  feed() {
+    const due = Math.min(this.text.length, Math.floor(((performance.now() - this.startedAt) / 1000) * this.charsPerSecond));
+    if (due > this.sentChars) {
+      this.send({ type: "input.text", text: this.text.slice(this.sentChars, due) });
+      this.sentChars = due;
+    }
+    if (this.sentChars >= this.text.length) {
+      clearInterval(this.feeder);
+      this.send({ type: "input.done" });
+      this.setState("speaking", `all ${this.text.length} characters sent`);
+    }
+  }
+
+  receive(data) {
+    if (data instanceof ArrayBuffer) { this.audio(new Uint8Array(data)); return; }
+    const message = JSON.parse(data);
+    if (message.type === "audio.start") this.sentenceStarts(message);
+    else if (message.type === "audio.done") this.sentenceDone(message);
+    else if (message.type === "session.done") this.replyArrived();
+    else if (message.type === "input.cancelled") this.cancelled(message);
+    else if (message.type === "error") showError(`Conversation: ${message.message}`);
+  }
+
+  // Every sentence is in: close the session (its idle timer would end it while the page plays on).
+  replyArrived() {
+    this.utteranceDone = true;
+    this.send({ type: "session.close" });
+  }
+
+  sentenceStarts(message) {
+    const routing = message.gateway || {};
+    const sentence = {
+      row: sentenceRow(message.sentence_index, message.sentence_text), pool: routing.pool || "–", reason: routing.reason || "–",
+      deadlineMs: routing.deadline_ms, predictedMs: routing.predicted_start_ms,
+      bytes: 0, startsAt: null, endsAt: null, done: false, failed: false, state: "",
+    };
+    sentence.row.classList.add(sentence.pool);
+    sentence.row.dataset.pool = sentence.pool;
+    sentence.row.dataset.reason = sentence.reason;
+    this.sentences.push(sentence);
+    this.mark(sentence, this.interrupted ? "stopped" : "receiving");
+  }
+
+  audio(bytes) {
+    this.receivedBytes += bytes.length; // counted after Interrupt too: the cancel answer counts them
+    $("conversation-card").dataset.receivedBytes = String(this.receivedBytes);
+    const sentence = this.sentences[this.sentences.length - 1];
+    if (!sentence) return;
+    sentence.bytes += bytes.length;
+    if (this.interrupted) { this.mark(sentence, "stopped"); return; }
+    const startsAt = this.player.push(bytes);
+    if (sentence.startsAt === null && startsAt !== null) {
+      sentence.startsAt = startsAt;
+      sentence.row.dataset.startsAt = startsAt.toFixed(4);
+    }
+    sentence.endsAt = this.player.nextTime;
+    sentence.row.dataset.endsAt = sentence.endsAt.toFixed(4);
+    this.mark(sentence, sentence.state);
+  }
+
+  sentenceDone(message) {
+    const sentence = this.sentences.find((s) => s.row.dataset.index === String(message.sentence_index));
+    if (!sentence) return;
+    sentence.done = true;
+    sentence.failed = message.error;
+    if (message.error) this.mark(sentence, "failed");
+    else if (!sentence.bytes) this.mark(sentence, "no audio");
+  }
+
+  // Each tick: which sentence the listener hears now, and whether the reply is over.
+  follow() {
+    if (this.interrupted) return;
+    const now = this.player.ctx.currentTime;
+    for (const sentence of this.sentences) {
+      if (sentence.startsAt === null || now < sentence.startsAt || ["failed", "stopped", "played"].includes(sentence.state)) continue;
+      if (sentence.row.dataset.heard === undefined) {
+        sentence.row.dataset.heard = String(this.heard++); // the order the listener heard them in
+        $("now-playing").textContent = `now playing sentence ${Number(sentence.row.dataset.index) + 1} from ${sentence.pool} (${sentence.reason})`;
+      }
+      if (sentence.done && now >= sentence.endsAt) this.mark(sentence, "played");
+      else if (sentence.state !== "playing") this.mark(sentence, "playing");
+    }
+    const over = this.sentences.every((s) => ["played", "failed", "no audio"].includes(s.state));
+    if (this.utteranceDone && over) {
+      $("now-playing").textContent = "";
+      this.finish("done", `done: ${this.sentences.length} sentences, ${this.receivedBytes} bytes`);
+    }
+  }
+
+  mark(sentence, state) {
+    sentence.state = state;
+    const row = sentence.row;
+    row.dataset.state = state;
+    row.classList.toggle("playing", state === "playing");
+    row.classList.toggle("stopped", state === "stopped");
+    const routing = [sentence.pool, sentence.reason];
+    if (sentence.deadlineMs != null) routing.push(`deadline ${sentence.deadlineMs} ms`);
+    if (sentence.predictedMs != null) routing.push(`predicted start ${sentence.predictedMs} ms`);
+    row.querySelector('[data-field="meta"]').textContent = `${routing.join(" · ")} · ${sentence.bytes} bytes · ${state}`;
+  }
+
+  // Barge-in: silence at once, then ask the gateway to drop the rest of the reply.
+  interrupt() {
+    if (this.interrupted || this.finished) return;
+    this.interrupted = true;
+    clearInterval(this.feeder);
+    this.player.stop();
+    for (const sentence of this.sentences) if (sentence.state !== "played") this.mark(sentence, "stopped");
+    $("now-playing").textContent = "";
+    $("interrupt").disabled = true;
+    if (this.utteranceDone) {
+      // The whole reply had arrived and the session is closed: only the playback was left to stop.
+      this.finish("interrupted", `stopped playback; the whole reply had arrived (${this.receivedBytes} bytes), nothing to cancel`);
+      return;
+    }
+    this.setState("interrupting", "interrupting…");
+    this.send({ type: "input.cancel" });
+  }
+
+  cancelled(message) {
+    const card = $("conversation-card");
+    card.dataset.cancelledBytes = String(message.total_bytes);
+    this.finish("interrupted", `input.cancelled: utterance ${message.utterance_index}, ${message.total_bytes} bytes sent`);
+    this.send({ type: "session.close" });
+  }
+
+  closed(event) {
+    $("conversation-card").dataset.socket = "closed";
+    if (this.finished) return;
+    if (!this.utteranceDone) {
+      this.player.stop();
+      const why = event.reason || `the session closed (code ${event.code})`;
+      showError(`Conversation: ${why}`);
+      this.finish("failed", "session ended");
+    }
+  }
+
+  finish(state, status) {
+    if (this.finished) return;
+    this.finished = true;
+    clearInterval(this.feeder);
+    clearInterval(this.ticker);
+    this.setState(state, status);
+    $("converse").disabled = false;
+    $("interrupt").disabled = true;
+    if (conversation === this) conversation = null;
+  }
+}
+
+function startConversation() {
+  showError("");
+  const text = $("conversation-text").value;
+  if (!text.trim()) { showError("Type or paste the reply to stream."); return; }
+  const rate = parseFloat($("token-rate").value);
+  if (!(rate > 0)) { showError("The token rate must be a positive number of tokens per second."); return; }
+  $("sentences").innerHTML = "";
+  $("now-playing").textContent = "";
+  const card = $("conversation-card");
+  for (const field of ["cancelledBytes", "receivedBytes", "socket"]) delete card.dataset[field];
+  $("converse").disabled = true;
+  $("interrupt").disabled = false;
+  conversation = new Conversation(text, rate);
 }
 
 // --- voice cloning --------------------------------------------------------------------------
@@ -369,6 +614,7 @@ async function refreshFleet() {
 }
 
 function stopAll() {
+  if (conversation) conversation.interrupt();
   for (const source of playing) { try { source.stop(); } catch (_) { /* already stopped */ } }
   playing.clear();
 }
@@ -376,6 +622,8 @@ function stopAll() {
 $("speak").addEventListener("click", () => run([["Speak", $("sla").value, 0]]));
 $("compare").addEventListener("click", () => run([["latency", "latency", -0.7], ["throughput", "throughput", 0.7]]));
 $("stop").addEventListener("click", stopAll);
+$("converse").addEventListener("click", startConversation);
+$("interrupt").addEventListener("click", () => { if (conversation) conversation.interrupt(); });
 $("record").addEventListener("click", toggleRecording);
 $("clone").addEventListener("click", registerVoice);
 $("api-key").addEventListener("change", () => loadVoices());

@@ -4,7 +4,7 @@ For every routable worker the view carries a ``Curve`` (its learned performance 
 Each SLA class declares, in its own module under ``routing.classes``, the stages its
 requests go through (filters -> a scorer with float predictions -> the picker): where it
 goes, when it waits and when it spills. This module only dispatches to the class, keeps
-the memory the policy needs (its tie rotation and what it has seen of `latency` traffic),
+the memory the policy needs (its tie rotation),
 and names a degraded fleet in the reason.
 
 Deterministic: no I/O, no clock; the same calls in the same order give the same answers.
@@ -18,6 +18,7 @@ from gateway.routing.classes import balanced, deadline, latency, throughput
 from gateway.routing.filters import PREDICTABLE, Untried
 from gateway.routing.outcomes import reject
 from gateway.routing.picker import TieBreak
+from gateway.routing.reserve import latency_reserve
 from gateway.routing.stages import place
 from gateway.types import PoolName, SlaClass, reasons
 from gateway.types.decision import Action, Decision
@@ -43,19 +44,13 @@ class AdaptivePolicy:
         workers = Untried(request.tried).keep(fleet)
         if not workers:
             return reject(reasons.NO_WORKERS)
-        context = Context(workers, fleet, thresholds, latency_reserve(thresholds, fleet))
+        context = Context(workers, fleet, thresholds, latency_reserve(thresholds, view, fleet))
         # A voice session's later sentence is placed by its deadline, whatever its class.
         rules = deadline.RULES if request.deadline_s is not None else CLASSES[request.sla_class]
         decision = place(rules.plan(request, context), workers, self._ties, FLEET_SCOPE)
         if decision.action is Action.ROUTE:
             decision = _degraded_reason(decision, fleet)
         return decision
-
-
-def latency_reserve(thresholds: RoutingThresholds, workers: list[WorkerLoad] | tuple[WorkerLoad, ...]) -> int:
-    """Places per low-latency worker the other classes leave to `latency`; none when
-    low-latency is all there is (then every class must use it)."""
-    return thresholds.reserve_for_latency if any(w.pool is not LL for w in workers) else 0
 
 
 def _degraded_reason(decision: Decision, workers: list[WorkerLoad] | tuple[WorkerLoad, ...]) -> Decision:

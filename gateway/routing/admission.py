@@ -32,6 +32,7 @@ from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.errors import GatewayError
 from gateway.routing.adaptive import CLASSES
 from gateway.routing.policy import RoutingPolicy
+from gateway.routing.reserve import LatencyDemand
 from gateway.types import DROPPED_REASON_HEADER, SlaClass, reasons
 from gateway.types.decision import Action, Decision
 from gateway.types.reservation import Reservation, SlotT
@@ -104,8 +105,11 @@ class Admission(Generic[SlotT]):
         reserve: Callable[[str], SlotT],
         any_routable: Callable[[], bool],
         clock: Clock = time.monotonic,
+        demand: LatencyDemand | None = None,
     ) -> None:
         self._config = config
+        # Told of every `latency` arrival: the latency reserve is sized from them (off this path).
+        self._demand = demand
         self._policy = policy
         self._thresholds = thresholds
         self._snapshot = snapshot
@@ -136,6 +140,8 @@ class Admission(Generic[SlotT]):
         if self._closed:
             raise self._rejected(sla, reasons.SHUTTING_DOWN)
         now = self._clock()
+        if sla is SlaClass.LATENCY and self._demand is not None:
+            self._demand.on_arrival(now, request.input_chars)
         thresholds = self._thresholds()
         spill_at = None
         budget = CLASSES[sla].spill_after_s(request, thresholds)

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gateway.config import LearningSettings
+from gateway.routing.reserve import LatencyDemand
 from gateway.types import PoolName
 from gateway.types.codec import FRAMES_PER_SECOND
 from gateway.types.curve import Curve
@@ -111,10 +112,15 @@ class CurveSnapshot:
 
     workers: Mapping[str, Curve]
     pools: Mapping[PoolName, Curve] = field(default_factory=lambda: MappingProxyType({}))
+    # Places per low-latency worker the `latency` traffic seen lately needs
+    # (``routing.reserve``); None: the model is not given the demand (the reserve is fixed).
+    latency_places: int | None = None
 
     @classmethod
-    def of(cls, workers: Mapping[str, Curve], pools: Mapping[PoolName, Curve] | None = None) -> CurveSnapshot:
-        return cls(MappingProxyType(dict(workers)), MappingProxyType(dict(pools or {})))
+    def of(
+        cls, workers: Mapping[str, Curve], pools: Mapping[PoolName, Curve] | None = None, latency_places: int | None = None
+    ) -> CurveSnapshot:
+        return cls(MappingProxyType(dict(workers)), MappingProxyType(dict(pools or {})), latency_places)
 
     def curve(self, worker_id: str, pool: PoolName) -> Curve | None:
         curve = self.workers.get(worker_id)
@@ -138,9 +144,12 @@ class PerformanceModel:
         settings: LearningSettings | None = None,
         clock: Clock = time.monotonic,
         priors: Mapping[PoolName, Curve] | None = None,
+        demand: LatencyDemand | None = None,
     ) -> None:
         self.settings = settings or LearningSettings()
         self._clock = clock
+        # The `latency` traffic admission sees: each refit sizes the latency reserve from it.
+        self._demand = demand
         self._priors = dict(priors or {})  # per pool, for workers met in a load view
         self._workers: dict[str, WorkerModel] = {}
         self._pools: dict[str, PoolName] = {}  # workers tracked from the fleet's view
@@ -316,7 +325,13 @@ class PerformanceModel:
                 steps = [p * math.exp(f) for p, f in zip(prior.step_s, step_level, strict=True)]
                 ttfps = [p * math.exp(f) for p, f in zip(prior.ttfp_s, ttfp_level, strict=True)]
                 pools[pool] = Curve(tuple(_monotone(steps, [0.0] * len(steps))), tuple(_monotone(ttfps, [0.0] * len(ttfps))))
-        self._published = CurveSnapshot.of({w: m.curve for w, m in self._workers.items()}, pools)
+        self._published = CurveSnapshot.of({w: m.curve for w, m in self._workers.items()}, pools, self._latency_places(pools))
+
+    def _latency_places(self, pools: Mapping[PoolName, Curve]) -> int | None:
+        if self._demand is None:
+            return None
+        ll_workers = sum(1 for pool in self._pools.values() if pool is PoolName.LOW_LATENCY)
+        return self._demand.places_needed(self._clock(), pools.get(PoolName.LOW_LATENCY), ll_workers)
 
     def _start_refit(self, now: float) -> list[str]:
         """The pool level from every worker's samples; the changed workers, due for theirs."""

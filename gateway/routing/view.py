@@ -35,7 +35,8 @@ class RoutingSnapshot:
 
 def routing_view(loads: LoadView, curves: CurveSnapshot, thresholds: RoutingThresholds) -> LoadView:
     caps = thresholds.max_per_worker
-    return LoadView(tuple(_decorated(w, curves.curve(w.worker_id, w.pool), caps.get(w.pool)) for w in loads.workers))
+    workers = tuple(_decorated(w, curves.curve(w.worker_id, w.pool), caps.get(w.pool)) for w in loads.workers)
+    return LoadView(workers, curves.latency_places)
 
 
 def _decorated(worker: WorkerLoad, curve: Curve | None, cap: int | None) -> WorkerLoad:

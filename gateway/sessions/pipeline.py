@@ -124,9 +124,11 @@ class SentencePipeline:
     async def cancel(self) -> dict[int, int]:
         """Barge-in: stop every queued utterance. Returns, per utterance stopped (in order),
         the bytes of it the client was sent."""
-        utterances = list(dict.fromkeys(entry.utterance for entry in self._entries))
-        await self._stop_everything()
         sent = self._sent.bytes_by_utterance
+        # Queued ones, and the open one whose sentences so far are all delivered (waiting for
+        # text): its bytes are counted until its end is delivered.
+        utterances = sorted({entry.utterance for entry in self._entries} | sent.keys())
+        await self._stop_everything()
         return {utterance: sent.pop(utterance, 0) for utterance in utterances}
 
     async def close(self) -> None:

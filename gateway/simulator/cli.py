@@ -8,7 +8,6 @@ With ``--fleet ll=3,ht=5`` it answers "what if this traffic ran on that fleet?".
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shlex
 import sys
 from collections.abc import Sequence
@@ -18,19 +17,17 @@ from typing import Any
 from gateway.bench import report
 from gateway.bench.arguments import int_list
 from gateway.bench.cli import add_trace_arguments
-from gateway.bench.client import ClientOptions
 from gateway.bench.compare import SETUPS, Setup, add_ramp_arguments, headline, ramp_trace, trace_file
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
-from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, sweep, trace, warm_up
-from gateway.bench.targets import RUN_ID, new_run_id, targets_table
-from gateway.bench.traces import Arrival
-from gateway.config import RoutingThresholds
+from gateway.bench.scenarios import DEFAULT_LEVELS
+from gateway.bench.targets import new_run_id, targets_table
+from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.help_format import HelpFormatter
-from gateway.simulator.fleet import SimGateway, WorkerPlan
+from gateway.simulator import ceiling
 from gateway.simulator.loop import run_virtual
-from gateway.types import PoolName
+from gateway.simulator.runs import PROFILE_POOLS, plans_for, simulate
 
-PROFILE_POOLS = {LL_PROFILE: PoolName.LOW_LATENCY, HT_PROFILE: PoolName.HIGH_THROUGHPUT}
+__all__ = ["PROFILE_POOLS", "build_parser", "main", "plans_for", "render", "run", "simulate"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fleet", default=None, help="a custom fleet instead of --setups, e.g. ll=3,ht=5")
     parser.add_argument("--policy", default="adaptive", help="with --fleet: the routing policy")
     parser.add_argument("--thresholds", default=None, help="routing thresholds as JSON, e.g. '{\"reserve_for_latency\": 1}'")
+    parser.add_argument("--admission", default=None, help="admission settings as JSON, e.g. '{\"promote_after_s\": 2}'")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also run one worker of each profile at every load and report the best split of "
+                             "1 low-latency + 1 high-throughput against the best static fleet")  # fmt: skip
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="sweep levels ('' = no sweep)")
     parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(32, 4 x level))")
     add_trace_arguments(parser, allow_none=True)
@@ -60,13 +61,18 @@ def run(args: argparse.Namespace) -> int:
     levels = int_list(args.levels) if args.levels else []
     setups = _setups(args)
     thresholds = RoutingThresholds.model_validate_json(args.thresholds) if args.thresholds else None
+    admission = AdmissionConfig.model_validate_json(args.admission) if args.admission else None
     traces = [build_trace(args), ramp_trace(args)]
     traces = [(arrivals, params) for arrivals, params in traces if arrivals]
     documents: list[dict[str, Any]] = []
     run_id = new_run_id()  # one invocation is one run: its setups compare with each other
     for setup in setups:
-        documents += run_virtual(simulate(setup, levels, args.requests, traces, args.seed, thresholds, run_id=run_id))
+        documents += run_virtual(simulate(setup, levels, args.requests, traces, args.seed, thresholds,
+                                          run_id=run_id, admission=admission))  # fmt: skip
     lines = render(documents, setups, levels, _command())
+    ceiling_rows = ceiling.measure(levels, args.seed) if args.ceiling and levels else []
+    if ceiling_rows:
+        lines += ceiling.ceiling_table(ceiling_rows, documents)
     if args.out:
         from gateway.bench.plots import plot_sweeps, plot_timeline, plot_traces
 
@@ -74,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             name = trace_file(document["label"], document["params"]["kind"]) if document["mode"] == "trace" else f"{document['label']}-sweep"
             report.write(document, args.out, name)
         args.out.mkdir(parents=True, exist_ok=True)
+        if ceiling_rows:
+            (args.out / "ceiling.csv").write_text(ceiling.as_csv(ceiling_rows))
         plots = plot_sweeps(documents, args.out) + plot_traces(documents, args.out, kind="bursty") + plot_timeline(documents, args.out)
         lines += [f"![{p.stem}]({p.name})" for p in plots]
         (args.out / "README.md").write_text("\n".join(lines))
@@ -100,40 +108,6 @@ def _setups(args: argparse.Namespace) -> list[Setup]:
     if unknown:
         raise SystemExit(f"unknown setups: {', '.join(unknown)}")
     return [known[name] for name in names]
-
-
-def plans_for(setup: Setup) -> list[WorkerPlan]:
-    return [
-        WorkerPlan(PROFILE_POOLS[p], p, slots_per_worker=setup.ll_slots if PROFILE_POOLS[p] is PoolName.LOW_LATENCY else None)
-        for p in setup.profiles
-    ]
-
-
-async def simulate(
-    setup: Setup,
-    levels: Sequence[int],
-    requests: int | None,
-    traces: Sequence[tuple[Sequence[Arrival], dict[str, Any]]],
-    seed: int,
-    thresholds: RoutingThresholds | None = None,
-    plans: Sequence[WorkerPlan] | None = None,
-    run_id: str | None = None,
-) -> list[dict[str, Any]]:
-    """One setup through the compare benchmark's steps: warm-up, sweep, traces."""
-    gateway = SimGateway(plans or plans_for(setup), setup.policy, thresholds)  # type: ignore[arg-type]
-    loop = asyncio.get_running_loop()
-    options = RunOptions(
-        ClientOptions(url="simulated"), setup.name, seed=seed, progress=False,
-        notes={"setup": setup.summary, "policy": setup.policy, "simulated": True, RUN_ID: run_id or new_run_id()},
-        make_client=lambda: gateway, clock=loop.time,
-    )  # fmt: skip
-    documents = []
-    if levels:
-        await warm_up(options, max(levels))
-        documents.append(await sweep(options, levels, requests, rounds=4, minimum=32))
-    for arrivals, params in traces:
-        documents.append(await trace(options, arrivals, params["kind"], params))
-    return documents
 
 
 def render(documents: list[dict[str, Any]], setups: Sequence[Setup], levels: Sequence[int], command: str) -> list[str]:

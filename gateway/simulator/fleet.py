@@ -26,6 +26,7 @@ from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve
+from gateway.routing.reserve import LatencyDemand
 from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, SlaClass
 from gateway.types.codec import BYTES_PER_FRAME
@@ -108,7 +109,8 @@ class SimGateway:
             worker = SimWorker(f"{plan.pool.value}-{index}", plan, self._loop)
             self.workers[worker.worker_id] = worker
         priors = {w.pool: prior_curve(w.profile) for w in self.workers.values()}
-        self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors)
+        demand = LatencyDemand()
+        self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors, demand=demand)
         self.admission: Admission[SimSlot] = Admission(
             admission or AdmissionConfig(),
             create_policy(policy) if isinstance(policy, str) else policy,
@@ -117,6 +119,7 @@ class SimGateway:
             reserve=lambda worker_id: SimSlot(self.workers[worker_id], self.admission.capacity_changed),
             any_routable=lambda: bool(self.workers),
             clock=self._loop.time,
+            demand=demand,
         )
         # The background refit, as in the gateway (it ends with the simulation's loop).
         self._learning = self._loop.create_task(self.performance.run(self.loads), name="learning")

@@ -66,6 +66,9 @@ class LoadView:
     """Every worker of both pools at one instant."""
 
     workers: tuple[WorkerLoad, ...]
+    # Places per low-latency worker the observed `latency` traffic needs, as the performance
+    # model last published it (``routing.reserve``); None: not estimated (the reserve is fixed).
+    latency_places: int | None = None
 
     def pool(self, pool: PoolName) -> tuple[WorkerLoad, ...]:
         return tuple(w for w in self.workers if w.pool == pool)
@@ -96,7 +99,7 @@ class LoadView:
         """
         if not leases:
             return self
-        return LoadView(tuple(_with_extra(w, leases.get(w.worker_id, 0)) for w in self.workers))
+        return LoadView(tuple(_with_extra(w, leases.get(w.worker_id, 0)) for w in self.workers), self.latency_places)
 
 
 def _with_extra(worker: WorkerLoad, extra: int) -> WorkerLoad:

@@ -31,7 +31,7 @@ TIME_SCALE = 0.02
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # `throughput` never takes low-latency places here, so each class names its own pool.
-    extra = {"routing": {"thresholds": {"reserve_for_latency": 16}}}
+    extra = {"routing": {"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}}}
     with running_stack(tmp_path_factory.mktemp("voices"), 1, 1, time_scale=TIME_SCALE, extra=extra) as running:
         yield running
 

@@ -36,7 +36,7 @@ WAIT_S = 60
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # `throughput` never takes low-latency places here, so Compare shows each class on its own pool.
-    extra = {"server": {"playground": True}, "routing": {"thresholds": {"reserve_for_latency": 16}}}
+    extra = {"server": {"playground": True}, "routing": {"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}}}
     with running_stack(tmp_path_factory.mktemp("playground"), time_scale=0.05, extra=extra) as running:
         yield running
 
@@ -190,3 +190,126 @@ def test_the_playground_is_off_unless_configured(tmp_path: Path) -> None:
     with running_stack(tmp_path, ll_workers=1, ht_workers=0) as plain:
         response = httpx.get(f"{plain.url}/playground", timeout=10)
     assert response.status_code == 404
+
+
+# --- conversation mode: a voice session fed like an LLM's stream -----------------------------
+REPLY_SENTENCES = [
+    "Sure, I can help with that.",
+    "The gateway cuts my reply into sentences as the text arrives.",
+    "Each one plays as soon as its audio is here.",
+]
+# Long enough that its text is still streaming (about 14 s at 30 tokens per second) when the
+# first sentence plays: Interrupt always lands in the middle of the reply.
+LONG_REPLY = " ".join(f"This is sentence number {n} of a long reply that the listener will cut short." for n in range(1, 22))
+
+
+def conversation_rows(driver: WebDriver) -> list[dict[str, str]]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#sentences li')].map(li => ({...li.dataset, "
+        "text: li.querySelector('[data-field=text]').textContent, meta: li.querySelector('[data-field=meta]').textContent}))"
+    )
+
+
+def conversation_card(driver: WebDriver) -> dict[str, str]:
+    return driver.execute_script("return {...document.getElementById('conversation-card').dataset}")
+
+
+def wait_conversation(driver: WebDriver, predicate: str, until: object) -> object:
+    """Waits for ``until(driver)``; an error on the page or a failed session fails at once."""
+
+    def check(d: WebDriver) -> object:
+        error = d.find_element(By.ID, "error")
+        if error.is_displayed():
+            raise AssertionError(f"page shows an error: {error.text}")
+        if conversation_card(d).get("state") == "failed":
+            raise AssertionError(f"the session failed: {d.find_element(By.ID, 'conversation-status').text}")
+        return until(d)  # type: ignore[operator]
+
+    try:
+        return WebDriverWait(driver, WAIT_S).until(check)
+    except TimeoutException:
+        raise AssertionError(f"{predicate}: card {conversation_card(driver)}, rows {conversation_rows(driver)}") from None
+
+
+def start_conversation(driver: WebDriver, stack: Stack, text: str) -> None:
+    open_page(driver, stack)
+    box = driver.find_element(By.ID, "conversation-text")
+    box.clear()
+    driver.execute_script("arguments[0].value = arguments[1]", box, text)  # pasted, not typed key by key
+    assert driver.find_element(By.ID, "token-rate").get_attribute("value") == "30"  # an LLM's pace by default
+    driver.find_element(By.ID, "converse").click()
+
+
+def test_a_conversation_plays_its_sentences_in_order_with_their_pools(stack: Stack, browser: WebDriver) -> None:
+    start_conversation(browser, stack, " ".join(REPLY_SENTENCES))
+    wait_conversation(browser, "the reply is played to its end", lambda d: conversation_card(d).get("state") == "done")
+
+    rows = conversation_rows(browser)
+    assert [row["index"] for row in rows] == ["0", "1", "2"]
+    assert [row["text"].strip() for row in rows] == REPLY_SENTENCES
+    assert all(row["state"] == "played" for row in rows)
+    # Heard in order, each scheduled right after the one before (gapless, never overlapping).
+    assert [row["heard"] for row in rows] == ["0", "1", "2"]
+    starts, ends = [float(row["startsAt"]) for row in rows], [float(row["endsAt"]) for row in rows]
+    assert all(later >= end - 1e-6 for later, end in zip(starts[1:], ends[:-1], strict=True))
+    # Every sentence shows the pool that served it and why; the first goes where first audio is fastest.
+    assert rows[0]["pool"] == "low_latency"
+    assert all(row["pool"] in ("low_latency", "high_throughput") and row["reason"] not in ("", "–") for row in rows)
+    assert all(row["pool"] in row["meta"] and row["reason"] in row["meta"] for row in rows)
+    card = conversation_card(browser)
+    assert browser.find_element(By.ID, "conversation-status").text == f"done: 3 sentences, {card['receivedBytes']} bytes"
+    assert int(card["receivedBytes"]) > 0
+    wait_conversation(browser, "the session is closed", lambda d: conversation_card(d).get("socket") == "closed")
+    assert browser.find_element(By.ID, "interrupt").get_attribute("disabled") is not None
+    assert console_errors(browser) == []
+
+
+def test_interrupt_stops_the_reply_at_once_and_shows_the_cancelled_answer(stack: Stack, browser: WebDriver) -> None:
+    start_conversation(browser, stack, LONG_REPLY)
+    wait_conversation(
+        browser, "a sentence plays", lambda d: any(row["state"] == "playing" for row in conversation_rows(d))
+    )
+    browser.find_element(By.ID, "interrupt").click()
+    # Silence at once: the click handler stops every scheduled source before anything else runs.
+    assert browser.execute_script("return playing.size") == 0
+    wait_conversation(browser, "the cancel is answered", lambda d: conversation_card(d).get("state") == "interrupted")
+    card = conversation_card(browser)
+    status = browser.find_element(By.ID, "conversation-status").text
+    assert status == f"input.cancelled: utterance 0, {card['cancelledBytes']} bytes sent"
+    # The gateway counts every byte it sent of the utterance, and the page received exactly those.
+    assert int(card["cancelledBytes"]) == int(card["receivedBytes"]) > 0
+
+    wait_conversation(browser, "the session is closed", lambda d: conversation_card(d).get("socket") == "closed")
+    assert conversation_card(browser)["receivedBytes"] == card["receivedBytes"]  # no audio after the answer
+    rows = conversation_rows(browser)
+    assert not any(row["state"] == "playing" for row in rows)
+    assert any(row["state"] == "stopped" for row in rows)
+    assert len(rows) < LONG_REPLY.count(".")  # the unsent text was never spoken
+    assert browser.execute_script("return playing.size") == 0
+    assert browser.find_element(By.ID, "converse").get_attribute("disabled") is None  # ready for the next turn
+    assert console_errors(browser) == []
+
+
+def test_a_conversation_with_api_keys_sends_the_key_as_a_subprotocol(browser: WebDriver, tmp_path: Path) -> None:
+    """Browsers cannot set headers on a WebSocket: the key entered on the page goes as the
+    ``bearer.<key>`` subprotocol, and the gateway accepts the session with it."""
+    from gateway.security.auth import hash_key
+
+    key = "playground-session-key"
+    extra = {"server": {"playground": True}, "auth": {"keys": [{"name": "main", "sha256": hash_key(key)}]}}
+    with running_stack(tmp_path, ll_workers=1, ht_workers=0, time_scale=0.05, extra=extra) as keyed:
+        browser.get(f"{keyed.url}/playground")
+        field = browser.find_element(By.ID, "api-key")
+        field.send_keys(key)
+        browser.find_element(By.ID, "conversation-text").click()  # leaving the field reloads the voices with the key
+        WebDriverWait(browser, WAIT_S).until(lambda d: len(Select(d.find_element(By.ID, "voice")).options) > 0)
+        browser.execute_script("showError('')")  # the first voices request went before the key was entered
+        box = browser.find_element(By.ID, "conversation-text")
+        browser.execute_script("arguments[0].value = arguments[1]", box, REPLY_SENTENCES[0])
+        browser.find_element(By.ID, "converse").click()
+        wait_conversation(browser, "the reply is played", lambda d: conversation_card(d).get("state") == "done")
+        (row,) = conversation_rows(browser)
+        assert row["pool"] == "low_latency" and row["state"] == "played"
+        # The only console entry: the voices request the page sent before the key was typed.
+        messages = console_errors(browser)
+        assert all("/v1/audio/voices" in message and "401" in message for message in messages), messages

@@ -45,7 +45,7 @@ EXTRA = {
     "upstream": {"first_byte_timeout_s": FIRST_BYTE_TIMEOUT_S},
     "health": {"interval_s": 0.5, "half_open_after_s": HALF_OPEN_S, "eject_after_failures": 2},
     # Faults are set on one worker per class: `throughput` never takes low-latency places here.
-    "routing": {"thresholds": {"reserve_for_latency": 16}},
+    "routing": {"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}},
 }
 # ~80 s of audio (the Stage 0 cap): at time scale 0.05 the stream lasts about 4 s.
 VERY_LONG_TEXT = " ".join([SHORT_TEXT] * 18)

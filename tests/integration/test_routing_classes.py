@@ -1,7 +1,7 @@
 """SLA classes under load, and operator drain: one low-latency worker (capped at 4) and one
 high-throughput worker limited to 8 slots so a flood of ``throughput`` requests saturates it.
 
-``latency`` requests keep getting low-latency slots while the flood runs (the reserve),
+``latency`` requests keep getting low-latency slots while the flood runs (the reserve, pinned),
 spill to high-throughput once low-latency is full and their queue budget is spent, and a
 drained worker finishes what it carries while new requests go elsewhere.
 """
@@ -44,6 +44,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "pools": {"low_latency": {"slots_per_worker": LL_SLOTS}, "high_throughput": {"slots_per_worker": HT_SLOTS}},
         # Far longer than any request here runs: see the spill test.
         "admission": {"max_wait_s": {"latency": 30}},
+        # The flood comes before any `latency` request: pinned, the reserve holds from the
+        # start (adaptive, it would only follow the `latency` traffic once it came).
+        "routing": {"thresholds": {"adaptive_latency_reserve": False}},
     }
     with running_stack(tmp_path_factory.mktemp("classes"), 1, 1, time_scale=TIME_SCALE, extra=extra) as running:
         yield running

@@ -123,7 +123,11 @@ def test_a_routing_patch_on_one_replica_changes_the_others_next_decision(fleet: 
     assert before.status_code == 200 and before.headers["x-gateway-pool"] == "low_latency", before.headers
     # The stored overrides are opaque to the state store: a per-worker cap and the learning
     # settings travel like any other key, and apply like an operator's own patch.
-    patch = {"thresholds": {"max_per_worker": {"low_latency": 1}}, "learning": {"half_life_s": 120.0}}
+    # The latency reserve is pinned (no `latency` traffic came, so it would be empty).
+    patch = {
+        "thresholds": {"max_per_worker": {"low_latency": 1}, "adaptive_latency_reserve": False},
+        "learning": {"half_life_s": 120.0},
+    }
     try:
         response = patch_routing(fleet.first.url, patch)
         assert response.status_code == 200, response.text
@@ -139,12 +143,15 @@ def test_a_routing_patch_on_one_replica_changes_the_others_next_decision(fleet: 
         assert routing(fleet.second.url)["learning"]["half_life_s"] == 120.0
         after = speak(fleet.second.url)
         assert after.status_code == 200
-        # One place per low-latency worker, kept for `latency` (reserve_for_latency): balanced goes elsewhere.
+        # One place per low-latency worker, kept for `latency` (the pinned reserve): balanced goes elsewhere.
         assert (after.headers["x-gateway-pool"], after.headers["x-gateway-route-reason"]) == (
             "high_throughput", "fastest_finish",
         )  # fmt: skip
     finally:
-        back = {"thresholds": {"max_per_worker": {"low_latency": LL_DEFAULT_SLOTS}}, "learning": {"half_life_s": 600.0}}
+        back = {
+            "thresholds": {"max_per_worker": {"low_latency": LL_DEFAULT_SLOTS}, "adaptive_latency_reserve": True},
+            "learning": {"half_life_s": 600.0},
+        }
         assert patch_routing(fleet.second.url, back).status_code == 200
     wait_until(
         lambda: routing(fleet.first.url)["thresholds"]["max_per_worker"] == {"low_latency": LL_DEFAULT_SLOTS},

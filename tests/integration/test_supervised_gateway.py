@@ -221,7 +221,7 @@ def warmed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
         launch(emulator_command(0.5)),  # warm-up: the pool's default sizes
         # `throughput` never takes low-latency places here (that worker runs 10x faster), so
         # each class names its own pool.
-        routing={"thresholds": {"reserve_for_latency": 16}},
+        routing={"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}},
     )
     with running_gateway(tmp_path, config, wait_ready=False) as gateway:
         # /ready waits for warm-up; wait_routable's 60 s budget is not enough on 2 busy cores.
@@ -387,7 +387,7 @@ def test_sigterm_finishes_in_flight_streams_and_leaves_no_worker(tmp_path: Path)
         launch(emulator_command(0.25)),
         launch(emulator_command(0.25), warmup={"batch_sizes": [1]}),
         server={"shutdown_grace_s": 60},
-        routing={"thresholds": {"reserve_for_latency": 16}},  # each class on its own pool
+        routing={"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}},  # each class on its own pool
     )
     with running_gateway(tmp_path, config, wait_ready=True) as gateway:
         urls = {pool: the_worker(gateway.url, pool)["url"] for pool in (LL, HT)}

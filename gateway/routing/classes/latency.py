@@ -11,8 +11,9 @@
   stay under ``balanced_rtf_ceiling`` (``spill_ll_full``); nothing: it waits until its
   deadline (``queued_all_full``). With no routable low-latency worker it goes straight
   there (``no_ll_workers``).
-- **Its reserve**: the other classes leave ``reserve_for_latency`` places on every
-  low-latency worker while `latency` traffic is about (see ``adaptive``), below the load
+- **Its reserve**: the other classes leave places on every low-latency worker, as many
+  as the `latency` traffic seen lately needs, up to ``reserve_for_latency``
+  (``routing.reserve``), below the load
   whose streams stay *latency-grade*: ``latency_rtf_ceiling``, by default 1.4 x the best
   idle low-latency RTF (``latency_grade_rtf``).
 """

@@ -213,6 +213,26 @@ async def test_barge_in_cancels_every_request_at_once_and_the_session_goes_on(tm
     assert asyncio.all_tasks() - tasks_before <= {run}  # no sentence or delivery task left
 
 
+async def test_barge_in_while_the_reply_waits_for_text_counts_the_bytes_already_sent(tmp_path: Path) -> None:
+    """As when the LLM is slower than the speech: every sentence cut so far is delivered and
+    the utterance is open, waiting for more text, when the listener interrupts."""
+    rig = Rig(tmp_path)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "One is here. Two is"})
+    _, first = await rig.transport.nth(0)
+    first.feed.put_nowait(PCM)
+    first.feed.put_nowait(None)
+    await rig.socket.until("audio.done")
+    rig.socket.client_sends({"type": "input.cancel"})
+    cancelled = await rig.socket.until("input.cancelled")
+    assert cancelled == {"type": "input.cancelled", "utterance_index": 0, "total_bytes": len(PCM)}
+    assert [m["type"] for m in rig.socket.sent if isinstance(m, dict)].count("input.cancelled") == 1
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
+    assert rig.inflight() == 0
+
+
 async def test_a_client_that_leaves_mid_sentence_frees_every_slot(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     run = asyncio.create_task(rig.run())

@@ -1,0 +1,312 @@
+"""``higgs-gateway bench sessions``: concurrent voice-agent sessions, heard in real time.
+
+Each session streams multi-sentence replies at an LLM's pace (``--tokens-per-second``,
+about four characters a token), flushes each with ``input.done`` and plays the audio back
+through a simulated real-time player. Per number of concurrent sessions it records time to
+first audio (from the moment the first sentence's text was complete), every gap a listener
+sits through, and whether the level was served (no gap at p99, first audio p99 within 1 s).
+Then, alone on the fleet, one barge-in: ``input.cancel`` to the last audio byte and to every
+worker's ``/load`` back at 0.
+
+Fleets, all in one run (fresh emulated workers each, like ``bench compare``): ``adaptive``
+(1 low-latency + 1 high-throughput), ``ll+ll``, ``ht+ht`` through the gateway, and
+``direct``: one low-latency worker's own endpoint. Sessions are configured as a voice agent
+would: ``pcm``, ``stream_audio: true``, ``split_granularity: sentence``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.exceptions import WebSocketException
+
+from gateway.bench import compare
+from gateway.bench.arguments import int_list
+from gateway.bench.client import speech_url
+from gateway.bench.fleet import LL_PROFILE, Fleet
+from gateway.bench.quiet import load_average, wait_for_quiet
+from gateway.bench.session_summary import DEFAULT_GAP_TOLERANCE_S, capacity, summarize_level
+from gateway.bench.session_targets import DIRECT, SETUP_NAMES, targets_table
+from gateway.bench.stats import percentile
+from gateway.bench.targets import RUN_ID, new_run_id
+from gateway.bench.text_stream import DEFAULT_TOKENS_PER_SECOND, REPLIES, replies
+from gateway.bench.voice_client import SessionOptions, Utterance, barge_in, open_session, speak
+from gateway.config import DEFAULT_MODEL
+from gateway.help_format import HelpFormatter
+
+SCHEMA = "higgs-gateway-bench-sessions/1"
+DEFAULT_LEVELS = (1, 2, 4, 8, 16, 24, 32)
+SUMMARIES = {DIRECT: "one low-latency worker's own endpoint, no gateway"}
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("sessions", help="concurrent voice-agent sessions played in real time, one report",
+                                 description=__doc__, formatter_class=HelpFormatter)  # fmt: skip
+    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/sessions"))
+    parser.add_argument("--setups", default=",".join(SETUP_NAMES), help="comma-separated subset of " + ", ".join(SETUP_NAMES))
+    parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="concurrent sessions to sweep")
+    parser.add_argument("--utterances", type=int, default=2, help="replies per session and level")
+    parser.add_argument("--sentences", type=int, default=4, help="sentences per reply (1-4)")
+    parser.add_argument("--tokens-per-second", type=float, default=DEFAULT_TOKENS_PER_SECOND,
+                        help="the LLM's pace (a token is about 4 characters)")  # fmt: skip
+    parser.add_argument("--pause", type=float, default=1.0, help="modelled seconds between replies (the user speaking)")
+    parser.add_argument("--gap-tolerance-ms", type=float, default=DEFAULT_GAP_TOLERANCE_S * 1000,
+                        help="silences up to this long (modelled) are a player's jitter, not a gap")  # fmt: skip
+    parser.add_argument("--barge-in-after", type=float, default=1.0,
+                        help="modelled seconds of audio before the listener interrupts (0 = no barge-in)")  # fmt: skip
+    parser.add_argument("--http-probes", type=int, default=6, help="HTTP requests for the first sentence's TTFP")
+    parser.add_argument("--time-scale", type=float, default=0.25, help="emulator speed-up; results in modelled units")
+    parser.add_argument("--timeout", type=float, default=120.0, help="per utterance, wall seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet-load", type=float, default=1.5,
+                        help="before each setup, wait for the 1-minute load average to drop below this")
+    parser.add_argument("--quiet-wait", type=float, default=600.0, help="longest wait for a quiet machine, seconds")
+    parser.add_argument("--report-only", action="store_true", help="re-render README.md from the JSON files in --out")
+    parser.set_defaults(func=run)
+
+
+def chosen(spec: str) -> list[str]:
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    unknown = set(names) - set(SETUP_NAMES)
+    if unknown:
+        raise SystemExit(f"unknown setups: {', '.join(sorted(unknown))}")
+    return [name for name in SETUP_NAMES if name in names]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.time_scale <= 0 or args.tokens_per_second <= 0 or not 1 <= args.sentences <= 4:
+        raise SystemExit("--time-scale and --tokens-per-second must be positive, --sentences 1 to 4")
+    names = chosen(args.setups)
+    levels = int_list(args.levels)
+    documents: list[dict[str, Any]] = []
+    failures: dict[str, str] = {}
+    if args.report_only:
+        documents = [_load(path) for name in names for path in sorted(args.out.glob(f"{_stem(name)}.json"))]
+    else:
+        run_id = new_run_id()
+        with tempfile.TemporaryDirectory(prefix="higgs-bench-sessions-") as scratch:
+            for name in names:
+                try:
+                    document = _measure(name, Path(scratch), args, levels, run_id)
+                except (RuntimeError, TimeoutError, OSError) as exc:  # one broken setup must not lose the others
+                    failures[name] = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                    print(f"{name}: failed: {failures[name]}", file=sys.stderr)
+                    continue
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / f"{_stem(name)}.json").write_text(json.dumps(document, indent=2) + "\n")
+                documents.append(document)
+    path = write_report(documents, args, failures)
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _stem(name: str) -> str:
+    return f"{name}-sessions"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    document = json.loads(path.read_text())
+    if document.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not a {SCHEMA} result")
+    return document
+
+
+def _measure(name: str, scratch: Path, args: argparse.Namespace, levels: list[int], run_id: str) -> dict[str, Any]:
+    wait_for_quiet(args.quiet_load, args.quiet_wait)
+    with Fleet(scratch / name.replace("+", "_")) as fleet:
+        if name == DIRECT:
+            worker = fleet.emulator("worker1", LL_PROFILE, args.time_scale, extra=["--warm"])
+            url, workers, summary = worker.url, [worker.url], SUMMARIES[DIRECT]
+        else:
+            setup = next(s for s in compare.SETUPS if s.name == name)
+            url = compare._start(fleet, setup, args.time_scale)
+            workers = [s.url for s in fleet.services if s.name.startswith("worker")]
+            summary = setup.summary
+        return asyncio.run(_measure_async(name, summary, url, workers, args, levels, run_id))
+
+
+def make_options(url: str, args: argparse.Namespace) -> SessionOptions:
+    return SessionOptions(url, args.tokens_per_second, args.time_scale, timeout_s=args.timeout)
+
+
+async def _measure_async(name: str, summary: str, url: str, workers: list[str], args: argparse.Namespace,
+                         levels: list[int], run_id: str) -> dict[str, Any]:  # fmt: skip
+    options = make_options(url, args)
+    gateway = name != DIRECT
+    tolerance = args.gap_tolerance_ms / 1000
+    await _one_level(options, 1, 1, args, gateway, seed=-1)  # connections and caches settle, unmeasured
+    phases = []
+    for level in levels:
+        started = time.perf_counter()
+        utterances, failures = await _one_level(options, level, args.utterances, args, gateway, args.seed + level)
+        wall = time.perf_counter() - started
+        phases.append(summarize_level(level, utterances, failures, args.time_scale, wall, tolerance, load_average()))
+        print(f"{name}: {level} sessions: {'served' if phases[-1]['served'] else 'not served'}", file=sys.stderr)
+    document: dict[str, Any] = {
+        "schema": SCHEMA, "label": name, "mode": "sessions", "url": url, "time_scale": args.time_scale,
+        "machine": f"{os.cpu_count()}-core {platform.machine()}",
+        "params": {"levels": levels, "utterances": args.utterances, "sentences": args.sentences,
+                   "tokens_per_second": args.tokens_per_second, "chars_per_token": 4, "pause_s": args.pause,
+                   "gap_tolerance_s": tolerance, "seed": args.seed},
+        "notes": {"setup": summary, "command": compare._command(), RUN_ID: run_id,
+                  "emulator_timing": compare.timing_parameters()},
+        "phases": phases,
+        "capacity": capacity(phases),
+        "http_first_sentence_ttfp_s": await http_first_sentence_ttfp(url, args, gateway) if args.http_probes > 0 else None,
+        "barge_in": None,
+    }  # fmt: skip
+    if gateway and args.barge_in_after > 0:
+        try:
+            result = await barge_in(options, REPLIES[0], workers, args.barge_in_after)
+        except (OSError, TimeoutError, WebSocketException) as exc:  # a missed target, not a lost setup
+            document["barge_in_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            return document
+        freed = None if result.slot_freed_s is None else result.slot_freed_s / args.time_scale
+        document["barge_in"] = {"last_byte_s": result.last_byte_s / args.time_scale, "slot_freed_s": freed,
+                                "bytes_after_cancel": result.bytes_after_cancel,
+                                "total_bytes_reported": result.total_bytes_reported}  # fmt: skip
+    return document
+
+
+async def _one_level(options: SessionOptions, sessions: int, utterances: int, args: argparse.Namespace,
+                     gateway: bool, seed: int) -> tuple[list[Utterance], int]:  # fmt: skip
+    """``sessions`` sessions at once, each starting within a modelled second (seeded) and
+    speaking ``utterances`` replies; returns every utterance and the number of failed sessions."""
+    rng = random.Random(seed)
+    offsets = [rng.uniform(0, 1.0) * args.time_scale for _ in range(sessions)]
+
+    async def one(index: int) -> list[Utterance]:
+        await asyncio.sleep(offsets[index])
+        ws = await open_session(options, gateway)
+        heard = []
+        try:
+            for number, reply in enumerate(replies(utterances, offset=index)):
+                if number:
+                    await asyncio.sleep(args.pause * args.time_scale)
+                trimmed = dataclasses.replace(reply, sentences=reply.sentences[: args.sentences])
+                heard.append(await speak(ws, trimmed, options))
+        finally:
+            await ws.close()
+        return heard
+
+    results = await asyncio.gather(*(one(i) for i in range(sessions)), return_exceptions=True)
+    heard = [u for r in results if not isinstance(r, BaseException) for u in r]
+    failed = sum(isinstance(r, BaseException) for r in results)
+    for r in results:
+        if isinstance(r, BaseException):
+            print(f"session failed: {type(r).__name__}: {r}", file=sys.stderr)
+    return heard, failed
+
+
+async def http_first_sentence_ttfp(url: str, args: argparse.Namespace, gateway: bool) -> float | None:
+    """Median TTFP (modelled) of the replies' first sentences as one-shot streamed HTTP requests."""
+    values = []
+    async with httpx.AsyncClient(timeout=args.timeout) as client:
+        for index in range(args.http_probes):
+            body = {"model": DEFAULT_MODEL, "input": REPLIES[index % len(REPLIES)].sentences[0],
+                    "response_format": "pcm", "stream_format": "audio"}  # fmt: skip
+            if gateway:  # the OpenAI API requires a voice; a worker knows no voice named "default"
+                body["voice"] = "default"
+            started = time.perf_counter()
+            async with client.stream("POST", speech_url(url), json=body) as response:
+                if response.status_code != 200:
+                    continue
+                first: float | None = None
+                async for chunk in response.aiter_bytes():  # read to the end: the slot frees there
+                    if chunk and first is None:
+                        first = (time.perf_counter() - started) / args.time_scale
+                if first is not None:
+                    values.append(first)
+    return percentile(values, 50) if values else None
+
+
+def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, failures: dict[str, str]) -> Path:
+    from gateway.bench.session_plots import plot_sessions
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    plots = plot_sessions(documents, out) if documents else []
+    recorded = [d["notes"]["command"] for d in documents if d.get("notes", {}).get("command")]
+    command = recorded[0] if recorded else compare._command()
+    params = documents[0]["params"] if documents else {
+        "sentences": args.sentences, "tokens_per_second": args.tokens_per_second,
+        "gap_tolerance_s": args.gap_tolerance_ms / 1000}  # fmt: skip
+    lines = [
+        "# Voice sessions (emulated)",
+        "",
+        f"Reproduce: `{command}`",
+        "",
+        f"Emulated workers at time scale {documents[0]['time_scale'] if documents else args.time_scale:g}; every "
+        "time is converted to modelled (H200-equivalent) seconds.",
+        f"Each session streams replies of up to {params.get('sentences', '?')} sentences at "
+        f"{params.get('tokens_per_second', '?'):g} tokens/s (4 characters a token), flushes with `input.done`, "
+        "and plays the audio through a simulated real-time player (24 kHz, from the first byte). "
+        f"A gap is a silence longer than {params.get('gap_tolerance_s', 0) * 1000:g} ms before the reply's last "
+        "byte; a level is served when every utterance succeeded, sentence silences at p99 are within that, "
+        "and first audio p99 is within 1 s. Time to first audio counts from the moment the first sentence's text "
+        "was complete. Sessions: `pcm`, `stream_audio: true`, `split_granularity: sentence`.",
+        "",
+        "| setup | fleet |",
+        "|---|---|",
+        *[f"| {d['label']} | {d['notes']['setup']} |" for d in documents],
+        "",
+        *[f"**{name} failed to run:** `{reason}`\n" for name, reason in failures.items()],
+        "## Summary",
+        "",
+        "| setup | capacity (sessions) | 1 session first audio p50 (ms) | 1 session largest gap (ms) | "
+        "HTTP first-sentence TTFP p50 (ms) | barge-in: last byte / slot freed (ms) |",
+        "|---|---:|---:|---:|---:|---:|",
+        *[_summary_row(d) for d in documents],
+        "",
+        *targets_table(documents),
+        "## By number of sessions",
+        "",
+        "| setup | sessions | utterances | errors | first audio p50 / p99 (ms) | sentence silence p99 / max (ms) | "
+        "gaps | largest gap (ms) | pools | served | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|:---:|---:|",
+        *[_level_row(d, p) for d in documents for p in d["phases"]],
+        "",
+        *[f"![{p.stem}]({p.name})" for p in plots],
+        "",
+        f"Machine: {documents[0]['machine'] if documents else 'unknown'}; load generator, gateway and the "
+        "emulated workers share it.",
+        "",
+    ]
+    path = out / "README.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value * 1000:.0f}"
+
+
+def _summary_row(document: dict[str, Any]) -> str:
+    one = next((p for p in document["phases"] if p["sessions"] == 1), None)
+    barge = document.get("barge_in")
+    barge_text = "–" if barge is None else f"{_ms(barge['last_byte_s'])} / {_ms(barge['slot_freed_s'])}"
+    return (f"| {document['label']} | {document['capacity']} | "
+            f"{_ms(one['first_audio_s']['median']) if one else '–'} | {_ms(one['largest_gap_s']) if one else '–'} | "
+            f"{_ms(document.get('http_first_sentence_ttfp_s'))} | {barge_text} |")  # fmt: skip
+
+
+def _level_row(document: dict[str, Any], phase: dict[str, Any]) -> str:
+    ttfa, silence = phase["first_audio_s"], phase["sentence_silence_s"]
+    pools = " ".join(f"{k}:{v}" for k, v in sorted(phase["pools"].items())) or "–"
+    load = "–" if phase.get("loadavg_1m") is None else f"{phase['loadavg_1m']:.1f}"
+    return (f"| {document['label']} | {phase['sessions']} | {phase['utterances']} | {phase['errors']} | "
+            f"{_ms(ttfa['median'])} / {_ms(ttfa['p99'])} | {_ms(silence['p99'])} / {_ms(silence['max'])} | "
+            f"{phase['gaps_over_tolerance']} | {_ms(phase['largest_gap_s'])} | {pools} | "
+            f"{'yes' if phase['served'] else 'no'} | {load} |")  # fmt: skip
