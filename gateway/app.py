@@ -41,10 +41,10 @@ from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
-from gateway.api.speech_request import WorkerPayloads, max_new_tokens_limit
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
+from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
 from gateway.pools.drains import DrainStore
@@ -85,6 +85,7 @@ from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
 from gateway.voices.registry import VoiceRegistry
 from gateway.voices.store import VoiceStore
+from gateway.worker_payload import WorkerPayloads, max_new_tokens_limit
 
 DiscoveryFactory = Callable[[PoolName, PoolConfig, WorkerSink], Discovery]
 log = logging.getLogger("higgs_gateway")
@@ -131,6 +132,7 @@ class GatewayApp:
         profile_changer: ProfileChanger | None = None,
         control_client: httpx.AsyncClient,
         performance: PerformanceModel,
+        planner: FleetPlanner,
         tracer_shutdown: Callable[[], object] | None = None,
     ) -> None:
         self._stack = stack
@@ -151,6 +153,8 @@ class GatewayApp:
         self._control_client = control_client
         self.performance = performance
         self._learning: asyncio.Task[None] | None = None
+        self.planner = planner
+        self._planning: asyncio.Task[None] | None = None
         self._tracer_shutdown = tracer_shutdown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -176,6 +180,9 @@ class GatewayApp:
         self._replicas.start()
         # Curves are refit here, in the background, and only read by routing and metrics.
         self._learning = asyncio.create_task(self.performance.run(self.fleet.view.snapshot), name="learning")
+        if self.planner.config.enabled:
+            # The desired mix is sized here, in the background, from the published curves.
+            self._planning = asyncio.create_task(self.planner.run(), name="planner")
         for supervisor in self._supervisors:
             await supervisor.start()
         if self.profile_changer is not None:
@@ -190,10 +197,11 @@ class GatewayApp:
         await self._replicas.stop()
         await self._health.stop()
         await self._load_reports.stop()
-        if self._learning is not None:
-            self._learning.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._learning
+        for task in (self._learning, self._planning):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self.profile_changer is not None:
             await self.profile_changer.stop()  # before the supervisors: no change half made
         await self.fleet.readiness.close()
@@ -222,8 +230,8 @@ def create_app(
     ``ConfigError`` when tracing is configured but its SDK is not installed.
 
     ``tracer_provider``: spans go there whatever ``tracing:`` says (its owner shuts it down).
-    ``desired_mix``: workers per pool the traffic needs (the planner); with
-    ``supervisor.profile_changes.enabled`` supervised GPUs follow it. None: nothing changes.
+    ``desired_mix``: workers per pool the traffic needs; None: the gateway's own fleet
+    planner (``planner:``). With ``supervisor.profile_changes.enabled`` supervised GPUs follow it.
     """
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -259,6 +267,10 @@ def create_app(
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
+    # The fleet planner: arrivals counted at admission, the desired mix sized in the background.
+    planner = FleetPlanner(config.planner, performance.snapshot, clock)
+    recorder.watch_planner(planner)
+
     # Workers and routing.
     specs = pool_specs(config, profiles)
     fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
@@ -270,6 +282,7 @@ def create_app(
         reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
         any_routable=fleet.view.any_routable,
         clock=clock,
+        on_arrival=planner.record_arrival if config.planner.enabled else None,
         demand=latency_demand,
     )
     fleet.events.on_slot_freed(admission.capacity_changed)
@@ -319,7 +332,9 @@ def create_app(
     replicas = ReplicaSync(routing, drains, fleet.members, voice_registry, clock, follow_data_dir=state_backend is None)
     # Supervised pools: profiles are checked here, so a bad one stops the start-up.
     supervisors = build_supervisors(config, fleet.members, profiles, is_ready=fleet.health.has_answered)
-    profile_changer = profile_changer_for(config, supervisors, fleet.members, desired_mix, recorder)
+    # GPUs follow the planner's desired mix (tests may pass another judge of the traffic).
+    mix = desired_mix if desired_mix is not None else (planner if config.planner.enabled else None)
+    profile_changer = profile_changer_for(config, supervisors, fleet.members, mix, recorder)
     # Pools without ``launch`` find their workers by discovery (built at start: some need the loop).
     discoveries = [partial(discovery_factory, pool, pool_config, fleet.members) for pool, pool_config in config.pools.items() if pool_config.launch is None]
 
@@ -327,13 +342,15 @@ def create_app(
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
     relay = Relay(transport, fleet.health, admission, config.upstream, clock=clock)
+    # One set of checks and one payload for requests and session sentences alike.
+    payloads = WorkerPayloads(
+        config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
+        max_new_tokens_limit(profile.talker.max_model_len for profile in profiles.values()),
+    )
     speech = SpeechPipeline(
         auth=api_keys,
         admission=admission,
-        payloads=WorkerPayloads(
-            config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
-            max_new_tokens_limit(profile.talker.max_model_len for profile in profiles.values()),
-        ),
+        payloads=payloads,
         relay=relay,
         encoders=open_encoder,
         recorder=recorder,
@@ -342,18 +359,17 @@ def create_app(
     )
 
     # Voice sessions: every sentence goes through the same admission and relay as a request.
-    ref_audio_policy = RefAudioPolicy(config.auth)
     sessions_config = config.sessions
     sessions = SessionEndpoint(
         auth=api_keys,
         admission=admission,
         upstream=SentenceUpstream(admission, relay, clock, recorder),
-        voices=SessionVoices(config.models, config.voices, voice_registry.store, ref_audio_policy),
+        voices=SessionVoices(payloads),
         encoders=open_encoder,
         limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
         observer=recorder,
         allowed_origins=config.server.cors_origins,
-        max_sessions=sessions_config.max_sessions,
+        max_open_per_replica=sessions_config.max_open_per_replica,
         clock=clock,
     )
 
@@ -381,7 +397,7 @@ def create_app(
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
         config, AdminAuth(config.auth), routing, thresholds, fleet.view, fleet.members, drains, admission, performance,
-        availability=availability, decision_totals=metrics.routing_decision_totals,
+        availability=availability, decision_totals=metrics.routing_decision_totals, planner=planner,
         profile_changes=profile_changer.describe if profile_changer is not None else None,
     )  # fmt: skip
     app.include_router(admin_router)
@@ -415,6 +431,7 @@ def create_app(
         transport=transport,
         control_client=control_client,
         performance=performance,
+        planner=planner,
         tracer_shutdown=tracer_shutdown,
     )
     return gateway

@@ -28,7 +28,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gateway.deploy_profile import deep_merge
 from gateway.host_rules import parse_host_rule
-from gateway.types import PoolName
+from gateway.types import PoolName, SlaClass
 
 DEFAULT_MODEL = "bosonai/higgs-audio-v3-tts-4b"
 ENV_PREFIX = "HIGGS_GATEWAY_"
@@ -592,6 +592,67 @@ class SloConfig(Strict):
         return value
 
 
+class ObjectiveConfig(Strict):
+    """What one SLA class must get: every stream at or under ``rtf`` (real time is 1.0) and,
+    when set, its first audio within ``ttfp_s``."""
+
+    ttfp_s: float | None = Field(None, gt=0)
+    rtf: float = Field(gt=0)
+
+
+class PoolBoundsConfig(Strict):
+    """How few and how many workers of one pool the planner may ask for."""
+
+    min: int = Field(0, ge=0)
+    max: int = Field(16, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PoolBoundsConfig:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be at least min ({self.min})")
+        return self
+
+
+def _default_objectives() -> dict[SlaClass, ObjectiveConfig]:
+    return {
+        SlaClass.LATENCY: ObjectiveConfig(ttfp_s=0.5, rtf=0.5),
+        SlaClass.BALANCED: ObjectiveConfig(ttfp_s=2.0, rtf=0.9),
+        SlaClass.THROUGHPUT: ObjectiveConfig(rtf=1.0),
+    }
+
+
+class PlannerConfig(Strict):
+    """The fleet planner (docs/planner.md): how many workers of each pool the traffic needs."""
+
+    enabled: bool = True
+    # How often the desired mix is recomputed (in the background, never on a request).
+    interval_s: float = Field(5.0, gt=0)
+    # Arrival rates and lengths are averaged over about this long (exponential decay).
+    smoothing_s: float = Field(300.0, gt=0)
+    # Fewer requests than this in the smoothing window: too thin to judge, nothing changes.
+    min_requests: float = Field(20.0, ge=1)
+    # Plan each worker to carry at most this share of the load its objectives allow: the
+    # rest absorbs the bursts an average hides.
+    target_utilisation: float = Field(0.8, gt=0, le=1)
+    # Per class; a class left out keeps its default.
+    objectives: dict[SlaClass, ObjectiveConfig] = Field(default_factory=_default_objectives)
+    # Per pool; a pool left out keeps the defaults (min 0, max 16).
+    pools: dict[PoolName, PoolBoundsConfig] = Field(default_factory=lambda: {pool: PoolBoundsConfig() for pool in PoolName})
+
+    @field_validator("objectives")
+    @classmethod
+    def _every_class(cls, objectives: dict[SlaClass, ObjectiveConfig]) -> dict[SlaClass, ObjectiveConfig]:
+        return {**_default_objectives(), **objectives}
+
+    @field_validator("pools")
+    @classmethod
+    def _every_pool(cls, pools: dict[PoolName, PoolBoundsConfig]) -> dict[PoolName, PoolBoundsConfig]:
+        return {**{pool: PoolBoundsConfig() for pool in PoolName}, **pools}
+
+    def bounds(self, pool: PoolName) -> PoolBoundsConfig:
+        return self.pools[pool]
+
+
 class LoggingConfig(Strict):
     level: str = "INFO"
     # json: one JSON object per line (for log shippers); text: short human lines;
@@ -611,8 +672,9 @@ class SessionsConfig(Strict):
     # Text received but not yet cut into a sentence (the worker has no cap); an input.text
     # that would pass it is refused and dropped.
     max_buffered_chars: int = Field(16384, ge=1)
-    # Sessions this replica serves at once (every key together); None = unlimited.
-    max_sessions: int | None = Field(None, gt=0)
+    # Sessions this replica serves at once (every key together; per key it is
+    # auth.tiers.*.max_sessions); None = unlimited.
+    max_open_per_replica: int | None = Field(None, gt=0)
 
 
 OtlpProtocol = Literal["http/protobuf", "grpc"]
@@ -674,6 +736,7 @@ class GatewayConfig(BaseSettings):
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
     supervisor: SupervisorConfig = Field(default_factory=SupervisorConfig)
     data_dir: Path = Path("./data")
 

@@ -37,6 +37,7 @@ from gateway.types.labels import (
     DisconnectPhase,
     EjectionReason,
     KeyResult,
+    PlanBound,
     ProfileChangeResult,
     RejectReason,
     RestartReason,
@@ -53,10 +54,10 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 2
 RTF_BUCKETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 5.0)
 # Observed / predicted: 1.0 is a perfect prediction; both sides matter.
 PREDICTION_RATIO_BUCKETS = (0.5, 0.67, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 4.0)
-# Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 # Silence a real-time player sits through between two sentences: 0 is the goal.
 GAP_BUCKETS = (0.0, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CANCEL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+# Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
 
@@ -207,6 +208,77 @@ class FleetCollector(Collector):
         for pool in self._pools:
             empty_for.add_metric([pool], snap.empty_pool_seconds.get(pool, 0.0))
         degraded.add_metric([], 1.0 if snap.degraded else 0.0)
+        yield from families
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerGauges:
+    """The fleet planner's last pass, as the gauges show it (docs/planner.md)."""
+
+    judged: bool  # enough traffic in this pass to size the fleet
+    desired: Mapping[str, int] = field(default_factory=dict)  # pool -> workers; empty before the first judgement
+    bound_by: Mapping[str, str] = field(default_factory=dict)  # pool -> PlanBound value
+    margin: float | None = None
+    arrival_rates: Mapping[str, float] = field(default_factory=dict)  # sla_class -> smoothed requests/s
+
+
+PlannerProvider = Callable[[], PlannerGauges]
+
+
+class PlannerCollector(Collector):
+    """The planner's gauges, read from its published plan at scrape time."""
+
+    def __init__(self, pools: Iterable[str], sla_classes: Iterable[str]) -> None:
+        self._pools = tuple(pools)
+        self._sla_classes = tuple(sla_classes)
+        self._provider: PlannerProvider | None = None
+
+    def set_provider(self, provider: PlannerProvider | None) -> None:
+        self._provider = provider
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families(None))
+
+    def collect(self) -> Iterable[Metric]:
+        if self._provider is None:
+            return []
+        try:
+            gauges = self._provider()
+        except Exception:
+            log.exception("planner snapshot failed; planner gauges omitted from this scrape")
+            return []
+        return list(self._families(gauges))
+
+    def _families(self, gauges: PlannerGauges | None) -> Iterator[Metric]:
+        desired = _gauge(
+            "desired_workers",
+            "Workers the planner wants in the pool for the observed traffic; absent until it first "
+            "had enough traffic to judge, then the last judged value.",
+            ["pool"],
+        )
+        bound_by = _gauge(
+            "planner_bound_by", "1 for the objective (or bound) that sets the pool's desired count, else 0.",
+            ["pool", "objective"],
+        )  # fmt: skip
+        margin = _gauge(
+            "planner_margin", "How much all traffic could grow (0.25 = 25%) before the desired mix misses an objective.", []
+        )
+        judged = _gauge("planner_judged", "1 when the last planner pass had enough traffic to judge, else 0.", [])
+        rates = _gauge("planner_arrival_rate", "Smoothed requests per second reaching admission, per SLA class.", ["sla_class"])
+        families = (desired, bound_by, margin, judged, rates)
+        if gauges is None:
+            yield from families
+            return
+        for pool, count in gauges.desired.items():
+            desired.add_metric([pool], count)
+        for pool, bound in gauges.bound_by.items():
+            for objective in PlanBound:
+                bound_by.add_metric([pool, objective.value], 1.0 if objective.value == bound else 0.0)
+        if gauges.margin is not None:
+            margin.add_metric([], gauges.margin)
+        judged.add_metric([], 1.0 if gauges.judged else 0.0)
+        for sla_class in self._sla_classes:
+            rates.add_metric([sla_class], gauges.arrival_rates.get(sla_class, 0.0))
         yield from families
 
 
@@ -386,6 +458,8 @@ class GatewayMetrics:
 
         self.fleet = FleetCollector(pools, classes)
         r.register(self.fleet)
+        self.planner = PlannerCollector(pools, classes)
+        r.register(self.planner)
         if process_metrics:
             # process_cpu_seconds_total & co: the gateway's own cost (the relay is CPU-bound).
             ProcessCollector(registry=r)
@@ -438,6 +512,10 @@ class GatewayMetrics:
         route), so it may read the fleet's state without locks.
         """
         self.fleet.set_provider(provider)
+
+    def set_planner_provider(self, provider: PlannerProvider | None) -> None:
+        """The planner's ``() -> PlannerGauges`` (its published plan); called once per scrape."""
+        self.planner.set_provider(provider)
 
     def observe_request(
         self,

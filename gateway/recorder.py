@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.access_log import AccessLog, AccessRecord
-from gateway.metrics import FleetSnapshot, GatewayMetrics, WorkerSnapshot
+from gateway.metrics import FleetSnapshot, GatewayMetrics, PlannerGauges, WorkerSnapshot
+from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.view import FleetView
 from gateway.pools.worker import Worker
@@ -77,15 +78,19 @@ class Recorder:
         self._streams = tuple(stream_observers)
 
     # ---- API keys ---------------------------------------------------------------------
-    def key_checked(self, key: KeyIdentity, result: KeyResult, sla_class: SlaClass) -> None:
-        """Once per request with a key: admitted, or refused by one of its tier's limits."""
+    def key_checked(self, key: KeyIdentity, result: KeyResult, sla_class: SlaClass | None) -> None:
+        """Once per request with a key: admitted, or refused by one of its tier's limits.
+
+        ``sla_class`` is None for a voice session's handshake: sessions are never counted
+        in requests_total, so their refusals stay out of rejections_total (whose rate
+        over requests the alerts read) and show in key_requests only."""
         self.metrics.key_requests_by(*self._key_series(key), result.value).inc()
+        if sla_class is None:
+            return
         if result is KeyResult.RATE_LIMITED:
             self.metrics.rejections_by(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
         elif result is KeyResult.STREAM_LIMITED:
             self.metrics.rejections_by(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
-        elif result is KeyResult.SESSION_LIMITED:
-            self.metrics.rejections.labels(sla_class.value, RejectReason.SESSION_LIMITED.value).inc()
 
     # ---- voice sessions (gateway.sessions' SessionObserver) ------------------------------
     def session_opened(self) -> None:
@@ -265,6 +270,26 @@ class Recorder:
             )
 
         self.metrics.set_snapshot_provider(snapshot)
+
+
+    def watch_planner(self, planner: FleetPlanner) -> None:
+        """The planner's gauges: read from its published plan at scrape time."""
+
+        def gauges() -> PlannerGauges:
+            plan = planner.snapshot()
+            sizing = plan.sizing
+            rates = {} if plan.arrivals is None else {sla.value: a.rate for sla, a in plan.arrivals.classes.items()}
+            if sizing is None:
+                return PlannerGauges(judged=plan.judged, arrival_rates=rates)
+            return PlannerGauges(
+                judged=plan.judged,
+                desired={pool.value: count for pool, count in sizing.workers.items()},
+                bound_by={pool.value: bound.value for pool, bound in sizing.bound_by.items()},
+                margin=sizing.margin,
+                arrival_rates=rates,
+            )
+
+        self.metrics.set_planner_provider(gauges)
 
 
 # Loads the learned curves are exported at: few, so the series stay low-cardinality.

@@ -74,18 +74,18 @@ class ApiKeyGate:
         """``check`` for a voice session, which also takes one of the key's session places
         until the returned hold is closed (429 when its tier has none free). Sentences of
         the session are not counted as the key's streams: the session is."""
-        key = await self._spend(authorization, SlaClass.LATENCY)
+        key = await self._spend(authorization, None)  # no SLA class: not a request (recorder.key_checked)
         slot = None
         if key is not None:
             try:
                 slot = await self._keys.open_session(key)
             except AuthError:
-                self._recorder.key_checked(key, KeyResult.SESSION_LIMITED, SlaClass.LATENCY)
+                self._recorder.key_checked(key, KeyResult.SESSION_LIMITED, None)
                 raise
-            self._recorder.key_checked(key, KeyResult.ADMITTED, SlaClass.LATENCY)
+            self._recorder.key_checked(key, KeyResult.ADMITTED, None)
         return KeySession(slot)
 
-    async def _spend(self, authorization: str | None, sla: SlaClass) -> KeyIdentity | None:
+    async def _spend(self, authorization: str | None, sla: SlaClass | None) -> KeyIdentity | None:
         key = self._keys.authenticate(authorization)
         if not key.authenticated:
             return None

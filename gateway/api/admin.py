@@ -1,5 +1,5 @@
 """Operator routes: routing policy and thresholds (live), pools, drain, the fleet at a glance,
-the effective config.
+the fleet planner's reasoning, the effective config.
 
 All of them need ``Authorization: Bearer <admin token>``; without a configured token they
 do not exist (404), so a gateway is never left with an open control plane by accident.
@@ -17,6 +17,7 @@ from gateway import __version__
 from gateway.config import GatewayConfig
 from gateway.config_check import redacted
 from gateway.errors import GatewayError, bad_request
+from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.drains import DrainStore
 from gateway.pools.members import Members
@@ -41,6 +42,7 @@ def create_router(
     *,
     availability: PoolAvailability | None = None,
     decision_totals: Callable[[], Mapping[tuple[str, str], float]] = dict,
+    planner: FleetPlanner | None = None,
     profile_changes: Callable[[], dict[str, Any]] | None = None,
 ) -> APIRouter:
     router = APIRouter(prefix="/admin")
@@ -99,6 +101,14 @@ def create_router(
         # GPUs moving between pools (supervisor.profile_changes): pending, in progress, recent.
         status["profile_changes"] = profile_changes() if profile_changes is not None else {"enabled": False}
         return status
+
+    @router.get("/planner")
+    async def get_planner(request: Request) -> dict[str, Any]:
+        """The fleet planner's last pass: its inputs, the mixes it tried and why this one."""
+        check(request)
+        if planner is None:
+            raise GatewayError(404, "The fleet planner is not part of this gateway.", code="planner_not_configured")
+        return planner.describe()
 
     async def set_drained(worker_id: str, drained: bool) -> dict[str, Any]:
         if members.get(worker_id) is None:

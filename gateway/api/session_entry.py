@@ -13,7 +13,7 @@ session is an ordinary HTTP answer (the OpenAI envelope, ``x-request-id``,
   subprotocol ``bearer.<key>`` (the gateway answers with ``higgs-gateway`` when offered,
   else echoes it) or as the query parameter ``api_key``;
 - capacity: a fleet with no routable worker, a full `latency` queue (the class of every
-  first sentence) or this replica's ``sessions.max_sessions`` reached is refused (503/429
+  first sentence) or this replica's ``sessions.max_open_per_replica`` reached is refused (503/429
   with ``Retry-After``).
 
 Servers without the WebSocket denial-response extension get the same refusal as an
@@ -89,7 +89,7 @@ class SessionEndpoint:
         observer: SessionObserver,
         *,
         allowed_origins: list[str],
-        max_sessions: int | None,
+        max_open_per_replica: int | None,
         clock: Callable[[], float],
     ) -> None:
         self._auth = auth
@@ -100,7 +100,7 @@ class SessionEndpoint:
         self._limits = limits
         self._observer = observer
         self._allowed_origins = set(allowed_origins)
-        self._max_sessions = max_sessions
+        self._max_open_per_replica = max_open_per_replica
         self._clock = clock
         self.open_sessions = 0
 
@@ -155,9 +155,9 @@ class SessionEndpoint:
 
     def _check_capacity(self) -> None:
         self._admission.precheck(SlaClass.LATENCY)  # 503 no workers / 429 latency queue full
-        if self._max_sessions is not None and self.open_sessions >= self._max_sessions:
+        if self._max_open_per_replica is not None and self.open_sessions >= self._max_open_per_replica:
             raise GatewayError(
-                503, f"This gateway already serves {self._max_sessions} voice sessions; retry shortly.",
+                503, f"This gateway already serves {self._max_open_per_replica} voice sessions; retry shortly.",
                 code="too_many_sessions", headers={"Retry-After": "1"},
             )  # fmt: skip
 

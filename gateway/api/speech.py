@@ -25,7 +25,7 @@ from gateway.api.body import read_json_body
 from gateway.api.errors import as_gateway_error, error_response
 from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
 from gateway.api.sla import parse_sla_headers
-from gateway.api.speech_request import SpeechRequest, WorkerPayloads, parse_speech_request
+from gateway.api.speech_request import SpeechRequest, parse_speech_request
 from gateway.audio.encoder import StreamEncoder
 from gateway.audio.formats import STREAMING_HEADERS, AudioFormat, response_media_type
 from gateway.audio.sse import sse_delta, sse_done, sse_error
@@ -41,6 +41,7 @@ from gateway.types.observations import StreamOutcome
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import OpenStream, Relay
+from gateway.worker_payload import WorkerPayloads
 
 log = logging.getLogger("higgs_gateway.speech")
 
@@ -135,7 +136,9 @@ class SpeechPipeline:
         speech = parse_speech_request(await read_json_body(request, self._max_body_bytes))
         record.model, record.input_text = speech.model, speech.input
         record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
-        payload = self._payloads.build(speech)
+        fields = speech.fields
+        self._payloads.check(fields)
+        payload = self._payloads.build(fields, speech.input)
         info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input))
         watch = DisconnectWatch(request.receive)
         stream: OpenStream | None = None

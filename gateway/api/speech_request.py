@@ -7,7 +7,6 @@ any other field is a 400 naming it, as OpenAI's own API rejects unknown fields.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Literal
 
 import orjson
@@ -15,18 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.errors import GatewayError, bad_request
 from gateway.audio.formats import AudioFormat
-from gateway.config import ModelsConfig, VoicesConfig
-from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types.codec import MIN_AUDIO_TOKENS
-from gateway.voices.resolve import resolve_voice
-from gateway.voices.store import VoiceStore
+from gateway.worker_payload import SpeechFields, min_new_tokens_message
 
 MAX_INPUT_CHARS = 4096
 # The worker takes any max_new_tokens (it replaces Stage 0's max_tokens, 2048 = ~82 s by
-# default); the real bound is the workers' max_model_len, checked in WorkerPayloads.
+# default); the real bound is the workers' max_model_len, checked in
+# gateway.worker_payload.WorkerPayloads.
 INT64_MAX = 2**63 - 1
 
-# Extension fields forwarded to the worker as they are.
+# Fields accepted beyond OpenAI's (what reaches the worker: gateway.worker_payload).
 HIGGS_EXTENSIONS = ("ref_audio", "ref_text", "seed", "max_new_tokens", "language")
 
 
@@ -62,6 +59,19 @@ class SpeechRequest(BaseModel):
     @property
     def voice_name(self) -> str:
         return self.voice if isinstance(self.voice, str) else self.voice.id
+
+    @property
+    def fields(self) -> SpeechFields:
+        return SpeechFields(
+            model=self.model,
+            voice=self.voice_name,
+            ref_audio=self.ref_audio,
+            ref_text=self.ref_text,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+            language=self.language,
+            instructions=self.instructions,
+        )
 
 
 def parse_speech_request(body: bytes) -> SpeechRequest:
@@ -102,75 +112,3 @@ def _first_error(exc: ValidationError) -> GatewayError:
     if param == "max_new_tokens" and error["type"] == "greater_than_equal":
         return bad_request(min_new_tokens_message(), param)
     return bad_request(f"{param}: {error['msg']}" if param else str(error["msg"]), param)
-
-
-def max_new_tokens_limit(model_lengths: Iterable[int | None]) -> int | None:
-    """The largest ``max_new_tokens`` every pool can run: its Stage 0 ``max_model_len``
-    (a request may land in either pool). None when no profile sets one."""
-    known = [length for length in model_lengths if length is not None]
-    return min(known) if known else None
-
-
-def min_new_tokens_message() -> str:
-    return (
-        f"max_new_tokens must be at least {MIN_AUDIO_TOKENS}: the model spends its first "
-        f"{MIN_AUDIO_TOKENS} tokens before the first audio frame, so a smaller budget gives no audio."
-    )
-
-
-class WorkerPayloads:
-    """Checks what only the gateway can judge (model name, ``ref_audio``, voice, what the
-    workers' profiles allow) and builds what the worker gets."""
-
-    def __init__(
-        self,
-        models: ModelsConfig,
-        voices: VoicesConfig,
-        store: VoiceStore,
-        ref_audio: RefAudioPolicy,
-        max_new_tokens: int | None = None,
-    ) -> None:
-        self._served_model = models.served_model_name
-        self._aliases = {models.served_model_name, *models.aliases}
-        self._voices = voices
-        self._store = store
-        self._ref_audio = ref_audio
-        # The smallest Stage 0 max_model_len of the pools (a request may land in either);
-        # None when no profile says.
-        self._max_new_tokens = max_new_tokens
-
-    def build(self, speech: SpeechRequest) -> dict[str, Any]:
-        if speech.model not in self._aliases:
-            raise GatewayError(
-                404,
-                f"The model '{speech.model}' does not exist; use {self._served_model} or one of its aliases.",
-                param="model",
-                code="model_not_found",
-            )
-        limit = self._max_new_tokens
-        if speech.max_new_tokens is not None and limit is not None and speech.max_new_tokens > limit:
-            raise bad_request(
-                f"max_new_tokens must be at most {limit}: the workers' model length (max_model_len, prompt included).",
-                "max_new_tokens",
-            )
-        if speech.ref_audio is not None:
-            self._ref_audio.check(speech.ref_audio)  # never let a client make a worker fetch any URL
-        voice = resolve_voice(speech.voice_name, self._voices, self._store)
-        return worker_payload(speech, self._served_model, voice)
-
-
-def worker_payload(request: SpeechRequest, served_model: str, voice: str | None) -> dict[str, Any]:
-    """What the worker gets: always raw PCM as a stream; the gateway encodes for the client."""
-    payload: dict[str, Any] = {
-        "model": served_model,
-        "input": request.input,
-        "response_format": "pcm",
-        "stream_format": "audio",
-    }
-    if voice is not None:
-        payload["voice"] = voice
-    for field in HIGGS_EXTENSIONS:
-        value = getattr(request, field)
-        if value is not None:
-            payload[field] = value
-    return payload

@@ -48,13 +48,6 @@ class Player:
     def audio_s(self) -> float:
         return self.total_bytes / self.bytes_per_second
 
-    def silence_before(self, at: float, size: int) -> float:
-        """The gap ``add(at, size)`` would report, without recording it."""
-        if self.started_at is None or size <= 0:
-            return 0.0
-        silence = at - self.played_until
-        return silence if silence > _EPSILON_S else 0.0
-
 
 def gaps_of(chunks: list[tuple[float, int]], bytes_per_second: float = BYTES_PER_SECOND) -> list[float]:
     """Every silence a player suffers on ``(arrival time, bytes)`` chunks, in arrival order."""

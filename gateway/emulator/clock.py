@@ -39,12 +39,13 @@ class VirtualClock:
 class ScaledClock:
     """Model time = wall time / ``time_scale`` (0.1: a modelled second takes 0.1 s)."""
 
-    def __init__(self, time_scale: float, wall: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, time_scale: float, wall: Callable[[], float] = time.monotonic, origin: float | None = None) -> None:
+        """``origin``: the wall time model time counts from (default: now)."""
         if time_scale <= 0:
             raise ValueError(f"time scale must be > 0, got {time_scale}")
         self.time_scale = time_scale
         self._wall = wall
-        self._origin = wall()
+        self._origin = wall() if origin is None else origin
 
     def now(self) -> float:
         return (self._wall() - self._origin) / self.time_scale

@@ -105,9 +105,13 @@ class Admission(Generic[SlotT]):
         reserve: Callable[[str], SlotT],
         any_routable: Callable[[], bool],
         clock: Clock = time.monotonic,
+        on_arrival: Callable[[RequestInfo], None] | None = None,
         demand: LatencyDemand | None = None,
     ) -> None:
         self._config = config
+        # Every request that reaches admission, counted for the fleet planner (a tally:
+        # two integer additions, no clock, no lock).
+        self._on_arrival = on_arrival
         # Told of every `latency` arrival: the latency reserve is sized from them (off this path).
         self._demand = demand
         self._policy = policy
@@ -139,6 +143,8 @@ class Admission(Generic[SlotT]):
         sla = request.sla_class
         if self._closed:
             raise self._rejected(sla, reasons.SHUTTING_DOWN)
+        if self._on_arrival is not None:
+            self._on_arrival(request)
         now = self._clock()
         if sla is SlaClass.LATENCY and self._demand is not None:
             self._demand.on_arrival(now, request.input_chars)

@@ -25,25 +25,3 @@ class SessionObserver(Protocol):
     # input.cancel received -> every upstream request of the utterance ended, answer sent.
     def barge_in(self, seconds: float) -> None: ...
 
-
-class NullSessionObserver:
-    def session_opened(self) -> None:
-        pass
-
-    def session_closed(self, reason: str) -> None:
-        pass
-
-    def utterance_started(self) -> None:
-        pass
-
-    def sentence_routed(self, pool: PoolName, reason: str) -> None:
-        pass
-
-    def utterance_first_audio(self, seconds: float) -> None:
-        pass
-
-    def sentence_gap(self, seconds: float) -> None:
-        pass
-
-    def barge_in(self, seconds: float) -> None:
-        pass

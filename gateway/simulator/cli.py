@@ -48,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_ramp_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="write JSON results and README.md here")
+    day = parser.add_argument_group("a day with autoscaling (--day; docs/planner.md)")
+    day.add_argument("--day", action="store_true",
+                     help="instead of sweeps and traces: one compressed day on the planner's fleet, the static "
+                          "fleet for peak, and each profile autoscaled on saturation")  # fmt: skip
+    day.add_argument("--day-length", type=float, default=3600.0, help="seconds of the compressed day")
+    day.add_argument("--peak-rate", type=float, default=8.0, help="requests per second at the day's peak")
+    day.add_argument("--provision-delay", type=float, default=60.0, help="seconds before a new worker serves")
     return parser
 
 
@@ -58,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     from gateway.bench.cli import build_trace  # noqa: F811
 
+    if args.day:
+        return run_day_comparison(args)
     levels = int_list(args.levels) if args.levels else []
     setups = _setups(args)
     thresholds = RoutingThresholds.model_validate_json(args.thresholds) if args.thresholds else None
@@ -85,6 +94,28 @@ def run(args: argparse.Namespace) -> int:
         plots = plot_sweeps(documents, args.out) + plot_traces(documents, args.out, kind="bursty") + plot_timeline(documents, args.out)
         lines += [f"![{p.stem}]({p.name})" for p in plots]
         (args.out / "README.md").write_text("\n".join(lines))
+        print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+def run_day_comparison(args: argparse.Namespace) -> int:
+    import json
+
+    from gateway.simulator.day import DayOptions, compare_day, plot_day, render_day
+
+    options = DayOptions(
+        duration_s=args.day_length, peak_rate=args.peak_rate, seed=args.seed, provision_delay_s=args.provision_delay
+    )
+    results, arrivals = compare_day(options)
+    lines = render_day(results, options, _command())
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "day.json").write_text(json.dumps(results, indent=1))
+        plot = plot_day(results, arrivals, options, args.out)
+        lines += ["", f"![{plot.stem}]({plot.name})"]
+        (args.out / "README.md").write_text("\n".join(lines) + "\n")
         print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
     else:
         print("\n".join(lines))

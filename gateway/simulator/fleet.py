@@ -54,11 +54,15 @@ class SimWorker:
         self.profile = profile
         self.model = StepModel(profile, TimingParams())
         # A slower GPU: its model time runs ``speed`` times as fast as the loop's.
-        clock = ScaledClock(1.0 / plan.speed, wall=loop.time)
+        # Model time counts from the loop's zero, whenever the worker joins: a worker added
+        # mid-run (an elastic fleet) converts between the two without rounding, which a
+        # virtual-time loop needs (a wake-up a rounding error early would never come).
+        clock = ScaledClock(1.0 / plan.speed, wall=loop.time, origin=0.0)
         captured = range(1, self.model.max_num_seqs + 1) if self.model.lazy_mlp_graph else ()
         self.driver = EngineDriver(Engine(self.model, clock, precaptured=captured), clock)
         self.slots = default_slots(plan.pool, plan.slots_per_worker, self.model.max_num_seqs)
         self.inflight = 0
+        self.routable = True  # False while provisioning or draining (an elastic fleet)
         self._ids = 0
 
     def request(self, text: str) -> EngineRequest:
@@ -101,6 +105,7 @@ class SimGateway:
         thresholds: RoutingThresholds | None = None,
         admission: AdmissionConfig | None = None,
         learning: LearningSettings | None = None,
+        on_arrival: Callable[[RequestInfo], None] | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self.thresholds = thresholds or RoutingThresholds()
@@ -119,6 +124,7 @@ class SimGateway:
             reserve=lambda worker_id: SimSlot(self.workers[worker_id], self.admission.capacity_changed),
             any_routable=lambda: bool(self.workers),
             clock=self._loop.time,
+            on_arrival=on_arrival,
             demand=demand,
         )
         # The background refit, as in the gateway (it ends with the simulation's loop).
@@ -126,7 +132,7 @@ class SimGateway:
 
     def loads(self) -> LoadView:
         return LoadView(tuple(
-            WorkerLoad(w.worker_id, w.pool, True, w.inflight, None, w.slots) for w in self.workers.values()
+            WorkerLoad(w.worker_id, w.pool, w.routable, w.inflight, None, w.slots) for w in self.workers.values()
         ))  # fmt: skip
 
     async def speak(self, spec: RequestSpec, phase_start: float) -> RequestResult:

@@ -60,9 +60,6 @@ class LocalStreamLimiter:
     def __init__(self) -> None:
         self._counts: dict[str, int] = {}
 
-    def open_streams(self, key: str) -> int:
-        return self._counts.get(key, 0)
-
     async def acquire(self, key: str, limit: int) -> StreamSlot | None:
         if self._counts.get(key, 0) >= limit:
             return None

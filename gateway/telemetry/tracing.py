@@ -47,7 +47,7 @@ INSTRUMENTATION = "higgs_gateway"
 
 
 class DecisionLike(Protocol):
-    """A routing decision as the trace reads it (``routing.model.Decision``)."""
+    """A routing decision as the trace reads it (``gateway.types.decision.Decision``)."""
 
     @property
     def reason(self) -> str: ...

@@ -30,7 +30,6 @@ class RejectReason(StrEnum):
     SHUTTING_DOWN = reasons.SHUTTING_DOWN  # the gateway is stopping (503)
     RATE_LIMITED = "rate_limited"  # the API key's token bucket is empty (429)
     STREAM_LIMITED = "stream_limited"  # the API key has its tier's most concurrent streams (429)
-    SESSION_LIMITED = "session_limited"  # the API key's open voice sessions are at its tier's max_sessions (429)
 
 
 class KeyResult(StrEnum):
@@ -65,6 +64,25 @@ class RestartReason(StrEnum):
     START_TIME_CHANGED = "start_time_changed"  # its /metrics process_start_time_seconds moved
     VOICES_MISSING = "voices_missing"  # it no longer held a registered voice (list or a request)
     ADDRESS_CHANGED = "address_changed"  # the same identity (pod) came back at another address
+
+
+class PlanBound(StrEnum):
+    """``higgs_gateway_planner_bound_by{pool,objective}``: what fixed a pool's desired count.
+
+    The class objectives say how much load one worker may carry (its operating load); the
+    count is the traffic over that. ``max_load`` when the worker's own ``max_num_seqs``
+    binds first; ``minimum`` / ``maximum`` when the pool's configured bound overrides it.
+    """
+
+    LATENCY_TTFP = "latency_ttfp"
+    LATENCY_RTF = "latency_rtf"
+    BALANCED_TTFP = "balanced_ttfp"
+    BALANCED_RTF = "balanced_rtf"
+    THROUGHPUT_TTFP = "throughput_ttfp"
+    THROUGHPUT_RTF = "throughput_rtf"
+    MAX_LOAD = "max_load"
+    MINIMUM = "minimum"
+    MAXIMUM = "maximum"
 
 
 class ProfileChangeResult(StrEnum):

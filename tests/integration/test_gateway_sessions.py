@@ -248,7 +248,17 @@ def test_bad_messages_get_the_workers_answers(stack: Stack) -> None:
         assert "2000 characters" in session.recv()["message"]  # type: ignore[index]
         session.send("session.config", model="not-a-model")
         assert "The model `not-a-model` does not exist." in session.recv()["message"]  # type: ignore[index]
+        # HTTP's max_new_tokens bounds: past the workers' max_model_len (the config stays) ...
+        session.send("session.config", **PCM_STREAM, max_new_tokens=99_999)
+        assert "Invalid session config: max_new_tokens must be at most 8192" in session.recv()["message"]  # type: ignore[index]
         assert shape(session.utterance("Still here.")) == ["audio.start", "<audio>", "audio.done", "session.done"]
+    # ... and below the first audio frame, which as the first config ends the session.
+    with gateway_session(stack, **PCM_STREAM, max_new_tokens=7) as session:
+        message = session.recv()
+        assert message["type"] == "error"  # type: ignore[index]
+        assert message["message"].startswith("Invalid session config: max_new_tokens must be at least 8")  # type: ignore[index]
+        with pytest.raises(ConnectionClosed):
+            session.recv()
     settled(stack)
 
 
@@ -275,4 +285,7 @@ def test_keys_origins_and_session_limits_are_checked_before_the_upgrade(stack: S
         assert refused.value.response.headers["retry-after"] == "1"
     with gateway_session(stack, key=LIMITED_KEY):
         pass  # its place was given back
+    # Counted per key only: sessions are not requests, so not rejections of one either.
+    assert gateway_metric(stack.url, "higgs_gateway_key_requests_total", result="session_limited") == 1
+    assert gateway_metric(stack.url, "higgs_gateway_rejections_total") == 0
     settled(stack)

@@ -69,6 +69,24 @@ def test_admission_answers_in_the_record_become_waits_decisions_and_rejections()
     assert value(rec, "higgs_gateway_rejections_total", sla_class="balanced", reason="rate_limited") == 1
 
 
+def test_a_voice_session_refused_by_its_key_counts_in_key_requests_not_in_rejections() -> None:
+    # Sessions never count in requests_total: a refusal in rejections_total would push
+    # the rejection-rate alert with no request to weigh it against.
+    rec, _ = recorder()
+    key = KeyIdentity("abc123", authenticated=True)
+    rec.key_checked(key, KeyResult.SESSION_LIMITED, None)
+    rec.key_checked(key, KeyResult.RATE_LIMITED, None)
+    counted = {
+        (sample.name, sample.labels.get("result"))
+        for family in text_string_to_metric_families(rec.metrics.render()[0].decode())
+        for sample in family.samples
+        if sample.value
+    }
+    assert ("higgs_gateway_key_requests_total", "session_limited") in counted
+    assert ("higgs_gateway_key_requests_total", "rate_limited") in counted
+    assert not any(name == "higgs_gateway_rejections_total" for name, _ in counted)
+
+
 def test_the_attempt_log_becomes_errors_retries_prediction_ratios_and_observations() -> None:
     rec, observers = recorder()
     record = RequestRecord("req-1", SlaClass.BALANCED, pool="low_latency", worker="ll-1")

@@ -1,4 +1,6 @@
-"""The three SLA classes, each declared in one module a reader can change alone.
+"""The routing classes, each declared in one module a reader can change alone: the three
+SLA classes a client names (`latency`, `balanced`, `throughput`) and `deadline`, the
+later sentences of a voice session.
 
 A class module says, for the `adaptive` policy, where a request of that class goes and
 when it waits or spills (its ``plan``), and, for admission, how long it may queue before

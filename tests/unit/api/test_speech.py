@@ -20,7 +20,6 @@ from gateway.access_log import AccessLog
 from gateway.api.access import ApiKeyGate
 from gateway.api.fast_path import SpeechEntry
 from gateway.api.speech import EncoderFactory, SpeechPipeline
-from gateway.api.speech_request import WorkerPayloads
 from gateway.audio.encoder import StreamEncoder
 from gateway.audio.factory import open_encoder
 from gateway.audio.formats import AudioFormat
@@ -32,6 +31,7 @@ from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types import SPEECH_PATH
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
+from gateway.worker_payload import WorkerPayloads
 from tests.unit.upstream.fakes import HANG, FakeResponse, FakeTransport, cut, ready_fleet
 
 PCM = b"\x01\x00" * 960  # one 40 ms frame

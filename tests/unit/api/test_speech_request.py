@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 
+from gateway.config import load_config
 from gateway.errors import GatewayError
-from gateway.api.speech_request import max_new_tokens_limit, parse_speech_request, worker_payload
+from gateway.api.speech_request import parse_speech_request
 from gateway.audio.formats import AudioFormat
+from gateway.security.ref_audio import RefAudioPolicy
+from gateway.voices.store import VoiceStore
+from gateway.worker_payload import WorkerPayloads, max_new_tokens_limit
 
 VALID = {"model": "tts-1", "input": "Hello there.", "voice": "alloy"}
 
@@ -62,27 +68,35 @@ def test_bad_input_is_a_400_naming_the_field(raw: bytes, param: str | None, code
     assert error.message
 
 
-def test_voice_object_and_extensions_reach_the_worker() -> None:
+def payloads(tmp_path: Path) -> WorkerPayloads:
+    config = load_config(overrides={"data_dir": str(tmp_path), "voices": {"aliases": {"narrator": None}}})
+    return WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
+
+
+def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> None:
     speech = parse_speech_request(
-        body(voice={"id": "narrator"}, seed=7, max_new_tokens=100, ref_text="hi", language="en", speed=1.5)
+        body(voice={"id": "narrator"}, seed=7, max_new_tokens=100, ref_text="hi", language="en", instructions="calm", speed=1.5)
     )
     assert speech.voice_name == "narrator"
-    payload = worker_payload(speech, "served-model", "narrator")
+    builder = payloads(tmp_path)
+    builder.check(speech.fields)
+    payload = builder.build(speech.fields, speech.input)
     assert payload == {
-        "model": "served-model",
+        "model": load_config().models.served_model_name,
         "input": "Hello there.",
         "response_format": "pcm",
         "stream_format": "audio",
-        "voice": "narrator",
         "seed": 7,
         "max_new_tokens": 100,
         "ref_text": "hi",
         "language": "en",
+        "instructions": "calm",  # the worker takes it (and Higgs ignores it), as in a session
     }
 
 
-def test_default_voice_is_not_sent() -> None:
-    payload = worker_payload(parse_speech_request(body()), "m", None)
+def test_default_voice_is_not_sent(tmp_path: Path) -> None:
+    speech = parse_speech_request(body())
+    payload = payloads(tmp_path).build(speech.fields, speech.input)
     assert "voice" not in payload
     # speed is applied by the gateway's encoder, never sent to the worker (it rejects
     # speed != 1 on streams).

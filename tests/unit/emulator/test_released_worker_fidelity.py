@@ -1,4 +1,4 @@
-"""The emulator answers as the released worker does, item by item (issue: "blame the request").
+"""The emulator answers as the released worker does, item by item.
 
 Each test names the released file and lines it follows: ``vllm_omni`` paths are in the
 vllm-omni 0.30.0 wheel, ``vllm`` paths in the vllm 0.30.0 wheel. The fidelity table of

@@ -15,7 +15,6 @@ from typing import Any
 from gateway.audio.factory import open_encoder
 from gateway.config import load_config
 from gateway.security.ref_audio import RefAudioPolicy
-from gateway.sessions.observer import NullSessionObserver
 from gateway.sessions.outbox import Outbox
 from gateway.sessions.pipeline import SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
@@ -26,6 +25,8 @@ from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
 from gateway.types import SlaClass
 from gateway.types.observations import AttemptLog, StreamOutcome
+from gateway.worker_payload import WorkerPayloads
+from tests.unit.sessions.fakes import NullSessionObserver
 from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, ready_fleet
 
 PCM = b"\x01\x00" * 960  # 40 ms
@@ -127,7 +128,8 @@ class Rig:
         self.socket = FakeSocket()
         outbox = Outbox(self.socket)
         self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time, self.records), open_encoder, NullSessionObserver())
-        voices = SessionVoices(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth), new_seed=lambda: 42)
+        payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
+        voices = SessionVoices(payloads, new_seed=lambda: 42)
         self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, 5.0, 1000), asyncio.get_running_loop().time, NullSessionObserver())
 
     async def run(self) -> SessionEnd:

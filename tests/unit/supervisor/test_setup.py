@@ -87,6 +87,7 @@ def test_without_a_planner_the_switch_builds_no_changer(tmp_path: Path) -> None:
         "pools": {"low_latency": {"profile": LL, "launch": {"gpus": ["0"]}},
                   "high_throughput": {"profile": HT, "launch": {"gpus": ["1"]}}},
         "supervisor": {"profile_changes": {"enabled": True}},
+        "planner": {"enabled": False},
     }  # fmt: skip
     assert create_app(load_config(None, document)).profile_changer is None
 
@@ -95,3 +96,6 @@ def test_without_a_planner_the_switch_builds_no_changer(tmp_path: Path) -> None:
             return None
 
     assert create_app(load_config(None, document), desired_mix=Mix()).profile_changer is not None
+    # With the fleet planner on (the default), the GPUs follow it.
+    planned = create_app(load_config(None, {**document, "planner": {"enabled": True}}))
+    assert planned.profile_changer is not None

@@ -1,0 +1,113 @@
+"""What a worker's ``POST /v1/audio/speech`` gets, for an HTTP request and for each
+sentence of a voice session alike.
+
+Both paths run the same checks on what only the gateway can judge (the model name, the
+``max_new_tokens`` budget against the workers' profiles, the ``ref_audio`` policy, the
+voice) and forward the same fields; each renders a refusal its own way (an HTTP error
+envelope, a session ``error`` message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.config import ModelsConfig, VoicesConfig
+from gateway.errors import GatewayError, bad_request
+from gateway.security.ref_audio import RefAudioPolicy
+from gateway.types.codec import MIN_AUDIO_TOKENS
+from gateway.voices.resolve import resolve_voice
+from gateway.voices.store import VoiceStore
+
+# Fields the worker takes as they are. The released worker accepts ``instructions`` and
+# ``task_type`` and ignores them for Higgs; they pass on so the worker, not the gateway,
+# decides what they mean. ``speed`` never does: the gateway encodes, so it always asks
+# for streamed PCM and applies speed itself.
+FORWARDED_FIELDS = ("ref_audio", "ref_text", "seed", "max_new_tokens", "language", "instructions", "task_type")
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechFields:
+    """A client's speech request as the worker payload needs it."""
+
+    model: str | None
+    voice: str | None  # as the client named it; None: the model's default voice
+    ref_audio: str | None = None
+    ref_text: str | None = None
+    seed: int | None = None
+    max_new_tokens: int | None = None
+    language: str | None = None
+    instructions: str | None = None
+    task_type: str | None = None
+
+
+def max_new_tokens_limit(model_lengths: Iterable[int | None]) -> int | None:
+    """The largest ``max_new_tokens`` every pool can run: its Stage 0 ``max_model_len``
+    (a request may land in either pool). None when no profile sets one."""
+    known = [length for length in model_lengths if length is not None]
+    return min(known) if known else None
+
+
+def min_new_tokens_message() -> str:
+    return (
+        f"max_new_tokens must be at least {MIN_AUDIO_TOKENS}: the model spends its first "
+        f"{MIN_AUDIO_TOKENS} tokens before the first audio frame, so a smaller budget gives no audio."
+    )
+
+
+class WorkerPayloads:
+    """Checks what only the gateway can judge and builds what the worker gets."""
+
+    def __init__(
+        self,
+        models: ModelsConfig,
+        voices: VoicesConfig,
+        store: VoiceStore,
+        ref_audio: RefAudioPolicy,
+        max_new_tokens: int | None = None,
+    ) -> None:
+        self._served_model = models.served_model_name
+        self._aliases = {models.served_model_name, *models.aliases}
+        self._voices = voices
+        self._store = store
+        self._ref_audio = ref_audio
+        # The smallest Stage 0 max_model_len of the pools (a request may land in either);
+        # None when no profile says.
+        self._max_new_tokens = max_new_tokens
+
+    def serves(self, model: str) -> bool:
+        return model in self._aliases
+
+    def check(self, fields: SpeechFields) -> None:
+        """Raises the ``GatewayError`` an HTTP client gets (404 model, 400 otherwise)."""
+        if fields.model is not None and not self.serves(fields.model):
+            raise GatewayError(
+                404,
+                f"The model '{fields.model}' does not exist; use {self._served_model} or one of its aliases.",
+                param="model",
+                code="model_not_found",
+            )
+        tokens, limit = fields.max_new_tokens, self._max_new_tokens
+        if tokens is not None and tokens < MIN_AUDIO_TOKENS:
+            raise bad_request(min_new_tokens_message(), "max_new_tokens")
+        if tokens is not None and limit is not None and tokens > limit:
+            raise bad_request(
+                f"max_new_tokens must be at most {limit}: the workers' model length (max_model_len, prompt included).",
+                "max_new_tokens",
+            )
+        if fields.ref_audio is not None:
+            self._ref_audio.check(fields.ref_audio)  # never let a client make a worker fetch any URL
+
+    def build(self, fields: SpeechFields, text: str) -> dict[str, Any]:
+        """The worker's request for ``text``; raises a 400 ``GatewayError`` for a voice that
+        names none. Always raw PCM as a stream: the gateway encodes for the client."""
+        payload: dict[str, Any] = {"model": self._served_model, "input": text, "response_format": "pcm", "stream_format": "audio"}
+        voice = resolve_voice(fields.voice, self._voices, self._store)
+        if voice is not None:
+            payload["voice"] = voice
+        for field in FORWARDED_FIELDS:
+            value = getattr(fields, field)
+            if value is not None:
+                payload[field] = value
+        return payload

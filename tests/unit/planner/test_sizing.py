@@ -1,0 +1,152 @@
+"""The planner's math on synthetic curves and arrival mixes."""
+
+from __future__ import annotations
+
+from gateway.config import PlannerConfig
+from gateway.planner.arrivals import ArrivalMeter, ArrivalMix, ClassArrivals
+from gateway.planner.planner import FleetPlanner, size_fleet
+from gateway.routing.performance import CurveSnapshot
+from gateway.types import PoolName, SlaClass
+from gateway.types.curve import Curve
+from gateway.types.labels import PlanBound
+from gateway.types.view import RequestInfo
+
+LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
+FRAMES_PER_S = 25
+
+
+def curve(rtfs: list[float], ttfp_s: float = 0.2) -> Curve:
+    return Curve(tuple(r / FRAMES_PER_S for r in rtfs), tuple(ttfp_s for _ in rtfs))
+
+
+# Low-latency: fast, 8 streams at most. High-throughput: slower per stream, 32 streams.
+LL_CURVE = curve([0.2 + 0.02 * n for n in range(8)])  # 0.20 .. 0.34
+HT_CURVE = curve([0.35 + 0.015 * n for n in range(32)])  # 0.35 .. 0.815
+CURVES = {LL: LL_CURVE, HT: HT_CURVE}
+
+
+def mix(latency: float = 0.0, balanced: float = 0.0, throughput: float = 0.0, audio_s: float = 10.0) -> ArrivalMix:
+    rates = {SlaClass.LATENCY: latency, SlaClass.BALANCED: balanced, SlaClass.THROUGHPUT: throughput}
+    return ArrivalMix({sla: ClassArrivals(rate, audio_s, rate * 300) for sla, rate in rates.items()}, 300.0)
+
+
+def config(**overrides: object) -> PlannerConfig:
+    document = {
+        "target_utilisation": 1.0,
+        "objectives": {"latency": {"ttfp_s": 0.5, "rtf": 0.3}, "balanced": {"rtf": 0.9}, "throughput": {"rtf": 1.0}},
+        **overrides,
+    }
+    return PlannerConfig.model_validate(document)
+
+
+def test_latency_traffic_needs_low_latency_workers_bound_by_its_rtf() -> None:
+    # latency rtf 0.3: a low-latency worker carries 6 streams (rtf 0.30); one request holds
+    # ~0.2 + 10 x 0.3 = 3.2 s, so 2 req/s is 6.4 streams: two workers.
+    sizing = size_fleet(config(), CURVES, mix(latency=2.0))
+    assert sizing.feasible
+    assert sizing.workers == {LL: 2, HT: 0}
+    assert sizing.bound_by == {LL: PlanBound.LATENCY_RTF, HT: PlanBound.MINIMUM}
+    assert 0 < sizing.margin < 1  # 12 streams offered for 6.4 needed
+
+
+def test_heavy_throughput_traffic_goes_to_high_throughput_workers_up_to_their_max_load() -> None:
+    # throughput rtf 1.0 lets a high-throughput worker run all 32 streams (rtf 0.815):
+    # 5 req/s holds ~42 streams there, more than one worker; a low-latency one takes 8 of
+    # them faster, so one of each beats two high-throughput ones on a tie.
+    sizing = size_fleet(config(), CURVES, mix(throughput=5.0))
+    assert sizing.workers == {LL: 1, HT: 1}
+    assert sizing.bound_by[HT] is PlanBound.MAX_LOAD
+    [chosen] = [c for c in sizing.candidates if c.workers == sizing.workers]
+    assert chosen.placement[SlaClass.THROUGHPUT][HT] > 0.5
+
+
+def test_light_balanced_traffic_prefers_the_faster_profile_on_a_tie() -> None:
+    # One worker of either profile would do; the low-latency one serves it faster.
+    sizing = size_fleet(config(), CURVES, mix(balanced=0.2))
+    assert sizing.workers == {LL: 1, HT: 0}
+    assert "serves today's traffic fastest" in sizing.why
+    tried = {(c.workers[LL], c.workers[HT]) for c in sizing.candidates if c.feasible}
+    assert (0, 1) in tried and (1, 0) in tried
+
+
+def test_more_traffic_never_asks_for_fewer_workers() -> None:
+    totals = [sum(size_fleet(config(), CURVES, mix(latency=r / 4, balanced=r / 2, throughput=r / 4)).workers.values())
+              for r in (0.5, 1, 2, 4, 8)]  # fmt: skip
+    assert totals == sorted(totals) and totals[-1] > totals[0]
+
+
+def test_pool_minimums_and_maximums_hold() -> None:
+    bounded = config(pools={"low_latency": {"min": 1, "max": 4}, "high_throughput": {"min": 1, "max": 2}})
+    light = size_fleet(bounded, CURVES, mix(throughput=0.1))
+    assert light.workers == {LL: 1, HT: 1}
+    assert light.bound_by == {LL: PlanBound.MINIMUM, HT: PlanBound.MINIMUM}
+    # More than the maximums can carry: the maximums, and it says it misses.
+    flood = size_fleet(bounded, CURVES, mix(latency=20.0, throughput=50.0))
+    assert not flood.feasible
+    assert flood.workers == {LL: 4, HT: 2}
+    assert flood.bound_by == {LL: PlanBound.MAXIMUM, HT: PlanBound.MAXIMUM}
+    assert flood.margin < 0
+
+
+def test_utilisation_leaves_headroom() -> None:
+    full = size_fleet(config(), CURVES, mix(throughput=20.0))
+    headroom = size_fleet(config(target_utilisation=0.5), CURVES, mix(throughput=20.0))
+    assert sum(headroom.workers.values()) > sum(full.workers.values())
+
+
+def test_an_unconfigured_pool_gets_no_workers() -> None:
+    sizing = size_fleet(config(), {HT: HT_CURVE}, mix(balanced=1.0))
+    assert sizing.workers[LL] == 0 and sizing.workers[HT] >= 1
+
+
+def test_arrivals_are_smoothed_per_class_with_their_lengths() -> None:
+    meter = ArrivalMeter(smoothing_s=100.0, now=0.0)
+    for _ in range(50):
+        meter.record(RequestInfo(SlaClass.LATENCY, None, 150))  # 10 s of audio each
+    sampled = meter.sample(10.0)
+    latency = sampled.classes[SlaClass.LATENCY]
+    assert latency.requests == 50 and abs(latency.audio_s - 10.0) < 1e-9
+    assert abs(latency.rate - 50 / sampled.window_s) < 1e-9 and 9 < sampled.window_s < 10
+    assert sampled.classes[SlaClass.BALANCED].rate == 0.0
+    later = meter.sample(110.0)  # nothing new: the count fades (e^-1)
+    assert 18 < later.classes[SlaClass.LATENCY].requests < 19
+
+
+def test_thin_traffic_changes_nothing_and_says_so() -> None:
+    now = [0.0]
+    planner = FleetPlanner(config(min_requests=10, smoothing_s=60.0), lambda: CurveSnapshot.of({}, CURVES), lambda: now[0])
+    for _ in range(3):
+        planner.record_arrival(RequestInfo(SlaClass.BALANCED, None, 150))
+    now[0] = 5.0
+    thin = planner.plan()
+    assert not thin.judged and "too little traffic" in thin.status
+    assert planner.desired_workers() is None and thin.sizing is None
+    for _ in range(40):
+        planner.record_arrival(RequestInfo(SlaClass.THROUGHPUT, None, 150))
+    now[0] = 10.0
+    judged = planner.plan()
+    desired = planner.desired_workers()
+    assert judged.judged and desired == {"low_latency": 1, "high_throughput": 1}
+    # A quiet spell: no judgement, the last mix stays published, the planner says so.
+    now[0] = 1000.0
+    quiet = planner.plan()
+    assert not quiet.judged and planner.desired_workers() is None
+    assert quiet.sizing is judged.sizing and quiet.judged_at == 10.0
+    described = planner.describe()
+    assert described["judged"] is False and described["plan"]["workers"] == desired
+    assert described["plan"]["age_s"] == 990.0
+
+
+def test_the_planner_section_is_validated() -> None:
+    import pytest
+
+    from gateway.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="planner.pools.low_latency"):
+        load_config(overrides={"planner": {"pools": {"low_latency": {"min": 3, "max": 2}}}})
+    with pytest.raises(ConfigError, match="planner.objectives"):
+        load_config(overrides={"planner": {"objectives": {"interactive": {"rtf": 0.5}}}})
+    partial = load_config(overrides={"planner": {"objectives": {"throughput": {"rtf": 1.2}}, "pools": {"high_throughput": {"max": 4}}}})
+    assert partial.planner.objectives[SlaClass.THROUGHPUT].rtf == 1.2
+    assert partial.planner.objectives[SlaClass.LATENCY] == PlannerConfig().objectives[SlaClass.LATENCY]
+    assert partial.planner.bounds(HT).max == 4 and partial.planner.bounds(LL).max == 16

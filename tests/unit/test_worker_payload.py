@@ -1,0 +1,70 @@
+"""One worker payload for an HTTP request and for a session's sentence: the same checks
+(refused on HTTP with a 400, in a session with an ``error`` that ends it when it is the
+first config) and the same fields forwarded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gateway.api.speech_request import parse_speech_request
+from gateway.config import load_config
+from gateway.errors import GatewayError
+from gateway.security.ref_audio import RefAudioPolicy
+from gateway.sessions.voice import ConfigRefused, SessionVoices
+from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.voices.store import VoiceStore
+from gateway.worker_payload import WorkerPayloads
+
+LIMIT = 8192  # the profiles' Stage 0 max_model_len
+
+
+def payloads(tmp_path: Path) -> WorkerPayloads:
+    config = load_config(overrides={"data_dir": str(tmp_path)})
+    return WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth), LIMIT)
+
+
+def http_refusal(builder: WorkerPayloads, **fields: object) -> GatewayError:
+    document = {"model": "tts-1", "input": "Hello.", "voice": "alloy", **fields}
+    with pytest.raises(GatewayError) as caught:
+        speech = parse_speech_request(orjson.dumps(document))
+        builder.check(speech.fields)
+    return caught.value
+
+
+def session_refusal(builder: WorkerPayloads, **fields: object) -> str:
+    with pytest.raises(ConfigRefused) as caught:
+        SessionVoices(builder).accept(StreamingSpeechSessionConfig(**fields))  # type: ignore[arg-type]
+    return caught.value.message
+
+
+@pytest.mark.parametrize("tokens", [1, 7, LIMIT + 1])
+def test_a_session_refuses_the_max_new_tokens_http_refuses_with_the_same_text(tmp_path: Path, tokens: int) -> None:
+    builder = payloads(tmp_path)
+    http = http_refusal(builder, max_new_tokens=tokens)
+    assert (http.status, http.param) == (400, "max_new_tokens")
+    assert session_refusal(builder, max_new_tokens=tokens) == f"Invalid session config: {http.message}"
+
+
+def test_a_session_accepts_the_budgets_http_accepts(tmp_path: Path) -> None:
+    voices = SessionVoices(payloads(tmp_path), new_seed=lambda: 5)
+    for tokens in (8, LIMIT):
+        config = voices.accept(StreamingSpeechSessionConfig(max_new_tokens=tokens))
+        assert voices.payload(config, "Hi.")["max_new_tokens"] == tokens
+
+
+def test_a_request_and_a_session_sentence_send_the_worker_the_same_payload(tmp_path: Path) -> None:
+    builder = payloads(tmp_path)
+    shared = {"seed": 11, "max_new_tokens": 300, "language": "en", "instructions": "calm", "ref_text": "A reference."}
+    speech = parse_speech_request(orjson.dumps({"model": "tts-1", "input": "Hello.", "voice": "alloy", **shared}))
+    builder.check(speech.fields)
+    over_http = builder.build(speech.fields, speech.input)
+    voices = SessionVoices(builder)
+    in_session = voices.payload(voices.accept(StreamingSpeechSessionConfig(voice="alloy", **shared)), "Hello.")  # type: ignore[arg-type]
+    assert in_session == over_http
+    assert over_http["instructions"] == "calm"
+    # task_type exists only in the session protocol; it reaches the worker as instructions do.
+    typed = voices.accept(StreamingSpeechSessionConfig(task_type="Base"))
+    assert voices.payload(typed, "Hi.")["task_type"] == "Base"
