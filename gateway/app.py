@@ -160,6 +160,13 @@ class GatewayApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._stack(scope, receive, send)
 
+    @property
+    def asgi(self) -> ASGIApp:
+        """The stack itself, for the server: one coroutine frame less on every resumption
+        of every request than calling through ``__call__`` (lifespan included: it is the
+        framework app's, inside the stack)."""
+        return self._stack
+
     async def start(self) -> None:
         # The shared state first: routing, drains and voices as the fleet has them before
         # any worker is prepared or any request admitted.
@@ -273,11 +280,12 @@ def create_app(
         thresholds=thresholds.thresholds,
         snapshot=RoutingSnapshot(fleet.view.snapshot, performance, thresholds.thresholds),
         reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
+        any_routable=fleet.view.any_routable,
         clock=clock,
-        observer=recorder,
         on_arrival=planner.record_arrival if config.planner.enabled else None,
         demand=latency_demand,
     )
+    fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)
     fleet.events.on_ejection(recorder.worker_ejected)
     # A restarted worker is a new process: count it, and forget the curve learned from the old one.
@@ -333,7 +341,7 @@ def create_app(
     # The request path.
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
-    relay = Relay(transport, fleet.health, admission, config.upstream, recorder, clock=clock)
+    relay = Relay(transport, fleet.health, admission, config.upstream, clock=clock)
     # One set of checks and one payload for requests and session sentences alike.
     payloads = WorkerPayloads(
         config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
@@ -355,7 +363,7 @@ def create_app(
     sessions = SessionEndpoint(
         auth=api_keys,
         admission=admission,
-        upstream=SentenceUpstream(admission, relay, clock),
+        upstream=SentenceUpstream(admission, relay, clock, recorder),
         voices=SessionVoices(payloads),
         encoders=open_encoder,
         limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),

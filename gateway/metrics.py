@@ -21,6 +21,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.exposition import choose_encoder
@@ -59,6 +60,24 @@ CANCEL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 # Admission queue wait: most requests wait 0; latency budgets are ~150 ms, throughput 120 s.
 WAIT_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0,
                 30.0, 60.0, 120.0)  # fmt: skip
+
+
+class Children:
+    """One labelled series' children, each looked up once. ``labels()`` checks and converts
+    its arguments and takes a lock on every call, a cost the per-request path would pay
+    a dozen times; label values are bounded vocabularies, so the cache stays small."""
+
+    __slots__ = ("_metric", "_cache")
+
+    def __init__(self, metric: Counter | Gauge | Histogram) -> None:
+        self._metric = metric
+        self._cache: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._cache.get(values)
+        if child is None:
+            child = self._cache[values] = self._metric.labels(*values)
+        return child
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,6 +439,23 @@ class GatewayMetrics:
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 
+        # The event series the request path updates, their children cached (``Children``).
+        self.requests_by = Children(self.requests)
+        self.request_duration_by = Children(self.request_duration)
+        self.ttfp_by = Children(self.ttfp)
+        self.rtf_by = Children(self.rtf)
+        self.audio_seconds_by = Children(self.audio_seconds)
+        self.routing_decisions_by = Children(self.routing_decisions)
+        self.admission_wait_by = Children(self.admission_wait)
+        self.rejections_by = Children(self.rejections)
+        self.upstream_errors_by = Children(self.upstream_errors)
+        self.retries_by = Children(self.retries)
+        self.prediction_ratio_by = Children(self.prediction_ratio)
+        self.client_disconnects_by = Children(self.client_disconnects)
+        self.key_audio_seconds_by = Children(self.key_audio_seconds)
+        self.key_streams_by = Children(self.key_streams)
+        self.key_requests_by = Children(self.key_requests)
+
         self.fleet = FleetCollector(pools, classes)
         r.register(self.fleet)
         self.planner = PlannerCollector(pools, classes)
@@ -493,16 +529,16 @@ class GatewayMetrics:
     ) -> None:
         """Record one finished request (success, failure or rejection) in every event series."""
         pool_label = pool or NO_POOL
-        self.requests.labels(sla_class, pool_label, str(status)).inc()
+        self.requests_by(sla_class, pool_label, str(status)).inc()
         if pool is None:
             return  # never reached a worker: no latency or audio to speak of
-        self.request_duration.labels(sla_class, pool).observe(duration_s)
+        self.request_duration_by(sla_class, pool).observe(duration_s)
         if ttfp_s is not None:
-            self.ttfp.labels(sla_class, pool).observe(ttfp_s)
+            self.ttfp_by(sla_class, pool).observe(ttfp_s)
         if audio_s > 0:
-            self.audio_seconds.labels(pool).inc(audio_s)
+            self.audio_seconds_by(pool).inc(audio_s)
             if 200 <= status < 300:
-                self.rtf.labels(pool).observe(duration_s / audio_s)
+                self.rtf_by(pool).observe(duration_s / audio_s)
 
     def key_series(self, tier: str, key: str) -> tuple[str, ...]:
         """The label values of one key's usage series: its tier, and its name when per key."""

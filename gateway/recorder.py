@@ -1,9 +1,13 @@
 """The one place that writes metrics and the access log.
 
-Admission, the relay, the fleet and the speech pipeline report what happened here, in
-their own words (a decision, an upstream failure, a finished request); the recorder turns
-that into Prometheus series, access-log lines and stream observations. Adding a metric
-is ``metrics.py`` (the series) plus a line here (when it moves).
+A speech request is recorded once, when it ends: its ``RequestRecord``, filled in along
+the way (admission's decision and wait, the relay's ``AttemptLog``, the outcome), becomes
+the request's event series, each attempt's stream observation (passed on to the routing's
+performance model) and its access-log line. Admission and the relay never call the
+recorder; only live gauges move earlier (the key's stream gauge, as the stream opens and
+closes; the fleet's gauges are read at scrape time). The fleet and the shared state report
+their own events here as they happen. Adding a metric is ``metrics.py`` (the series) plus
+a line here (when it moves).
 """
 
 from __future__ import annotations
@@ -26,10 +30,8 @@ from gateway.supervisor.profile_change import ProfileChange
 from gateway.types import PoolName, SlaClass, WorkerState
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import Curve
-from gateway.types.decision import Decision
-from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
 from gateway.types.labels import EjectionReason, KeyResult, RejectReason, RestartReason
-from gateway.types.observations import StreamObservation, StreamObserver, StreamOutcome
+from gateway.types.observations import AttemptLog, StreamObservation, StreamObserver, StreamOutcome
 
 
 @dataclass(slots=True)
@@ -43,6 +45,9 @@ class RequestRecord:
     pool: str | None = None  # where its audio came from; None: never reached a worker
     worker: str | None = None
     reason: str | None = None  # the routing reason
+    queue_wait_s: float | None = None  # time in admission; None: never left it with an answer
+    rejected: str | None = None  # admission's reason for turning it away
+    attempts: AttemptLog = field(default_factory=AttemptLog)  # what the relay did
     ttfp_s: float | None = None  # start to the first byte sent to the client
     pcm_bytes: int = 0
     retries: int = 0
@@ -72,17 +77,6 @@ class Recorder:
         # The routing's performance model learns here (and tests listen in).
         self._streams = tuple(stream_observers)
 
-    # ---- admission (AdmissionObserver) ----------------------------------------------
-    def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
-        self.metrics.admission_wait.labels(sla_class.value).observe(seconds)
-
-    def on_rejected(self, sla_class: SlaClass, reason: str) -> None:
-        self.metrics.rejections.labels(sla_class.value, reason).inc()
-
-    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
-        if decision.pool is not None:
-            self.metrics.routing_decisions.labels(sla_class.value, decision.pool.value, decision.reason).inc()
-
     # ---- API keys ---------------------------------------------------------------------
     def key_checked(self, key: KeyIdentity, result: KeyResult, sla_class: SlaClass | None) -> None:
         """Once per request with a key: admitted, or refused by one of its tier's limits.
@@ -90,13 +84,13 @@ class Recorder:
         ``sla_class`` is None for a voice session's handshake: sessions are never counted
         in requests_total, so their refusals stay out of rejections_total (whose rate
         over requests the alerts read) and show in key_requests only."""
-        self.metrics.key_requests.labels(*self._key_series(key), result.value).inc()
+        self.metrics.key_requests_by(*self._key_series(key), result.value).inc()
         if sla_class is None:
             return
         if result is KeyResult.RATE_LIMITED:
-            self.metrics.rejections.labels(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
+            self.metrics.rejections_by(sla_class.value, RejectReason.RATE_LIMITED.value).inc()
         elif result is KeyResult.STREAM_LIMITED:
-            self.metrics.rejections.labels(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
+            self.metrics.rejections_by(sla_class.value, RejectReason.STREAM_LIMITED.value).inc()
 
     # ---- voice sessions (gateway.sessions' SessionObserver) ------------------------------
     def session_opened(self) -> None:
@@ -122,32 +116,13 @@ class Recorder:
         self.metrics.session_barge_ins.observe(seconds)
 
     def key_stream_opened(self, key: KeyIdentity) -> None:
-        self.metrics.key_streams.labels(*self._key_series(key)).inc()
+        self.metrics.key_streams_by(*self._key_series(key)).inc()
 
     def key_stream_closed(self, key: KeyIdentity) -> None:
-        self.metrics.key_streams.labels(*self._key_series(key)).dec()
+        self.metrics.key_streams_by(*self._key_series(key)).dec()
 
     def _key_series(self, key: KeyIdentity) -> tuple[str, ...]:
         return self.metrics.key_series(key.tier, key.label)
-
-    # ---- relay (RelayObserver) ----------------------------------------------------------
-    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None:
-        self.metrics.upstream_errors.labels(worker.pool.value, kind.value).inc()
-
-    def retried(self, reason: RetryReason) -> None:
-        self.metrics.retries.labels(reason.value).inc()
-
-    def stream_done(self, observation: StreamObservation) -> None:
-        if observation.outcome is StreamOutcome.COMPLETED:
-            pool = observation.pool.value
-            if observation.predicted_ttfp_s and observation.ttfp_s is not None:
-                ratio = observation.ttfp_s / observation.predicted_ttfp_s
-                self.metrics.prediction_ratio.labels(pool, "ttfp").observe(ratio)
-            observed_rtf = observation.observed_rtf
-            if observation.predicted_rtf and observed_rtf is not None:
-                self.metrics.prediction_ratio.labels(pool, "rtf").observe(observed_rtf / observation.predicted_rtf)
-        for observer in self._streams:
-            observer.on_stream_done(observation)
 
     # ---- fleet ------------------------------------------------------------------------
     def worker_ejected(self, worker: Worker, reason: EjectionReason) -> None:
@@ -181,12 +156,15 @@ class Recorder:
     def state_change_applied(self, kind: str) -> None:
         self.metrics.state_changes_applied.labels(kind).inc()
 
-    # ---- the request ------------------------------------------------------------------
+    # ---- the request: once, at its end --------------------------------------------------
     def request_done(self, record: RequestRecord, status: int) -> None:
         duration = time.perf_counter() - record.started
         audio_s = record.pcm_bytes / BYTES_PER_SECOND
-        self.metrics.observe_request(
-            sla_class=record.sla_class.value,
+        metrics = self.metrics
+        sla = record.sla_class  # a StrEnum is its own label value (``.value`` is a call on 3.11)
+        self.upstream_done(sla, record.queue_wait_s, record.rejected, record.attempts)
+        metrics.observe_request(
+            sla_class=sla,
             pool=record.pool,
             status=status,
             duration_s=duration,
@@ -194,9 +172,9 @@ class Recorder:
             audio_s=audio_s,
         )
         if record.disconnect_phase is not None:
-            self.metrics.client_disconnects.labels(record.disconnect_phase).inc()
+            metrics.client_disconnects_by(record.disconnect_phase).inc()
         if record.key is not None and audio_s > 0:
-            self.metrics.key_audio_seconds.labels(*self._key_series(record.key)).inc(audio_s)
+            metrics.key_audio_seconds_by(*self._key_series(record.key)).inc(audio_s)
         if not self._access_log.enabled:
             return
         self._access_log.log(
@@ -221,6 +199,39 @@ class Recorder:
                 input_text=record.input_text if self._access_log.log_input_text else None,
             )
         )
+
+    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None:
+        """What admission and the relay did for one upstream request (a speech request's,
+        or a voice session's sentence), once it ended: its wait in admission, a refusal,
+        every placement, upstream failure and retry, and each attempt's stream observation
+        (on to the performance model)."""
+        metrics = self.metrics
+        if queue_wait_s is not None:
+            metrics.admission_wait_by(sla).observe(queue_wait_s)
+        if rejected is not None:
+            metrics.rejections_by(sla, rejected).inc()
+        for decision in log.decisions:
+            if decision.pool is not None:
+                metrics.routing_decisions_by(sla, decision.pool, decision.reason).inc()
+        for pool, kind in log.errors:
+            metrics.upstream_errors_by(pool, kind).inc()
+        for reason in log.retries:
+            metrics.retries_by(reason).inc()
+        for observation in log.streams:
+            self._stream_done(observation)
+
+    def _stream_done(self, observation: StreamObservation) -> None:
+        if observation.outcome is StreamOutcome.COMPLETED:
+            pool = observation.pool
+            if observation.predicted_ttfp_s and observation.ttfp_s is not None:
+                ratio = observation.ttfp_s / observation.predicted_ttfp_s
+                self.metrics.prediction_ratio_by(pool, "ttfp").observe(ratio)
+            if observation.predicted_rtf:
+                observed_rtf = observation.observed_rtf
+                if observed_rtf is not None:
+                    self.metrics.prediction_ratio_by(pool, "rtf").observe(observed_rtf / observation.predicted_rtf)
+        for observer in self._streams:
+            observer.on_stream_done(observation)
 
     # ---- live gauges, read at scrape time ---------------------------------------------
     def watch_fleet(

@@ -62,7 +62,7 @@ def run(config: GatewayConfig) -> int:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(
-        app,
+        app.asgi,
         host=config.server.host,
         port=config.server.port,
         log_config=None,

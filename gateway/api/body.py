@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from gateway.errors import GatewayError
 
@@ -14,9 +14,20 @@ async def read_json_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise GatewayError(413, f"Request body exceeds {limit} bytes.", code="payload_too_large")
-    body = bytearray()
-    async for part in request.stream():
-        body += part
-        if len(body) > limit:
-            raise GatewayError(413, f"Request body exceeds {limit} bytes.", code="payload_too_large")
-    return bytes(body)
+    # The ASGI messages read directly (what ``request.stream()`` does, without an async
+    # generator per request); a body in one message, the usual case, is not copied.
+    parts: list[bytes] = []
+    size = 0
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        part = message.get("body", b"")
+        if part:
+            size += len(part)
+            if size > limit:
+                raise GatewayError(413, f"Request body exceeds {limit} bytes.", code="payload_too_large")
+            parts.append(part)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)

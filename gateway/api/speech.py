@@ -6,6 +6,10 @@ capacity is checked before the body is read (a flood is turned away cheaply), an
 admission answers with a reservation: the worker's slot, already held, that the relay
 takes over (nobody can steal it in between). The relay's ``OpenStream.close`` is the one release of the worker,
 ``_Delivery.finish`` the one place a streamed request ends.
+
+One ``RequestRecord`` goes down the walk: admission's answer (decision, wait, or the
+refusal), the relay's ``AttemptLog`` and the outcome are written into it, and it is
+handed to the recorder once, at the end; no part below calls the recorder on the way.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ from gateway.audio.sse import sse_delta, sse_done, sse_error
 from gateway.errors import GatewayError
 from gateway.recorder import Recorder, RequestRecord
 from gateway.pools.lease import Lease
-from gateway.routing.admission import Admission
+from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.telemetry.tracing import PassThroughTracing, RequestTrace, SpeechTracing
-from gateway.types import POOL_HEADER, PREDICTED_RTF_HEADER, PREDICTED_TTFP_HEADER, ROUTE_REASON_HEADER
+from gateway.types import POOL_HEADER, PREDICTED_RTF_HEADER, PREDICTED_TTFP_HEADER, ROUTE_REASON_HEADER, PoolName
 from gateway.types.codec import BYTES_PER_SECOND, FRAMES_PER_SECOND
 from gateway.types.labels import DisconnectPhase
 from gateway.types.observations import StreamOutcome
@@ -49,6 +53,14 @@ SPEECH_OPENAPI = {
         "content": {"application/json": {"schema": SpeechRequest.model_json_schema(ref_template="#/components/schemas/{model}")}},
     }
 }
+
+
+# Response headers as bytes, built once rather than per request.
+_POOL, _REASON = POOL_HEADER.lower().encode(), ROUTE_REASON_HEADER.lower().encode()
+_PREDICTED_TTFP, _PREDICTED_RTF = PREDICTED_TTFP_HEADER.lower().encode(), PREDICTED_RTF_HEADER.lower().encode()
+_POOL_VALUES = {None: b"none", **{pool: pool.value.encode() for pool in PoolName}}
+_CONTENT_TYPES = {(fmt, sse): response_media_type(fmt, sse).encode() for fmt in AudioFormat for sse in (False, True)}
+_STREAMING = tuple((name.lower().encode(), value.encode()) for name, value in STREAMING_HEADERS.items())
 
 
 class SpeechPipeline:
@@ -90,6 +102,8 @@ class SpeechPipeline:
         except Exception as exc:  # refusals: auth, headers, body, admission, voices, upstream
             error = as_gateway_error(exc)
             record.error = (error.code or type(exc).__name__) if isinstance(exc, GatewayError) else type(exc).__name__
+            if isinstance(exc, AdmissionRejected):
+                record.rejected, record.queue_wait_s = exc.reason, exc.waited_s
             if error.log_detail:
                 # What the workers said stays here, tied to the request id; the client got the envelope.
                 log.warning(
@@ -133,8 +147,9 @@ class SpeechPipeline:
                 trace.admission_started()
                 reservation = await self._admission.admit(info)
                 trace.routed(reservation.decision)
-                record.reason = reservation.decision.reason
-                stream = await self._relay.open(reservation, info, payload, trace)  # the relay owns the slot from here
+                record.reason, record.queue_wait_s = reservation.decision.reason, reservation.waited_s
+                # The relay owns the slot from here, and logs every attempt into the record.
+                stream = await self._relay.open(reservation, info, payload, record.attempts, trace)
             encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format)
         except BaseException:
             watch.close()
@@ -182,33 +197,36 @@ class _Delivery:
     def headers(self) -> list[tuple[bytes, bytes]]:
         decision = self._stream.decision
         headers = [
-            (b"content-type", response_media_type(self._speech.response_format, self._sse).encode()),
-            (POOL_HEADER.encode(), (decision.pool.value if decision.pool else "none").encode()),
-            (ROUTE_REASON_HEADER.encode(), decision.reason.encode()),
+            (b"content-type", _CONTENT_TYPES[self._speech.response_format, self._sse]),
+            (_POOL, _POOL_VALUES[decision.pool]),
+            (_REASON, decision.reason.encode()),
         ]
         if decision.predicted_ttfp_s is not None and decision.predicted_rtf is not None:
-            headers.append((PREDICTED_TTFP_HEADER.encode(), f"{decision.predicted_ttfp_s * 1000:.0f}".encode()))
-            headers.append((PREDICTED_RTF_HEADER.encode(), f"{decision.predicted_rtf:.3f}".encode()))
-        headers += [(k.lower().encode(), v.encode()) for k, v in STREAMING_HEADERS.items()]
+            headers.append((_PREDICTED_TTFP, b"%.0f" % (decision.predicted_ttfp_s * 1000)))
+            headers.append((_PREDICTED_RTF, b"%.3f" % decision.predicted_rtf))
+        headers += _STREAMING
         return headers
 
     async def body(self) -> AsyncGenerator[bytes, None]:
         stream, encoder, record, sse = self._stream, self._encoder, self._record, self._sse
         rest = stream.rest
         assert rest is not None
+        # Bound once: this loop runs per chunk.
+        next_chunk, received, encode = rest.__anext__, stream.received, encoder.encode
         chunk = stream.first_chunk
         try:
             while True:
-                out = encoder.encode(chunk)
+                out = encode(chunk)
                 if out:
-                    record.first_byte_sent()
+                    if record.ttfp_s is None:
+                        record.first_byte_sent()
                     yield sse_delta(out) if sse else out
                 try:
                     # The transport bounds the silence between chunks (upstream.read_timeout_s).
-                    chunk = await anext(rest)
+                    chunk = await next_chunk()
                 except StopAsyncIteration:
                     break
-                stream.received(chunk)
+                received(chunk)
             tail = encoder.finish()
             if tail:
                 record.first_byte_sent()

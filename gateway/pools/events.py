@@ -1,5 +1,6 @@
-"""What the fleet's parts announce: capacity may have changed, a worker was ejected, a
-worker restarted. Listeners are registered once, at wiring time in ``app.create_app``."""
+"""What the fleet's parts announce: a slot was freed, capacity may have changed, a worker
+was ejected, a worker restarted. Listeners are registered once, at wiring time in
+``app.create_app``."""
 
 from __future__ import annotations
 
@@ -19,12 +20,20 @@ EjectionListener = Callable[[Worker, EjectionReason], None]
 
 class FleetEvents:
     def __init__(self) -> None:
+        self._slot_freed: list[Callable[[], None]] = []
         self._capacity: list[Callable[[], None]] = []
         self._ejection: list[EjectionListener] = []
         self._restart: list[RestartListener] = []
 
+    def on_slot_freed(self, listener: Callable[[], None]) -> None:
+        """Called when a lease ends: one more free slot, on a worker whose state did not
+        change (so only waiters care: admission serves its queue). Kept apart from
+        ``on_capacity_change`` because it fires once per request."""
+        self._slot_freed.append(listener)
+
     def on_capacity_change(self, listener: Callable[[], None]) -> None:
-        """Called whenever routable capacity may have changed (admission wakes waiters)."""
+        """Called whenever routable capacity may have changed: a worker's state, drain or
+        membership (admission wakes waiters, pool availability recounts)."""
         self._capacity.append(listener)
 
     def on_ejection(self, listener: EjectionListener) -> None:
@@ -35,6 +44,10 @@ class FleetEvents:
         exited, a new start time or lost voices behind the same address, or a worker id
         that reappeared at another address (a rescheduled pod)."""
         self._restart.append(listener)
+
+    def slot_freed(self) -> None:
+        for listener in self._slot_freed:
+            listener()
 
     def capacity_changed(self) -> None:
         for listener in self._capacity:

@@ -52,4 +52,4 @@ class Leases:
 
     def _released(self, worker: Worker) -> None:
         worker.note_release(self._clock())
-        self._events.capacity_changed()
+        self._events.slot_freed()

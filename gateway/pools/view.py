@@ -36,6 +36,10 @@ class FleetView:
         now, stale = self._clock(), self._stale_after_s
         return LoadView(tuple(w.load_view(now, stale) for w in self._members.workers))
 
+    def any_routable(self) -> bool:
+        """Whether any worker can take a request: admission's precheck, without a view."""
+        return any(w.routable for w in self._members.workers)
+
     def routable_count(self, pool: PoolName) -> int:
         return sum(1 for w in self._members.workers if w.pool == pool and w.routable)
 

@@ -13,6 +13,10 @@ the same step the policy chooses it, before the answer leaves admission, whether
 fast path or when a waiter is served. Nothing can take that slot in between, and the
 view every later decision sees already counts it. The caller owns the reservation from
 there and releases it once (the relay's open stream does).
+
+Admission reports nothing on the side: the reservation carries the decision and how long
+the request waited, a refusal (``AdmissionRejected``) its reason and wait, and the caller
+hands both to the recorder once, when the request ends.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import heapq
 import time
 from collections.abc import Callable, Set
 from dataclasses import dataclass, replace
-from typing import Generic, Protocol
+from typing import Generic
 
 from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.errors import GatewayError
@@ -41,9 +45,13 @@ PRIORITY = (SlaClass.LATENCY, SlaClass.BALANCED, SlaClass.THROUGHPUT)
 
 
 class AdmissionRejected(GatewayError):
-    """The request will not be routed: 429 (queue full) or 503, with ``Retry-After``."""
+    """The request will not be routed: 429 (queue full) or 503, with ``Retry-After``.
 
-    def __init__(self, reason: str, status: int, retry_after_s: int, message: str) -> None:
+    ``waited_s``: how long it queued before being turned away (None: refused on arrival)."""
+
+    def __init__(
+        self, reason: str, status: int, retry_after_s: int, message: str, sla_class: SlaClass, waited_s: float | None = None
+    ) -> None:
         super().__init__(
             status,
             message,
@@ -52,29 +60,8 @@ class AdmissionRejected(GatewayError):
         )
         self.reason = reason
         self.retry_after_s = retry_after_s
-
-
-class AdmissionObserver(Protocol):
-    """What admission reports for metrics; every label is the request's own SLA class."""
-
-    # Seconds between arrival and leaving admission (routed or rejected after queueing);
-    # 0.0 for the fast path.
-    def on_wait(self, sla_class: SlaClass, seconds: float) -> None: ...
-
-    def on_rejected(self, sla_class: SlaClass, reason: str) -> None: ...
-
-    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None: ...
-
-
-class NullObserver:
-    def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
-        pass
-
-    def on_rejected(self, sla_class: SlaClass, reason: str) -> None:
-        pass
-
-    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
-        pass
+        self.sla_class = sla_class
+        self.waited_s = waited_s
 
 
 @dataclass(eq=False, slots=True)
@@ -116,8 +103,8 @@ class Admission(Generic[SlotT]):
         thresholds: Callable[[], RoutingThresholds],
         snapshot: Callable[[], LoadView],
         reserve: Callable[[str], SlotT],
+        any_routable: Callable[[], bool],
         clock: Clock = time.monotonic,
-        observer: AdmissionObserver | None = None,
         on_arrival: Callable[[RequestInfo], None] | None = None,
         demand: LatencyDemand | None = None,
     ) -> None:
@@ -131,8 +118,8 @@ class Admission(Generic[SlotT]):
         self._thresholds = thresholds
         self._snapshot = snapshot
         self._reserve = reserve  # takes a slot on a worker now (the fleet's lease)
+        self._any_routable = any_routable  # the precheck's question, without building a view
         self._clock = clock
-        self._observer: AdmissionObserver = observer or NullObserver()
         self._queues: dict[SlaClass, dict[int, _Waiter[SlotT]]] = {sla: {} for sla in PRIORITY}
         self._queued = 0
         self._next_seq = 0
@@ -173,10 +160,7 @@ class Admission(Generic[SlotT]):
             # Fast path: nobody to overtake, so ask the policy directly.
             decision = self._policy.decide(request, self._snapshot(), thresholds)
             if decision.action == Action.ROUTE:
-                reservation = self._held(decision)
-                self._observer.on_wait(sla, 0.0)
-                self._observer.on_decision(sla, decision)
-                return reservation
+                return self._held(decision, 0.0)
             if decision.action == Action.REJECT:
                 raise self._rejected(sla, decision.reason)
 
@@ -202,10 +186,7 @@ class Admission(Generic[SlotT]):
         decision = self._policy.decide(retry, self._snapshot(), self._thresholds())
         if decision.action is not Action.ROUTE:
             return None
-        decision = replace(decision, reason=reasons.RETRY_OTHER_WORKER)
-        reservation = self._held(decision)
-        self._observer.on_decision(request.sla_class, decision)
-        return reservation
+        return self._held(replace(decision, reason=reasons.RETRY_OTHER_WORKER), 0.0)
 
     def precheck(self, sla: SlaClass) -> None:
         """Cheap checks made before the request body is read, so a flood is turned away
@@ -214,7 +195,7 @@ class Admission(Generic[SlotT]):
             raise self._rejected(sla, reasons.SHUTTING_DOWN)
         if len(self._queues[sla]) >= self._config.queue_limit(sla):
             raise self._rejected(sla, reasons.QUEUE_FULL)
-        if not any(worker.routable for worker in self._snapshot().workers):
+        if not self._any_routable():
             raise self._rejected(sla, reasons.NO_WORKERS)
 
     def capacity_changed(self) -> None:
@@ -339,34 +320,30 @@ class Admission(Generic[SlotT]):
             for waiter in expired:
                 self._reject_waiter(waiter, reasons.WAIT_TIMEOUT, now)
 
-    def _held(self, decision: Decision) -> Reservation[SlotT]:
+    def _held(self, decision: Decision, waited_s: float) -> Reservation[SlotT]:
         """The slot ``decision`` chose, taken now: the only way a decision leaves admission."""
         assert decision.worker_id is not None
-        return Reservation(decision, self._reserve(decision.worker_id))
+        return Reservation(decision, self._reserve(decision.worker_id), waited_s)
 
     def _hand_out(self, waiter: _Waiter[SlotT], decision: Decision, now: float) -> str:
         self._dequeue(waiter)
-        reservation = self._held(decision)
+        reservation = self._held(decision, now - waiter.enqueued_at)
         waiter.future.set_result(reservation)
-        sla = waiter.request.sla_class
-        self._observer.on_wait(sla, now - waiter.enqueued_at)
-        self._observer.on_decision(sla, decision)
         return reservation.worker_id
 
     def _reject_waiter(self, waiter: _Waiter[SlotT], reason: str, now: float) -> None:
         self._dequeue(waiter)
-        sla = waiter.request.sla_class
-        self._observer.on_wait(sla, now - waiter.enqueued_at)
-        waiter.future.set_exception(self._rejected(sla, reason))
+        waiter.future.set_exception(self._rejected(waiter.request.sla_class, reason, now - waiter.enqueued_at))
 
     def _all_waiters(self) -> list[_Waiter[SlotT]]:
         return [w for queue in self._queues.values() for w in queue.values()]
 
-    def _rejected(self, sla: SlaClass, reason: str) -> AdmissionRejected:
-        self._observer.on_rejected(sla, reason)
+    def _rejected(self, sla: SlaClass, reason: str, waited_s: float | None = None) -> AdmissionRejected:
         status = 429 if reason == reasons.QUEUE_FULL else 503
         message = _MESSAGES.get(reason, "This {sla} request cannot be routed right now ({reason}).")
-        return AdmissionRejected(reason, status, self._config.retry_after_s, message.format(sla=sla, reason=reason))
+        return AdmissionRejected(
+            reason, status, self._config.retry_after_s, message.format(sla=sla, reason=reason), sla, waited_s
+        )
 
 
 def _nothing_free(view: LoadView) -> bool:

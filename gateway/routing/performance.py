@@ -154,6 +154,9 @@ class PerformanceModel:
         self._workers: dict[str, WorkerModel] = {}
         self._pools: dict[str, PoolName] = {}  # workers tracked from the fleet's view
         self._pool_levels: dict[PoolName, tuple[list[float], list[float]]] = {}
+        # Pools one of whose workers showed something since the last refit: their peers
+        # lean on it, so the refit marks them all (not each observation: O(1) per request).
+        self._dirty_pools: set[PoolName] = set()
         self._published = CurveSnapshot.of({}, self._priors)
 
     # --- membership (control path) ----------------------------------------------------
@@ -237,9 +240,7 @@ class PerformanceModel:
         model.dirty = True
         pool = self._pools.get(observation.worker_id)
         if pool is not None:  # its peers lean on what it showed
-            for peer_id, peer_pool in self._pools.items():
-                if peer_pool is pool:
-                    self._workers[peer_id].dirty = True
+            self._dirty_pools.add(pool)
 
     def _add(self, buckets: _Buckets, load: int, ratio: float, weight: float, now: float) -> None:
         settings = self.settings
@@ -334,6 +335,11 @@ class PerformanceModel:
 
     def _start_refit(self, now: float) -> list[str]:
         """The pool level from every worker's samples; the changed workers, due for theirs."""
+        if self._dirty_pools:
+            for worker_id, pool in self._pools.items():
+                if pool in self._dirty_pools:
+                    self._workers[worker_id].dirty = True
+            self._dirty_pools.clear()
         due = [worker_id for worker_id, model in self._workers.items() if model.dirty]
         if not due:
             return due

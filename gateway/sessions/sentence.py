@@ -6,7 +6,8 @@ retry before the first byte); the chunks queue up here while earlier sentences p
 ``cancel`` ends it at once: a queued request leaves the queue, an open stream is closed
 (the worker aborts it) and its slot is freed; ``OpenStream.close`` is still the one
 release. ``chunks`` hands the audio over in order and raises ``SentenceFailed`` where the
-request failed.
+request failed. Like a speech request, a sentence is recorded once, when it ends: its wait
+in admission (or refusal) and the relay's ``AttemptLog`` go to ``UpstreamRecords``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.errors import GatewayError
 from gateway.pools.lease import Lease
-from gateway.routing.admission import Admission
+from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.types import SlaClass
 from gateway.types.decision import Decision
-from gateway.types.observations import StreamOutcome
+from gateway.types.observations import AttemptLog, StreamOutcome
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import OpenStream, Relay
@@ -45,13 +47,20 @@ class _End:
         self.failure = failure
 
 
+class UpstreamRecords(Protocol):
+    """Where an ended sentence's routing is counted (the recorder's ``upstream_done``)."""
+
+    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None: ...
+
+
 class SentenceUpstream:
     """What every sentence of every session is sent through: admission, then the relay."""
 
-    def __init__(self, admission: Admission[Lease], relay: Relay, clock: Clock) -> None:
+    def __init__(self, admission: Admission[Lease], relay: Relay, clock: Clock, records: UpstreamRecords) -> None:
         self.admission = admission
         self.relay = relay
         self.clock = clock
+        self.records = records
 
 
 class SentenceAudio:
@@ -110,14 +119,22 @@ class SentenceAudio:
         stream: OpenStream | None = None
         outcome = StreamOutcome.CLIENT_DISCONNECTED  # unless it ends another way below
         failure: SentenceFailed | None = None
+        attempts = AttemptLog()
+        waited_s: float | None = None
+        rejected: str | None = None
         try:
             if isinstance(self._payload, GatewayError):
                 raise self._payload
-            reservation = await upstream.admission.admit(self.request)
+            try:
+                reservation = await upstream.admission.admit(self.request)
+            except AdmissionRejected as exc:
+                rejected, waited_s = exc.reason, exc.waited_s
+                raise
+            waited_s = reservation.waited_s
             self.decision = reservation.decision
             self.placed.set()
             self._on_progress()  # placed: the pipeline reports where
-            stream = await upstream.relay.open(reservation, self.request, self._payload)  # owns the slot from here
+            stream = await upstream.relay.open(reservation, self.request, self._payload, attempts)  # owns the slot from here
             self.decision = stream.decision  # a retry may have moved it
             self._received(stream.first_chunk)
             rest = stream.rest
@@ -138,6 +155,7 @@ class SentenceAudio:
         finally:
             if stream is not None:
                 await stream.close(outcome)
+            upstream.records.upstream_done(self.request.sla_class, waited_s, rejected, attempts)
             self.ended = True
             self.placed.set()
             self._queue.put_nowait(_End(failure))

@@ -122,6 +122,7 @@ class SimGateway:
             thresholds=lambda: self.thresholds,
             snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
             reserve=lambda worker_id: SimSlot(self.workers[worker_id], self.admission.capacity_changed),
+            any_routable=lambda: bool(self.workers),
             clock=self._loop.time,
             on_arrival=on_arrival,
             demand=demand,

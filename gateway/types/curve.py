@@ -39,10 +39,13 @@ class Curve:
     # there (balanced's cost per frame); gain_s[L] = delivered rate added (throughput's score).
     marginal_step_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
     gain_s: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    # The largest load it describes (the engine's max_num_seqs): read on every lookup.
+    max_load: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.step_s or len(self.step_s) != len(self.ttfp_s):
             raise ValueError("a curve needs as many TTFP as step values, at least one")
+        object.__setattr__(self, "max_load", len(self.step_s))
         object.__setattr__(self, "rtf_s", tuple(step * FRAMES_PER_SECOND for step in self.step_s))
         rates = tuple(n * FRAME_SECONDS / step for n, step in enumerate(self.step_s, start=1))
         object.__setattr__(self, "rate_s", rates)
@@ -50,10 +53,6 @@ class Curve:
         marginal = tuple(step + load * (step - steps[load - 1]) if load else step for load, step in enumerate(steps))
         object.__setattr__(self, "marginal_step_s", marginal)
         object.__setattr__(self, "gain_s", tuple(rate - (rates[i - 1] if i else 0.0) for i, rate in enumerate(rates)))
-
-    @property
-    def max_load(self) -> int:
-        return len(self.step_s)
 
     def step(self, load: int) -> float:
         return self.step_s[min(max(load, 1), self.max_load) - 1]

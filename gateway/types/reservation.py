@@ -28,6 +28,7 @@ SlotT = TypeVar("SlotT", bound=Slot)
 class Reservation(Generic[SlotT]):
     decision: Decision  # a ROUTE: where, why, and what the policy predicted
     slot: SlotT  # already held
+    waited_s: float = 0.0  # arrival in admission to the slot being held (0.0: the fast path)
 
     @property
     def worker_id(self) -> str:

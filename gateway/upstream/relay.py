@@ -9,6 +9,9 @@ sent cannot be taken back: the speech pipeline ends the stream instead.
 Each attempt is an ``OpenStream`` that owns its reservation (the slot admission took for
 it: the lease) and its upstream response;
 ``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
+What each attempt showed (its placement, its observation, a failure, a retry) goes into
+the request's ``AttemptLog``, which the recorder reads once when the request ends; the
+worker's health hears of each attempt at once (it ejects on failures).
 Every attempt sends the request's ``x-request-id`` and ``traceparent`` (its ``AttemptTrace``).
 
 Whose fault a failed attempt was (and so whether it counts toward the worker's ejection,
@@ -27,8 +30,8 @@ from gateway.config import UpstreamConfig
 from gateway.telemetry.tracing import UNTRACED, AttemptTrace, RequestTrace
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
-from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
-from gateway.types.observations import StreamObservation, StreamOutcome
+from gateway.types.error_kinds import RETRY_REASON, UpstreamErrorKind
+from gateway.types.observations import AttemptLog, StreamObservation, StreamOutcome
 from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
@@ -68,14 +71,6 @@ class AttemptReports(Protocol):
     def request_failed(self, worker: UpstreamWorker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None: ...
 
 
-class RelayObserver(Protocol):
-    def upstream_error(self, worker: UpstreamWorker, kind: UpstreamErrorKind) -> None: ...
-
-    def retried(self, reason: RetryReason) -> None: ...
-
-    def stream_done(self, observation: StreamObservation) -> None: ...
-
-
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
@@ -91,12 +86,12 @@ class OpenStream:
     """
 
     __slots__ = (
-        "lease", "decision", "attempts", "response", "first_chunk", "rest", "_observer",
+        "lease", "decision", "attempts", "response", "first_chunk", "rest", "log",
         "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace", "hidden_failures",
     )  # fmt: skip
 
     def __init__(
-        self, reservation: Reservation[HeldSlot], attempts: int, observer: RelayObserver, clock: Clock, trace: AttemptTrace
+        self, reservation: Reservation[HeldSlot], attempts: int, log: AttemptLog, clock: Clock, trace: AttemptTrace
     ) -> None:
         self.lease = lease = reservation.slot
         self.decision: Decision = reservation.decision
@@ -104,7 +99,8 @@ class OpenStream:
         self.response: UpstreamResponse | None = None
         self.first_chunk = b""
         self.rest: AsyncIterator[bytes] | None = None
-        self._observer = observer
+        self.log = log
+        log.decisions.append(reservation.decision)
         worker = lease.worker
         self.load_at_dispatch = worker.inflight  # our lease included
         self.dispatched_at = clock()
@@ -122,14 +118,14 @@ class OpenStream:
         self.pace.add(len(chunk))
 
     async def close(self, outcome: StreamOutcome) -> None:
-        """Release the worker slot, report the attempt and drop the upstream connection; once."""
+        """Release the worker slot, log the attempt and drop the upstream connection; once."""
         if self._closed:
             return
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         worker, pace, decision = self.lease.worker, self.pace, self.decision
         self.trace.closed(outcome, pace.bytes)  # a StrEnum: its own value
-        self._observer.stream_done(
+        self.log.streams.append(
             StreamObservation(
                 worker_id=worker.worker_id,
                 pool=worker.pool,
@@ -163,24 +159,28 @@ class Relay:
         reports: AttemptReports,
         admission: RetryAdmission,
         config: UpstreamConfig,
-        observer: RelayObserver,
         clock: Clock = time.monotonic,
     ) -> None:
         self._transport = transport
         self._reports = reports
         self._admission = admission
         self._config = config
-        self._observer = observer
         self._clock = clock
 
     async def open(
-        self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any], trace: RequestTrace = UNTRACED
+        self,
+        reservation: Reservation[HeldSlot],
+        request: RequestInfo,
+        payload: dict[str, Any],
+        log: AttemptLog,
+        trace: RequestTrace = UNTRACED,
     ) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
         Owns ``reservation`` (a slot admission already holds) and each retry's from here.
         Raises ``GatewayError`` when every attempt failed (its ``log_detail`` says what each
         worker did); on any exception (cancellation included) every lease it took is released.
+        Every attempt is written into ``log``, whatever way it ends.
         """
         tried: set[str] = set()
         undecided: list[tuple[UpstreamWorker, Verdict]] = []  # failures only a later attempt can settle
@@ -190,7 +190,7 @@ class Relay:
             attempts += 1
             worker = reservation.slot.worker
             attempt = trace.attempt(worker.worker_id, worker.pool, worker.url + SPEECH_PATH, attempts)
-            stream = OpenStream(reservation, attempts, self._observer, self._clock, attempt)
+            stream = OpenStream(reservation, attempts, log, self._clock, attempt)
             tried.add(worker.worker_id)
             try:
                 await self._attempt(stream, payload)
@@ -208,7 +208,7 @@ class Relay:
                 stream.hidden_failures = tuple(history)
                 return stream
             history.append(f"{worker.worker_id} ({verdict.blame.value}) {verdict.kind.value}: {verdict.detail}")
-            self._report(worker, verdict)
+            self._report(worker, verdict, log)
             stream.trace.failed(verdict.kind.value, verdict.detail)
             if verdict.blame is Blame.UNDECIDED:
                 undecided.append((worker, verdict))
@@ -221,23 +221,23 @@ class Relay:
                 error.log_detail = "; ".join(history)
                 raise error
             assert reason is not None
-            self._observer.retried(reason)
+            log.retries.append(reason)
             trace.routed(retry.decision, retry=True)
             reservation = retry
 
-    def _report(self, worker: UpstreamWorker, verdict: Verdict) -> None:
-        """Tell the fleet what the failure says about the worker, and count it."""
+    def _report(self, worker: UpstreamWorker, verdict: Verdict, log: AttemptLog) -> None:
+        """Tell the fleet what the failure says about the worker, and log it for the count."""
         if verdict.blame not in (Blame.REQUEST, Blame.UNDECIDED):
             # Undecided failures are counted (or not) once a later attempt settles them;
             # the request's own are never the worker's business.
             self._reports.request_failed(worker, verdict.kind, verdict.detail, ejecting=verdict.blame is Blame.WORKER)
-        self._observer.upstream_error(worker, verdict.kind)
+        log.errors.append((worker.pool, verdict.kind))
 
     def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is blamed."""
         kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
         self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
-        self._observer.upstream_error(stream.worker, kind)
+        stream.log.errors.append((stream.worker.pool, kind))
         stream.trace.failed(kind.value, error.detail or kind.value)
         return kind
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import aiohttp
 import httpx
 import orjson
+from aiohttp.streams import EofStream
 
 from gateway.config import UpstreamConfig
 from gateway.types.error_kinds import UpstreamErrorKind
@@ -40,6 +41,33 @@ class UpstreamTransport(Protocol):
 
 
 # ---- aiohttp: the cheapest per streamed request in our measurements --------------------
+class _AiohttpChunks:
+    """The body as it arrives, one read of whatever is buffered per step. A plain async
+    iterator rather than an async generator wrapped around ``iter_any()``: one frame per
+    chunk instead of three, and no async-generator bookkeeping on the event loop."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._read = response.content.readany
+
+    def __aiter__(self) -> _AiohttpChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._read()
+        except EofStream:
+            raise StopAsyncIteration from None
+        except aiohttp.ServerTimeoutError as exc:
+            raise UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker went silent mid-stream") from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, str(exc) or type(exc).__name__) from exc
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
+
+
 class _AiohttpResponse:
     __slots__ = ("_response", "status")
 
@@ -47,14 +75,8 @@ class _AiohttpResponse:
         self._response = response
         self.status = response.status
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._response.content.iter_any():
-                yield chunk
-        except aiohttp.ServerTimeoutError as exc:
-            raise UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker went silent mid-stream") from exc
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, str(exc) or type(exc).__name__) from exc
+    def chunks(self) -> AsyncIterator[bytes]:
+        return _AiohttpChunks(self._response)
 
     async def read(self) -> bytes:
         try:

@@ -1,4 +1,4 @@
-"""The recorder: each report becomes the right series, the access line and the observers' call."""
+"""The recorder: each request's record (and each fleet report) becomes the right series, the access line and the observers' call."""
 
 from __future__ import annotations
 
@@ -52,14 +52,17 @@ def observation(outcome: StreamOutcome = StreamOutcome.COMPLETED, **fields: obje
     return StreamObservation("ll-0", LL, 2, 0.3, pace, outcome, BYTES_PER_SECOND, **fields)  # type: ignore[arg-type]
 
 
-def test_admission_reports_become_waits_decisions_and_rejections() -> None:
+def test_admission_answers_in_the_record_become_waits_decisions_and_rejections() -> None:
     rec, _ = recorder()
-    rec.on_wait(SlaClass.LATENCY, 0.02)
-    rec.on_decision(SlaClass.LATENCY, Decision(Action.ROUTE, reasons.FASTEST_TTFP, LL, "ll-0"))
-    rec.on_decision(SlaClass.LATENCY, Decision(Action.WAIT, reasons.QUEUED_LL_FULL))  # no pool: not a placement
-    rec.on_rejected(SlaClass.THROUGHPUT, reasons.QUEUE_FULL)
+    routed = RequestRecord("req-1", SlaClass.LATENCY, pool="low_latency", worker="ll-0", queue_wait_s=0.02)
+    routed.attempts.decisions.append(Decision(Action.ROUTE, reasons.FASTEST_TTFP, LL, "ll-0"))
+    routed.attempts.decisions.append(Decision(Action.WAIT, reasons.QUEUED_LL_FULL))  # no pool: not a placement
+    refused = RequestRecord("req-2", SlaClass.THROUGHPUT, rejected=reasons.QUEUE_FULL)  # refused on arrival: no wait
+    rec.request_done(routed, 200)
+    rec.request_done(refused, 429)
     rec.key_checked(KeyIdentity("abc123", authenticated=True), KeyResult.RATE_LIMITED, SlaClass.BALANCED)
     assert value(rec, "higgs_gateway_admission_wait_seconds_count", sla_class="latency") == 1
+    assert value(rec, "higgs_gateway_admission_wait_seconds_count", sla_class="throughput") == 0
     decisions = {"sla_class": "latency", "pool": "low_latency", "reason": reasons.FASTEST_TTFP}
     assert value(rec, "higgs_gateway_routing_decisions_total", **decisions) == 1
     assert value(rec, "higgs_gateway_rejections_total", sla_class="throughput", reason="queue_full") == 1
@@ -84,23 +87,28 @@ def test_a_voice_session_refused_by_its_key_counts_in_key_requests_not_in_reject
     assert not any(name == "higgs_gateway_rejections_total" for name, _ in counted)
 
 
-def test_relay_reports_become_errors_retries_and_prediction_ratios() -> None:
+def test_the_attempt_log_becomes_errors_retries_prediction_ratios_and_observations() -> None:
     rec, observers = recorder()
-    rec.upstream_error(WORKER, UpstreamErrorKind.STATUS_5XX)
-    rec.retried(RetryReason.STATUS_5XX)
+    record = RequestRecord("req-1", SlaClass.BALANCED, pool="low_latency", worker="ll-1")
+    failed = observation(StreamOutcome.RETRIED)
     done = observation(predicted_ttfp_s=0.15, predicted_rtf=0.25)
-    rec.stream_done(done)
+    record.attempts.errors.append((LL, UpstreamErrorKind.STATUS_5XX))
+    record.attempts.retries.append(RetryReason.STATUS_5XX)
+    record.attempts.streams.extend([failed, done])
+    rec.request_done(record, 200)
     assert value(rec, "higgs_gateway_upstream_errors_total", pool="low_latency", kind="status_5xx") == 1
     assert value(rec, "higgs_gateway_retries_total", reason="status_5xx") == 1
     assert value(rec, "higgs_gateway_prediction_ratio_sum", pool="low_latency", quantity="ttfp") == pytest.approx(2.0)
     assert value(rec, "higgs_gateway_prediction_ratio_sum", pool="low_latency", quantity="rtf") == pytest.approx(2.0)
-    assert observers.seen == [done]  # the performance model hears every attempt
+    assert observers.seen == [failed, done]  # the performance model hears every attempt, in order
 
 
 def test_only_a_completed_stream_is_compared_with_its_prediction() -> None:
     rec, observers = recorder()
+    record = RequestRecord("req-1")
     cut = observation(StreamOutcome.CUT, predicted_ttfp_s=0.15, predicted_rtf=0.25)
-    rec.stream_done(cut)
+    record.attempts.streams.append(cut)
+    rec.request_done(record, 502)
     assert value(rec, "higgs_gateway_prediction_ratio_count", pool="low_latency", quantity="ttfp") == 0
     assert observers.seen == [cut]
 

@@ -46,7 +46,7 @@ class Gateway:
         self.fleet, admission = ready_fleet(tmp_path)
         self.transport = transport
         self.recorder = Recorder(GatewayMetrics(), AccessLog(enabled=False))
-        relay = Relay(transport, self.fleet.health, admission, config.upstream, self.recorder)
+        relay = Relay(transport, self.fleet.health, admission, config.upstream)
         pipeline = SpeechPipeline(
             auth=ApiKeyGate(ApiKeyAuth(config.auth), config.auth.open_listings, self.recorder),
             admission=admission,

@@ -48,7 +48,9 @@ async def test_lease_released_exactly_once(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
     await ready_worker(fleet)
     wakeups: list[int] = []
-    fleet.events.on_capacity_change(lambda: wakeups.append(1))
+    recounts: list[int] = []
+    fleet.events.on_slot_freed(lambda: wakeups.append(1))
+    fleet.events.on_capacity_change(lambda: recounts.append(1))
     lease = fleet.leases.lease("low_latency-0")
     worker = fleet.members.get("low_latency-0")
     assert worker is not None and worker.inflight == 1
@@ -56,6 +58,7 @@ async def test_lease_released_exactly_once(tmp_path: Path) -> None:
     lease.release()
     assert worker.inflight == 0
     assert len(wakeups) == 1
+    assert recounts == []  # a freed slot changes no worker's state: pool availability need not recount
 
 
 async def test_prepare_hook_gates_readiness(tmp_path: Path) -> None:

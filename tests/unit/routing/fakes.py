@@ -60,6 +60,9 @@ class FakeFleet:
     def snapshot(self) -> LoadView:
         return LoadView(tuple(self.workers.values()))
 
+    def any_routable(self) -> bool:
+        return any(w.routable for w in self.workers.values())
+
     def reserve(self, worker_id: str) -> FakeSlot:
         """Admission's ``reserve``: the slot is counted the moment it is taken."""
         worker = self.workers[worker_id]
@@ -92,22 +95,6 @@ class FakeSlot:
         self.done = True
         self.fleet.released += 1
         self.fleet.release(self.worker_id)
-
-
-@dataclass
-class RecordingObserver:
-    waits: list[tuple[str, float]] = field(default_factory=list)
-    rejected: list[tuple[str, str]] = field(default_factory=list)
-    decisions: list[tuple[str, str]] = field(default_factory=list)
-
-    def on_wait(self, sla_class: SlaClass, seconds: float) -> None:
-        self.waits.append((sla_class.value, seconds))
-
-    def on_rejected(self, sla_class: SlaClass, reason: str) -> None:
-        self.rejected.append((sla_class.value, reason))
-
-    def on_decision(self, sla_class: SlaClass, decision: Decision) -> None:
-        self.decisions.append((sla_class.value, decision.reason))
 
 
 def scaled(curve: Curve, step_factor: float, ttfp_factor: float) -> Curve:

@@ -13,24 +13,20 @@ from gateway.routing.policy import create_policy
 from gateway.types import reasons as r
 from gateway.types.decision import Decision
 from gateway.types.view import RequestInfo
-from tests.unit.routing.fakes import FakeClock, FakeFleet, RecordingObserver, ht, ll, req, thresholds
+from tests.unit.routing.fakes import FakeClock, FakeFleet, ht, ll, req, thresholds
 from tests.support.deadline import within
 
 
-def make(
-    fleet: FakeFleet, clock: Any = None, knobs: dict | None = None, policy: str = "rules", **config: Any
-) -> tuple[Admission, RecordingObserver]:
-    observer = RecordingObserver()
-    admission = Admission(
+def make(fleet: FakeFleet, clock: Any = None, knobs: dict | None = None, policy: str = "rules", **config: Any) -> Admission:
+    return Admission(
         AdmissionConfig(**config),
         create_policy(policy),  # type: ignore[arg-type]
         lambda: thresholds(**(knobs or {})),
         fleet.snapshot,
         fleet.reserve,
+        fleet.any_routable,
         clock=clock or FakeClock(),
-        observer=observer,
     )
-    return admission, observer
 
 
 async def settle() -> None:
@@ -63,7 +59,7 @@ async def free_one(admission: Admission, fleet: FakeFleet, worker_id: str = "ll-
 
 async def test_fast_path_returns_without_suspending() -> None:
     fleet = FakeFleet.of(ll("ll-a"), ht("ht-a"))
-    admission, observer = make(fleet)
+    admission = make(fleet)
     coro = admission.admit(req("latency"))
     with pytest.raises(StopIteration) as done:
         coro.send(None)
@@ -71,14 +67,13 @@ async def test_fast_path_returns_without_suspending() -> None:
     decision = reservation.decision
     assert (decision.worker_id, decision.reason) == ("ll-a", r.LL_SLOT_FREE)
     assert fleet.inflight("ll-a") == 1 and fleet.taken == 1  # held before admit returned
-    assert observer.waits == [("latency", 0.0)]
-    assert observer.decisions == [("latency", r.LL_SLOT_FREE)]
+    assert reservation.waited_s == 0.0  # the fast path never queues
     assert admission.queue_depths() == {sla: 0 for sla in admission.queue_depths()}
 
 
 async def test_serves_latency_then_balanced_then_throughput_fifo_within_class() -> None:
     fleet = one_slot_fleet()
-    admission, observer = make(fleet, knobs={"reserve_for_latency": 0})
+    admission = make(fleet, knobs={"reserve_for_latency": 0})
     served: list = []
     arrivals = ["throughput", "balanced", "latency", "balanced", "latency"]
     tasks = [client(admission, fleet, req(sla, ttfp_ms=10_000 + i), served) for i, sla in enumerate(arrivals)]
@@ -93,13 +88,13 @@ async def test_serves_latency_then_balanced_then_throughput_fifo_within_class() 
     ]  # fmt: skip
     assert served[0][2] == r.LL_SLOT_FREE and served[-1][2] == r.NO_HT_WORKERS
     assert admission.queue_depths() == {"latency": 0, "balanced": 0, "throughput": 0}
-    assert len(observer.decisions) == len(arrivals)
+    assert len(served) == len(arrivals)
 
 
 @pytest.mark.parametrize(("queued_for_s", "first"), [(4.9, "balanced"), (5.0, "throughput")])
 async def test_throughput_promoted_after_promote_after_s(queued_for_s: float, first: str) -> None:
     fleet, clock = one_slot_fleet(), FakeClock()
-    admission, _ = make(fleet, clock, knobs={"reserve_for_latency": 0}, promote_after_s=5.0)
+    admission = make(fleet, clock, knobs={"reserve_for_latency": 0}, promote_after_s=5.0)
     served: list = []
     tasks = [client(admission, fleet, req("throughput"), served)]
     await settle()
@@ -115,20 +110,20 @@ async def test_throughput_promoted_after_promote_after_s(queued_for_s: float, fi
 
 async def test_queue_full_is_429() -> None:
     fleet = one_slot_fleet()
-    admission, observer = make(fleet, queue_size={"latency": 1}, retry_after_s=3)
+    admission = make(fleet, queue_size={"latency": 1}, retry_after_s=3)
     waiting = client(admission, fleet, req("latency"), [])
     await settle()
     with pytest.raises(AdmissionRejected) as rejected:
         await admission.admit(req("latency"))
     assert (rejected.value.status, rejected.value.reason, rejected.value.retry_after_s) == (429, r.QUEUE_FULL, 3)
-    assert observer.rejected == [("latency", r.QUEUE_FULL)]
+    assert (rejected.value.sla_class, rejected.value.waited_s) == ("latency", None)  # refused on arrival
     waiting.cancel()
     await settle()
 
 
 async def test_no_slot_in_time_is_503_wait_timeout() -> None:
     fleet, clock = FakeFleet.of(ll("ll-a", load=4), ht("ht-a", load=64)), FakeClock()
-    admission, observer = make(fleet, clock)
+    admission = make(fleet, clock)
     task = client(admission, fleet, req("balanced"), [])
     await settle()
     clock.advance(29.9)
@@ -142,12 +137,12 @@ async def test_no_slot_in_time_is_503_wait_timeout() -> None:
         task.result()
     assert (rejected.value.status, rejected.value.reason) == (503, r.WAIT_TIMEOUT)
     assert admission.queue_depths()["balanced"] == 0
-    assert observer.waits == [("balanced", pytest.approx(30.0))]
+    assert rejected.value.waited_s == pytest.approx(30.0)  # the refusal carries its wait to the recorder
 
 
 async def test_latency_spills_once_its_ttfp_budget_is_spent() -> None:
     fleet, clock = FakeFleet.of(ll("ll-a", load=4), ht("ht-a")), FakeClock()
-    admission, _ = make(fleet, clock)
+    admission = make(fleet, clock)
     task = client(admission, fleet, req("latency", ttfp_ms=1000), [])  # 50% of 1 s may queue
     await settle()
     clock.advance(0.4)
@@ -163,21 +158,21 @@ async def test_latency_spills_once_its_ttfp_budget_is_spent() -> None:
 async def test_latency_spills_on_its_own_timer() -> None:
     """No capacity change at all: the waiter wakes itself when its budget is spent (real clock)."""
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
-    admission, _ = make(fleet, clock=asyncio.get_running_loop().time, knobs={"latency_queue_budget_ms": 5})
+    admission = make(fleet, clock=asyncio.get_running_loop().time, knobs={"latency_queue_budget_ms": 5})
     reservation = await within(10, admission.admit(req("latency")))
     assert reservation.decision.reason == r.SPILL_LL_FULL
 
 
 async def test_latency_with_zero_budget_spills_at_once() -> None:
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
-    admission, _ = make(fleet)
+    admission = make(fleet)
     reservation = await admission.admit(req("latency", ttfp_ms=0))
     assert reservation.decision.reason == r.SPILL_LL_FULL
 
 
 async def test_latency_keeps_waiting_after_budget_until_deadline() -> None:
     fleet, clock = FakeFleet.of(ll("ll-a", load=4), ht("ht-a", load=64)), FakeClock()
-    admission, _ = make(fleet, clock)
+    admission = make(fleet, clock)
     task = client(admission, fleet, req("latency"), [])
     await settle()
     clock.advance(1.0)  # budget (150 ms) spent, still nothing free
@@ -191,16 +186,16 @@ async def test_latency_keeps_waiting_after_budget_until_deadline() -> None:
 
 
 async def test_no_workers_at_the_door_is_503() -> None:
-    admission, observer = make(FakeFleet.of(ll("ll-a", routable=False)))
+    admission = make(FakeFleet.of(ll("ll-a", routable=False)))
     with pytest.raises(AdmissionRejected) as rejected:
         await admission.admit(req())
     assert (rejected.value.status, rejected.value.reason) == (503, r.NO_WORKERS)
-    assert observer.rejected == [("balanced", r.NO_WORKERS)]
+    assert rejected.value.sla_class == "balanced"
 
 
 async def test_queued_requests_rejected_when_every_worker_goes() -> None:
     fleet = one_slot_fleet()
-    admission, _ = make(fleet)
+    admission = make(fleet)
     task = client(admission, fleet, req(), [])
     await settle()
     fleet.set("ll-a", routable=False)
@@ -211,7 +206,7 @@ async def test_queued_requests_rejected_when_every_worker_goes() -> None:
 
 async def test_cancelled_waiter_leaves_no_trace() -> None:
     fleet = one_slot_fleet()
-    admission, observer = make(fleet)
+    admission = make(fleet)
     task = client(admission, fleet, req("throughput"), [])
     await settle()
     assert admission.queue_depths()["throughput"] == 1
@@ -225,7 +220,7 @@ async def test_cancelled_waiter_leaves_no_trace() -> None:
 
 async def test_slot_handed_to_a_cancelled_waiter_goes_to_the_next() -> None:
     fleet = one_slot_fleet()
-    admission, _ = make(fleet)
+    admission = make(fleet)
     served: list = []
     first = client(admission, fleet, req(), served)
     await settle()
@@ -244,7 +239,7 @@ async def test_slot_handed_to_a_cancelled_waiter_goes_to_the_next() -> None:
 
 async def test_one_free_slot_is_never_handed_out_twice() -> None:
     fleet = one_slot_fleet()
-    admission, _ = make(fleet)
+    admission = make(fleet)
     served: list = []
     tasks = [client(admission, fleet, req(), served) for _ in range(2)]
     await settle()
@@ -261,7 +256,7 @@ async def test_one_free_slot_is_never_handed_out_twice() -> None:
 
 async def test_fresh_request_cannot_take_a_slot_already_handed_out() -> None:
     fleet = one_slot_fleet()
-    admission, _ = make(fleet)
+    admission = make(fleet)
     served: list = []
     waiting = client(admission, fleet, req(), served)
     await settle()
@@ -279,7 +274,7 @@ async def test_fresh_request_cannot_take_a_slot_already_handed_out() -> None:
 
 async def test_close_rejects_waiters_and_newcomers() -> None:
     fleet = one_slot_fleet()
-    admission, _ = make(fleet)
+    admission = make(fleet)
     tasks = [client(admission, fleet, req(sla), []) for sla in ("latency", "throughput")]
     await settle()
     admission.close()
@@ -293,7 +288,7 @@ async def test_close_rejects_waiters_and_newcomers() -> None:
 
 async def test_set_policy_reevaluates_waiters() -> None:
     fleet = FakeFleet.of(ll("ll-a", load=4), ht("ht-a"))
-    admission, _ = make(fleet)
+    admission = make(fleet)
     task = client(admission, fleet, req("latency"), [])
     await settle()
     assert not task.done()
@@ -308,7 +303,7 @@ async def test_admission_returns_the_slot_held_and_its_owner_releases_it_once() 
     from gateway.types.reservation import Reservation
 
     fleet = FakeFleet.of(ll("ll-a", slots=1), ht("ht-a", slots=1))
-    admission, _ = make(fleet, knobs={"reserve_for_latency": 0})
+    admission = make(fleet, knobs={"reserve_for_latency": 0})
     first = await admission.admit(req())
     assert isinstance(first, Reservation) and fleet.inflight(first.worker_id) == 1
     second = await admission.admit(req())
@@ -325,3 +320,15 @@ async def test_admission_returns_the_slot_held_and_its_owner_releases_it_once() 
     third.release()
     assert fleet.taken == fleet.released == 3
     assert all(w.inflight == 0 for w in fleet.workers.values())
+
+
+async def test_a_served_waiter_carries_its_wait_in_the_reservation() -> None:
+    fleet, clock = one_slot_fleet(), FakeClock()
+    admission = make(fleet, clock)
+    task = asyncio.ensure_future(admission.admit(req()))
+    await settle()
+    clock.advance(0.5)
+    await free_one(admission, fleet)
+    reservation = await task
+    assert reservation.waited_s == pytest.approx(0.5)
+    reservation.release()

@@ -126,8 +126,8 @@ async def test_admission_counts_latency_arrivals_and_the_refit_publishes_the_res
     performance.track(workers.snapshot())
     admission = Admission(
         AdmissionConfig(), create_policy("adaptive"), thresholds,
-        lambda: routing_view(workers.snapshot(), performance.snapshot(), thresholds()), workers.reserve, clock=clock,
-        demand=demand,
+        lambda: routing_view(workers.snapshot(), performance.snapshot(), thresholds()), workers.reserve,
+        workers.any_routable, clock=clock, demand=demand,
     )  # fmt: skip
     for _ in range(20):
         clock.advance(1.0)

@@ -23,10 +23,12 @@ from gateway.sessions.voice import SessionVoices
 from gateway.types import SPEECH_PATH
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
+from gateway.types import SlaClass
+from gateway.types.observations import AttemptLog, StreamOutcome
 from gateway.worker_payload import WorkerPayloads
 from tests.support.deadline import within
 from tests.unit.sessions.fakes import NullSessionObserver
-from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, RecordingObserver, ready_fleet
+from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, ready_fleet
 
 PCM = b"\x01\x00" * 960  # 40 ms
 CONFIG = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
@@ -109,15 +111,26 @@ class FakeSocket:
             await self.changed.wait()
 
 
+class Records:
+    """The recorder's ``upstream_done``: each ended sentence's routing, as the recorder gets it."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[SlaClass, float | None, str | None, AttemptLog]] = []
+
+    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None:
+        self.done.append((sla, queue_wait_s, rejected, log))
+
+
 class Rig:
     def __init__(self, tmp_path: Path) -> None:
         config = load_config(overrides={"data_dir": str(tmp_path)})
         self.fleet, self.admission = ready_fleet(tmp_path)
         self.transport = GatedTransport()
-        relay = Relay(self.transport, self.fleet.health, self.admission, config.upstream, RecordingObserver())  # type: ignore[arg-type]
+        relay = Relay(self.transport, self.fleet.health, self.admission, config.upstream)  # type: ignore[arg-type]
+        self.records = Records()
         self.socket = FakeSocket()
         outbox = Outbox(self.socket)
-        self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time), open_encoder, NullSessionObserver())
+        self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time, self.records), open_encoder, NullSessionObserver())
         payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
         voices = SessionVoices(payloads, new_seed=lambda: 42)
         self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, 5.0, 1000), asyncio.get_running_loop().time, NullSessionObserver())
@@ -165,6 +178,11 @@ async def test_sentence_two_is_synthesized_while_one_streams_and_audio_stays_in_
     rig.socket.client_sends({"type": "session.close"})
     assert await run is SessionEnd.CLOSED
     assert rig.socket.closed_with == 1000 and rig.inflight() == 0
+    # Each sentence recorded once, when it ended: its placement and its stream.
+    recorded = sorted((log.decisions[0].worker_id, [o.outcome for o in log.streams]) for _, _, _, log in rig.records.done)
+    first_worker = {LL_URL: "ll-0", LL2_URL: "ll-1"}[first_url]
+    assert recorded == sorted([("ht-0", [StreamOutcome.COMPLETED]), (first_worker, [StreamOutcome.COMPLETED])])
+    assert all(waited is not None and rejected is None for _, waited, rejected, _ in rig.records.done)
 
 
 async def test_barge_in_cancels_every_request_at_once_and_the_session_goes_on(tmp_path: Path) -> None:

@@ -11,15 +11,14 @@ from typing import Any
 from gateway.config import load_config
 from gateway.pools.fleet import Fleet
 from gateway.pools.specs import load_pool_profiles, pool_specs
-from gateway.pools.worker import Worker
 from gateway.routing.admission import Admission
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
 from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, WorkerState
-from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
-from gateway.types.observations import StreamObservation
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.observations import AttemptLog
 from gateway.upstream.errors import UpstreamError
 
 HANG = object()  # a chunk list item: wait forever (until cancelled)
@@ -75,20 +74,12 @@ class FakeTransport:
         pass
 
 
-@dataclass
-class RecordingObserver:
-    errors: list[tuple[str, str]] = field(default_factory=list)
-    retries: list[str] = field(default_factory=list)
-    streams: list[StreamObservation] = field(default_factory=list)
+class RecordingLog(AttemptLog):
+    """The relay's attempt log, with the failures spelled as the tests compare them."""
 
-    def upstream_error(self, worker: Worker, kind: UpstreamErrorKind) -> None:
-        self.errors.append((worker.worker_id, kind.value))
-
-    def retried(self, reason: RetryReason) -> None:
-        self.retries.append(reason.value)
-
-    def stream_done(self, observation: StreamObservation) -> None:
-        self.streams.append(observation)
+    @property
+    def error_kinds(self) -> list[tuple[str, str]]:
+        return [(pool.value, kind.value) for pool, kind in self.errors]
 
 
 LL_URL = "http://ll-0.test"
@@ -121,8 +112,10 @@ def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str,
         thresholds=lambda: config.routing.thresholds,
         snapshot=RoutingSnapshot(fleet.view.snapshot, PerformanceModel(priors=pool_priors(load_pool_profiles(config))), lambda: config.routing.thresholds),
         reserve=fleet.leases.lease,
+        any_routable=fleet.view.any_routable,
         clock=lambda: 100.0,
     )
+    fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)
     return fleet, admission
 

@@ -58,13 +58,19 @@ async def test_httpx_transport_streams_and_names_each_failure() -> None:
 
 # ---- aiohttp response wrapper over a fake aiohttp response -------------------------------
 class _FakeContent:
+    """aiohttp's StreamReader as the wrapper reads it: ``readany`` until b"" (the end)."""
+
     def __init__(self, error: Exception | None) -> None:
         self._error = error
+        self._sent = False
 
-    async def iter_any(self) -> Any:
-        yield b"\x01\x02"
+    async def readany(self) -> bytes:
+        if not self._sent:
+            self._sent = True
+            return b"\x01\x02"
         if self._error is not None:
             raise self._error
+        return b""
 
 
 class _FakeAiohttpResponse:
@@ -97,11 +103,16 @@ async def test_aiohttp_stream_failures_are_declared_kinds(error: Exception, kind
     assert fake.closed  # close(), not release(): the worker must see the disconnect
 
 
+async def test_an_aiohttp_stream_ends_at_its_empty_read() -> None:
+    response = _AiohttpResponse(_FakeAiohttpResponse())  # type: ignore[arg-type]
+    assert [chunk async for chunk in response.chunks()] == [b"\x01\x02"]
+
+
 # ---- lease -------------------------------------------------------------------------------
 async def test_a_lease_goes_down_exactly_once(tmp_path: Path) -> None:
     fleet, admission = ready_fleet(tmp_path)
     woken: list[int] = []
-    fleet.events.on_capacity_change(lambda: woken.append(1))
+    fleet.events.on_slot_freed(lambda: woken.append(1))
     lease = fleet.leases.lease("ll-0")
     assert fleet.members.get("ll-0").inflight == 1
     lease.release()

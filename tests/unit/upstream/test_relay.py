@@ -19,7 +19,7 @@ from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.relay import Relay
-from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingObserver, cut, ready_fleet
+from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingLog, cut, ready_fleet
 
 PAYLOAD: dict[str, Any] = {"model": "m", "input": "hi"}
 INFO = RequestInfo(SlaClass.BALANCED, None, 2)
@@ -27,11 +27,11 @@ TO_LL0 = Decision(Action.ROUTE, "balanced_under_threshold", PoolName.LOW_LATENCY
 AUDIO = b"\x01\x00" * 100
 
 
-def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) -> tuple[Relay, FakeTransport, RecordingObserver, Any]:
+def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) -> tuple[Relay, FakeTransport, RecordingLog, Any]:
     fleet, admission = ready_fleet(tmp_path, upstream=upstream)
     transport = FakeTransport(script)
-    observer = RecordingObserver()
-    return Relay(transport, fleet.health, admission, UpstreamConfig(**upstream), observer), transport, observer, fleet
+    observer = RecordingLog()
+    return Relay(transport, fleet.health, admission, UpstreamConfig(**upstream)), transport, observer, fleet
 
 
 def on_ll0(fleet: Any) -> Reservation[Lease]:
@@ -45,7 +45,7 @@ def inflight(fleet: Any) -> dict[str, int]:
 
 async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [b"", AUDIO, AUDIO])]})
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert stream.first_chunk == AUDIO and stream.attempts == 1
     assert inflight(fleet) == {"ll-0": 1, "ll-1": 0, "ht-0": 0}
     assert stream.rest is not None
@@ -76,14 +76,16 @@ async def test_failures_before_the_first_byte_retry_on_another_worker_of_the_sam
     relay, transport, observer, fleet = relay_over(
         tmp_path, {LL_URL: [first_answer], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert transport.calls == [LL_URL, LL2_URL]
     assert stream.worker.worker_id == "ll-1" and stream.attempts == 2
     assert stream.decision.reason == "retry_other_worker"
-    assert observer.errors == [("ll-0", kind)]
+    assert observer.error_kinds == [("low_latency", kind)]
     assert observer.retries == [reason]  # a cut or empty stream is not counted as a 5xx
     assert inflight(fleet) == {"ll-0": 0, "ll-1": 1, "ht-0": 0}
     assert [s.outcome for s in observer.streams] == [StreamOutcome.RETRIED]
+    # Both placements are logged for the recorder: the first, then admission's retry.
+    assert [(d.worker_id, d.reason) for d in observer.decisions] == [("ll-0", TO_LL0.reason), ("ll-1", "retry_other_worker")]
     assert all(r.closed for r in transport.responses[:-1])
     await stream.close(StreamOutcome.COMPLETED)
     assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
@@ -93,9 +95,9 @@ async def test_a_first_byte_timeout_is_retried_and_reported(tmp_path: Path) -> N
     relay, _, observer, fleet = relay_over(
         tmp_path, {LL_URL: [HANG], LL2_URL: [FakeResponse(200, [AUDIO])]}, first_byte_timeout_s=0.01
     )
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert stream.worker.worker_id == "ll-1"
-    assert observer.errors == [("ll-0", "first_byte_timeout")] and observer.retries == ["first_byte_timeout"]
+    assert observer.error_kinds == [("low_latency", "first_byte_timeout")] and observer.retries == ["first_byte_timeout"]
     await stream.close(StreamOutcome.COMPLETED)
 
 
@@ -113,7 +115,7 @@ async def test_when_every_attempt_fails_the_client_gets_one_error_and_no_lease_i
 ) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [answer]}, retries=0)
     with pytest.raises(GatewayError) as caught:
-        await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert (caught.value.status, caught.value.code) == (status, code)
     assert observer.retries == []
     assert [s.outcome for s in observer.streams] == [StreamOutcome.ERROR]
@@ -124,11 +126,11 @@ async def test_a_worker_4xx_is_the_clients_error_and_never_retried(tmp_path: Pat
     body = b'{"error": {"message": "seed 12 is not allowed here", "param": "seed"}}'
     relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(400, body=body)]})
     with pytest.raises(GatewayError) as caught:
-        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "seed": 12})
+        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "seed": 12}, observer)
     assert (caught.value.status, caught.value.param, caught.value.code) == (400, "seed", "rejected_by_worker")
     assert "not allowed here" not in caught.value.message, "the worker's words stay in the log"
     assert "not allowed here" in (caught.value.log_detail or "") and "ll-0" in (caught.value.log_detail or "")
-    assert transport.calls == [LL_URL] and observer.errors == [("ll-0", "status_4xx")]
+    assert transport.calls == [LL_URL] and observer.error_kinds == [("low_latency", "status_4xx")]
     worker = fleet.members.get("ll-0")
     assert worker.consecutive_failures == 0 and worker.last_error is None  # the request's, not the worker's
 
@@ -139,19 +141,19 @@ async def test_a_worker_that_lost_a_registered_voice_is_retried_elsewhere_and_pr
     relay, transport, observer, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(400, body=body)], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert transport.calls == [LL_URL, LL2_URL] and stream.worker.worker_id == "ll-1"
-    assert observer.errors == [("ll-0", "voice_missing")] and observer.retries == ["voice_missing"]
+    assert observer.error_kinds == [("low_latency", "voice_missing")] and observer.retries == ["voice_missing"]
     lost = fleet.members.get("ll-0")
     assert not lost.routable and lost.restarts == 1  # unroutable until its voices are replayed
     await stream.close(StreamOutcome.COMPLETED)
 
 
 async def test_503_never_counts_toward_ejection_and_502_does(tmp_path: Path) -> None:
-    relay, _, _, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(503), FakeResponse(502)]}, retries=0)
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(503), FakeResponse(502)]}, retries=0)
     for _ in range(2):
         with pytest.raises(GatewayError):
-            await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+            await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert fleet.members.get("ll-0").consecutive_failures == 1
 
 
@@ -162,7 +164,7 @@ async def test_a_500_counts_against_the_worker_once_another_worker_served_the_re
     relay, _, observer, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(500, body=GENERATION_FAILED)], LL2_URL: [FakeResponse(200, [AUDIO])]}
     )
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert stream.worker.worker_id == "ll-1" and observer.retries == ["status_5xx"]
     assert fleet.members.get("ll-0").consecutive_failures == 1, "the request was fine: the 500 was the worker's"
     assert any("something odd" in line for line in stream.hidden_failures)
@@ -170,9 +172,9 @@ async def test_a_500_counts_against_the_worker_once_another_worker_served_the_re
 
 
 async def test_a_500_nothing_else_could_settle_counts_against_nobody(tmp_path: Path) -> None:
-    relay, _, _, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(500, body=GENERATION_FAILED)]}, retries=0)
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(500, body=GENERATION_FAILED)]}, retries=0)
     with pytest.raises(GatewayError) as caught:
-        await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert (caught.value.status, caught.value.code) == (502, "upstream_error")
     assert fleet.members.get("ll-0").consecutive_failures == 0
 
@@ -193,7 +195,7 @@ async def test_the_same_failure_on_a_second_worker_is_the_requests_and_ejects_no
     payload = {**PAYLOAD, "max_new_tokens": 9}
     for _ in range(3):  # as many as would eject a worker whose fault it was
         with pytest.raises(GatewayError) as caught:
-            await relay.open(on_ll0(fleet), INFO, payload)
+            await relay.open(on_ll0(fleet), INFO, payload, observer)
         error = caught.value
         assert (error.status, error.code, error.param, error.type) == (400, code, param, "invalid_request_error")
         assert "ll-0" not in error.message and "something odd" not in error.message
@@ -209,17 +211,17 @@ async def test_a_reference_url_the_worker_could_not_fetch_is_a_400_at_once(tmp_p
     said = b'{"error": {"message": "Speech generation failed: Cannot connect to host clips.example:443 ssl:default", "code": 500}}'
     relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(500, body=said)]})
     with pytest.raises(GatewayError) as caught:
-        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "ref_audio": "https://clips.example/a.wav"})
+        await relay.open(on_ll0(fleet), INFO, {**PAYLOAD, "ref_audio": "https://clips.example/a.wav"}, observer)
     error = caught.value
     assert (error.status, error.param, error.code) == (400, "ref_audio", "ref_audio_unreachable")
     assert transport.calls == [LL_URL] and observer.retries == [], "not retried: another worker would fail alike"
-    assert observer.errors == [("ll-0", "request_fault")]
+    assert observer.error_kinds == [("low_latency", "request_fault")]
     assert fleet.members.get("ll-0").consecutive_failures == 0 and fleet.members.get("ll-0").last_error is None
 
 
 async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [HANG])]})
-    task = asyncio.ensure_future(relay.open(on_ll0(fleet), INFO, PAYLOAD))
+    task = asyncio.ensure_future(relay.open(on_ll0(fleet), INFO, PAYLOAD, observer))
     for _ in range(5):
         await asyncio.sleep(0)
     assert inflight(fleet)["ll-0"] == 1
@@ -231,23 +233,23 @@ async def test_cancelling_while_waiting_for_the_worker_releases_the_lease(tmp_pa
 
 
 async def test_a_retry_never_goes_back_to_a_tried_worker(tmp_path: Path) -> None:
-    relay, transport, _, fleet = relay_over(
+    relay, transport, observer, fleet = relay_over(
         tmp_path, {LL_URL: [FakeResponse(502)], LL2_URL: [FakeResponse(502)], HT_URL: [FakeResponse(200, [AUDIO])]}, retries=2
     )
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert transport.calls == [LL_URL, LL2_URL, HT_URL] and stream.attempts == 3
     await stream.close(StreamOutcome.COMPLETED)
 
 
 async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [AUDIO, cut()])]})
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert stream.rest is not None
     with pytest.raises(UpstreamError) as caught:
         await anext(stream.rest)
     assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
     await stream.close(StreamOutcome.CUT)
-    assert observer.errors == [("ll-0", "stream_error")] and observer.retries == []
+    assert observer.error_kinds == [("low_latency", "stream_error")] and observer.retries == []
     assert fleet.members.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
 
 
@@ -255,7 +257,7 @@ async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: P
     second = b"\x00" * 48000  # 25 frames: one second of audio, 25 decode steps
     chunks = [b"\x00" * 1920, second[:30000], second[30000:], second, b"\x00" * 10]
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD)
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert stream.rest is not None
     async for chunk in stream.rest:
         stream.received(chunk)
