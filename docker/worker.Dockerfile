@@ -11,9 +11,10 @@
 #
 # The devel variant on purpose: FlashInfer JIT-compiles attention kernels with nvcc and
 # Triton builds its launcher with gcc against Python.h at run time. Match the CUDA major
-# version to the one the vllm wheel is built for. Pinned by exact tag and by the digest of
+# version to the one the vllm wheel is built for (vllm 0.30.0 takes torch 2.13 with CUDA 13.0
+# libraries: docker/worker-constraints.txt). Pinned by exact tag and by the digest of
 # its multi-architecture index (refresh both at release: docs/deploy.md, "Pinned images").
-ARG CUDA_IMAGE=nvidia/cuda:12.9.1-devel-ubuntu24.04@sha256:020bc241a628776338f4d4053fed4c38f6f7f3d7eb5919fecb8de313bb8ba47c
+ARG CUDA_IMAGE=nvidia/cuda:13.0.2-devel-ubuntu24.04@sha256:5dc1bca23d05bd37b011be68ec470c03b403a5da07ec3a86e41af9470e9d0cc6
 FROM ${CUDA_IMAGE}
 
 ENV DEBIAN_FRONTEND=noninteractive \
