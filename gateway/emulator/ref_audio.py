@@ -17,8 +17,9 @@ prompt (``serving_speech.py`` ``_resolve_ref_audio_array``; vllm 0.30.0
 * any other scheme: ``ValueError`` "The URL must be either a HTTP, data or file URL." (400).
 
 Then the clip must be 1-30 s (``_finalize_fetched_ref_audio``: a ``ValueError``, 400).
-Like every other wait the emulator models, the fetch's timeouts and back-off are
-multiplied by ``--time-scale``.
+The back-off between tries is multiplied by ``--time-scale`` like every other wait the
+emulator models; the fetch's own timeout is not: it bounds real network time, which a faster
+emulated GPU does not shorten (scaled, a local fetch on a busy machine timed out at 10 ms).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class RefAudioResolver:
         tries = max(self._settings.max_retries, 1)
         for number in range(tries):
             try:
-                return await attempt(self._settings.timeout_s * BACKOFF_FACTOR**number * self._scale)
+                return await attempt(self._settings.timeout_s * BACKOFF_FACTOR**number)
             except Exception as exc:
                 if not _retryable(exc) or number + 1 >= tries:
                     raise
