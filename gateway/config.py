@@ -29,6 +29,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from gateway.deploy_profile import deep_merge
 from gateway.host_rules import parse_host_rule
 from gateway.types import PoolName, SlaClass
+from gateway.types.codec import MIN_AUDIO_TOKENS
 
 DEFAULT_MODEL = "bosonai/higgs-audio-v3-tts-4b"
 ENV_PREFIX = "HIGGS_GATEWAY_"
@@ -79,7 +80,8 @@ class WarmupConfig(Strict):
 
     enabled: bool = True
     text: str = "Warming up the speech engine before real traffic arrives."
-    max_new_tokens: int = Field(50, gt=0)
+    # At least MIN_AUDIO_TOKENS: a smaller budget gives no audio, so the warm-up would warm nothing.
+    max_new_tokens: int = Field(50, ge=MIN_AUDIO_TOKENS)
     # Concurrent bursts at each size, so lazily captured graphs exist before users come.
     # None = the pool's default: [1] for low-latency, [1, 2, 4, 8, 16, 32, 64] for high-throughput
     # (clipped to the profile's max_num_seqs).

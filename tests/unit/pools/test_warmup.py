@@ -7,10 +7,12 @@ import json
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from gateway.config import WarmupConfig
 from gateway.pools.warmup import batch_sizes_for, default_batch_sizes, warm_up
 from gateway.types import PoolName
+from gateway.types.codec import MIN_AUDIO_TOKENS
 
 
 class FakeWorker:
@@ -107,3 +109,10 @@ def test_default_batch_sizes(pool: PoolName, max_num_seqs: int, sizes: list[int]
 def test_configured_sizes_win() -> None:
     assert batch_sizes_for(PoolName.HIGH_THROUGHPUT, WarmupConfig(batch_sizes=[3, 5]), 64) == [3, 5]
     assert batch_sizes_for(PoolName.HIGH_THROUGHPUT, WarmupConfig(), 8) == [1, 2, 4, 8]
+
+
+def test_a_warm_up_budget_too_small_for_any_audio_is_refused() -> None:
+    # Below MIN_AUDIO_TOKENS a worker answers an empty 200: the warm-up would capture nothing.
+    with pytest.raises(ValidationError, match="max_new_tokens"):
+        WarmupConfig(max_new_tokens=MIN_AUDIO_TOKENS - 1)
+    assert WarmupConfig(max_new_tokens=MIN_AUDIO_TOKENS).max_new_tokens == MIN_AUDIO_TOKENS
