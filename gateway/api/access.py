@@ -51,23 +51,25 @@ class ApiKeyGate:
         ``StateUnavailable`` 503 when a fleet-wide limit cannot be checked, failing closed)."""
         if listing and self._open_listings:
             return None
-        key = await self._spend(headers.get("authorization"), sla_class_or_default(headers))
+        sla = sla_class_or_default(headers)
+        key = await self._spend(headers.get("authorization"), sla)
         if key is not None:
-            self._recorder.key_checked(key, KeyResult.ADMITTED, sla_class_or_default(headers))
+            self._recorder.key_checked(key, KeyResult.ADMITTED, sla)
         return key
 
     async def open_speech(self, headers: Headers) -> KeyStream:
         """``check`` for a speech request, which also takes one of the key's concurrent
         streams until the returned hold is closed (429 when its tier has none free)."""
-        key = await self._spend(headers.get("authorization"), sla_class_or_default(headers))
+        sla = sla_class_or_default(headers)
+        key = await self._spend(headers.get("authorization"), sla)
         slot = None
         if key is not None:
             try:
                 slot = await self._keys.open_stream(key)
             except AuthError:
-                self._recorder.key_checked(key, KeyResult.STREAM_LIMITED, sla_class_or_default(headers))
+                self._recorder.key_checked(key, KeyResult.STREAM_LIMITED, sla)
                 raise
-            self._recorder.key_checked(key, KeyResult.ADMITTED, sla_class_or_default(headers))
+            self._recorder.key_checked(key, KeyResult.ADMITTED, sla)
         return KeyStream(key, slot, self._recorder)
 
     async def open_session(self, authorization: str | None) -> KeySession:
