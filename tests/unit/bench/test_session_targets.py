@@ -32,6 +32,21 @@ def test_a_level_counts_first_audio_from_the_complete_sentence_and_gaps_per_sent
     assert phase["served"] is False
 
 
+def test_the_workers_first_frame_hole_is_reported_apart_from_gaps() -> None:
+    # The worker's stream: one frame (40 ms) first, 1 s chunks from then on. The wait after
+    # the first frame is the worker's chunk schedule; a wait before a later chunk is a stall.
+    frame = SECOND // 25
+    steady = Utterance(0.0, [(0.2, frame, 0), (0.45, SECOND, 0), (1.45, SECOND, 0)], sentences=1)
+    stalled = Utterance(0.0, [(0.2, frame, 0), (0.45, SECOND, 0), (1.75, SECOND, 0)], sentences=1)
+    phase = summarize_level(2, [steady, stalled], 0, time_scale=1.0, wall_s=2.0, tolerance_s=0.02)
+    assert phase["first_frame_hole_s"]["count"] == 2
+    assert phase["first_frame_hole_s"]["max"] == pytest.approx(0.21)
+    assert phase["gaps_s"] == [pytest.approx(0.3)]  # the stalled chunk only
+    assert phase["sentence_silence_s"]["max"] == pytest.approx(0.3)
+    quiet = summarize_level(1, [steady], 0, time_scale=1.0, wall_s=2.0, tolerance_s=0.02)
+    assert quiet["gaps_over_tolerance"] == 0 and quiet["served"] is True
+
+
 def test_a_level_is_served_only_without_gaps_errors_or_slow_first_audio() -> None:
     def level(first_audio_wall: float, errors: list[str], failures: int = 0) -> dict[str, Any]:
         heard = Utterance(0.0, [(first_audio_wall, SECOND, 0), (first_audio_wall + 0.5, SECOND, 1)], 2, errors)
@@ -89,6 +104,16 @@ def test_one_run_is_judged_target_by_target() -> None:
     assert by_name["barge-in: cancel to last audio byte"].passed is True
     assert by_name["barge-in: cancel to every worker slot freed"].passed is True
     assert unmeasured and "abandoned" in unmeasured[0]
+
+
+def test_a_gap_within_the_tolerance_of_directs_is_no_larger() -> None:
+    documents = _run()
+    documents[0]["params"] = {"gap_tolerance_s": 0.02}
+    documents[0]["phases"][0]["largest_gap_s"] = 0.015
+    documents[3]["phases"][0]["largest_gap_s"] = 0.0
+    assert {t.name: t for t in evaluate(documents)[0]}["1 session: largest gap vs direct"].passed is True
+    documents[0]["phases"][0]["largest_gap_s"] = 0.025
+    assert {t.name: t for t in evaluate(documents)[0]}["1 session: largest gap vs direct"].passed is False
 
 
 def test_misses_are_listed_not_dropped() -> None:
