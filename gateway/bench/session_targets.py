@@ -39,6 +39,18 @@ def evaluate(documents: Sequence[dict[str, Any]]) -> tuple[list[Target], list[st
     return targets, ["200 sessions opened and abandoned in every way: no leak, memory back"]
 
 
+def _http_ttfp(document: dict[str, Any] | None, sessions: int) -> float | None:
+    """The HTTP TTFP of the first sentences from as many clients as sessions; documents
+    written before that was measured have the one-client figure only."""
+    if document is None:
+        return None
+    by_sessions = document.get("http_first_sentence_ttfp_by_sessions") or {}
+    if by_sessions:
+        value: float | None = by_sessions.get(str(sessions))
+        return value
+    return document.get("http_first_sentence_ttfp_s") if sessions == 1 else None
+
+
 def _evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
     adaptive_doc, ll_doc = _document(documents, ADAPTIVE), _document(documents, LL)
     ht_doc, direct_doc = _document(documents, HT), _document(documents, DIRECT)
@@ -46,17 +58,17 @@ def _evaluate(documents: Sequence[dict[str, Any]]) -> list[Target]:
         return []
     adaptive = _levels(adaptive_doc)
     targets: list[Target] = []
-    http_ttfp = None if ll_doc is None else ll_doc.get("http_first_sentence_ttfp_s")
     for level in FEW_SESSIONS:
         phase = adaptive.get(level)
         if phase is None:
             continue
         sessions = f"{level} session{'s' if level > 1 else ''}"
         p50 = phase["first_audio_s"]["median"]
+        http_ttfp = _http_ttfp(ll_doc, level)
         if http_ttfp is not None and p50 is not None:
             bound = http_ttfp * 1.10
-            targets.append(Target(f"{sessions}: first audio p50 vs HTTP TTFP on ll+ll", p50, http_ttfp,
-                                  "<= 110% of", bound, p50 <= bound))  # fmt: skip
+            targets.append(Target(f"{sessions}: first audio p50 vs HTTP TTFP on ll+ll ({level} at once)", p50,
+                                  http_ttfp, "<= 110% of", bound, p50 <= bound))  # fmt: skip
         gaps = phase["gaps_over_tolerance"]
         targets.append(Target(f"{sessions}: gaps", gaps, 0, "=", 0, gaps == 0 and phase["errors"] == 0))
     direct = _levels(direct_doc).get(1)

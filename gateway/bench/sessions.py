@@ -38,7 +38,7 @@ from gateway.bench.client import speech_url
 from gateway.bench.fleet import LL_PROFILE, Fleet
 from gateway.bench.quiet import load_average, wait_for_quiet
 from gateway.bench.session_summary import DEFAULT_GAP_TOLERANCE_S, capacity, summarize_level
-from gateway.bench.session_targets import DIRECT, SETUP_NAMES, targets_table
+from gateway.bench.session_targets import DIRECT, FEW_SESSIONS, SETUP_NAMES, targets_table
 from gateway.bench.stats import percentile
 from gateway.bench.targets import RUN_ID, new_run_id
 from gateway.bench.text_stream import DEFAULT_TOKENS_PER_SECOND, REPLIES, replies
@@ -164,9 +164,17 @@ async def _measure_async(name: str, summary: str, url: str, workers: list[str], 
                   "emulator_timing": compare.timing_parameters()},
         "phases": phases,
         "capacity": capacity(phases),
-        "http_first_sentence_ttfp_s": await http_first_sentence_ttfp(url, args, gateway) if args.http_probes > 0 else None,
+        "http_first_sentence_ttfp_s": None,
+        "http_first_sentence_ttfp_by_sessions": {},
         "barge_in": None,
     }  # fmt: skip
+    if args.http_probes > 0:
+        # The same first sentences as one-shot HTTP requests, from as many clients at once as
+        # there were sessions: the reference a session's first audio is held to at that load.
+        for level in [1, *(n for n in levels if 1 < n <= max(FEW_SESSIONS))]:
+            ttfp = await http_first_sentence_ttfp(url, args, gateway, clients=level)
+            document["http_first_sentence_ttfp_by_sessions"][str(level)] = ttfp
+        document["http_first_sentence_ttfp_s"] = document["http_first_sentence_ttfp_by_sessions"]["1"]
     if gateway and args.barge_in_after > 0:
         try:
             result = await barge_in(options, REPLIES[0], workers, args.barge_in_after)
@@ -210,25 +218,33 @@ async def _one_level(options: SessionOptions, sessions: int, utterances: int, ar
     return heard, failed
 
 
-async def http_first_sentence_ttfp(url: str, args: argparse.Namespace, gateway: bool) -> float | None:
-    """Median TTFP (modelled) of the replies' first sentences as one-shot streamed HTTP requests."""
-    values = []
-    async with httpx.AsyncClient(timeout=args.timeout) as client:
+async def http_first_sentence_ttfp(url: str, args: argparse.Namespace, gateway: bool, clients: int = 1) -> float | None:
+    """Median TTFP (modelled) of the replies' first sentences as one-shot streamed HTTP
+    requests, ``clients`` at a time, each sending ``--http-probes`` requests one after another."""
+    values: list[float] = []
+
+    async def probe(client: httpx.AsyncClient, index: int) -> None:
+        body = {"model": DEFAULT_MODEL, "input": REPLIES[index % len(REPLIES)].sentences[0],
+                "response_format": "pcm", "stream_format": "audio"}  # fmt: skip
+        if gateway:  # the OpenAI API requires a voice; a worker knows no voice named "default"
+            body["voice"] = "default"
+        started = time.perf_counter()
+        async with client.stream("POST", speech_url(url), json=body) as response:
+            if response.status_code != 200:
+                return
+            first: float | None = None
+            async for chunk in response.aiter_bytes():  # read to the end: the slot frees there
+                if chunk and first is None:
+                    first = (time.perf_counter() - started) / args.time_scale
+            if first is not None:
+                values.append(first)
+
+    async def one_client(client: httpx.AsyncClient, number: int) -> None:
         for index in range(args.http_probes):
-            body = {"model": DEFAULT_MODEL, "input": REPLIES[index % len(REPLIES)].sentences[0],
-                    "response_format": "pcm", "stream_format": "audio"}  # fmt: skip
-            if gateway:  # the OpenAI API requires a voice; a worker knows no voice named "default"
-                body["voice"] = "default"
-            started = time.perf_counter()
-            async with client.stream("POST", speech_url(url), json=body) as response:
-                if response.status_code != 200:
-                    continue
-                first: float | None = None
-                async for chunk in response.aiter_bytes():  # read to the end: the slot frees there
-                    if chunk and first is None:
-                        first = (time.perf_counter() - started) / args.time_scale
-                if first is not None:
-                    values.append(first)
+            await probe(client, number + index)
+
+    async with httpx.AsyncClient(timeout=args.timeout) as client:
+        await asyncio.gather(*(one_client(client, number) for number in range(clients)))
     return percentile(values, 50) if values else None
 
 
