@@ -17,6 +17,7 @@ The composition root turns off prometheus_client's ``*_created`` series (process
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -286,6 +287,14 @@ def _gauge(name: str, documentation: str, labels: list[str]) -> GaugeMetricFamil
     return GaugeMetricFamily(PREFIX + name, documentation, labels=labels)
 
 
+def _event_loop_tasks() -> float:
+    """The running loop's live tasks; NaN when rendered off the loop (``/metrics`` is an async route)."""
+    try:
+        return float(len(asyncio.all_tasks()))
+    except RuntimeError:
+        return float("nan")
+
+
 class GatewayMetrics:
     """The gateway's series on a registry of its own; ``render()`` serves ``/metrics``.
 
@@ -436,6 +445,11 @@ class GatewayMetrics:
             "input.cancel received to every upstream request of the utterance ended and input.cancelled sent.",
             buckets=CANCEL_BUCKETS, registry=r,
         )  # fmt: skip
+        # Read at scrape time: a count that keeps growing while the traffic does not is a task leak.
+        self.event_loop_tasks = Gauge(
+            PREFIX + "event_loop_tasks", "asyncio tasks alive on the gateway's event loop.", registry=r
+        )
+        self.event_loop_tasks.set_function(_event_loop_tasks)
         self.build_info = Gauge(PREFIX + "build_info", "Always 1; the gateway's version.", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
 

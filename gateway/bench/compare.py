@@ -182,14 +182,15 @@ def ramp_trace(args: argparse.Namespace) -> tuple[list[Arrival], dict[str, Any]]
     return arrivals, params
 
 
-def _start(fleet: Fleet, setup: Setup, time_scale: float) -> str:
+def _start(fleet: Fleet, setup: Setup, time_scale: float, sessions: dict[str, Any] | None = None) -> str:
     # --warm: every lazy graph already captured, as the supervisor's warm-up leaves a worker.
     workers = [fleet.emulator(f"worker{i}", profile, time_scale, extra=["--warm"])
                for i, profile in enumerate(setup.profiles, 1)]  # fmt: skip
     ll = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == LL_PROFILE]
     ht = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == HT_PROFILE]
     port = free_port()
-    document = gateway_document(port, fleet.work_dir / "data", ll, ht, setup.policy, time_scale, setup.ll_slots)
+    document = gateway_document(port, fleet.work_dir / "data", ll, ht, setup.policy, time_scale, setup.ll_slots,
+                                sessions=sessions)  # fmt: skip
     config = write_config(document, fleet.work_dir / "gateway.yaml")
     gateway = fleet.gateway("gateway", config, port)
     wait_speech(gateway.url)

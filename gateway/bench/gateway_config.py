@@ -26,6 +26,7 @@ def gateway_document(
     time_scale: float = 1.0,
     ll_slots: int | None = None,
     admin_token: str | None = None,
+    sessions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     thresholds, admission = RoutingThresholds(), AdmissionConfig()
     document: dict[str, Any] = {
@@ -50,6 +51,8 @@ def gateway_document(
         document["pools"]["low_latency"]["slots_per_worker"] = ll_slots
     if admin_token:
         document["auth"] = {"admin_token": admin_token}
+    if sessions:
+        document["sessions"] = dict(sessions)
     GatewayConfig(**document)  # fail here, with the key path, rather than in the child process
     return document
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from gateway.bench import session_abandon
 from gateway.bench.session_summary import DEFAULT_GAP_TOLERANCE_S, capacity
 from gateway.bench.targets import ADAPTIVE, HT, LL, Target, same_run
 
@@ -33,10 +34,11 @@ def _levels(document: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
 def evaluate(documents: Sequence[dict[str, Any]]) -> tuple[list[Target], list[str]]:
     """The targets, and the ones not measured by this benchmark (by name)."""
     found = [d for d in (_document(documents, name) for name in SETUP_NAMES) if d is not None]
-    targets = _evaluate(documents)
+    abandoned = session_abandon.evaluate(documents)
+    targets = _evaluate(documents) + abandoned
     if not same_run(found):
         targets = [replace(t, passed=None) for t in targets]
-    return targets, ["200 sessions opened and abandoned in every way: no leak, memory back"]
+    return targets, [] if abandoned else ["200 sessions opened and abandoned in every way: no leak, memory back"]
 
 
 def _http_ttfp(document: dict[str, Any] | None, sessions: int) -> float | None:

@@ -5,8 +5,9 @@ about four characters a token), flushes each with ``input.done`` and plays the a
 through a simulated real-time player. Per number of concurrent sessions it records time to
 first audio (from the moment the first sentence's text was complete), every gap a listener
 sits through, and whether the level was served (no gap at p99, first audio p99 within 1 s).
-Then, alone on the fleet, one barge-in: ``input.cancel`` to the last audio byte and to every
-worker's ``/load`` back at 0.
+Then, on gateway setups, sessions abandoned every way (``session_abandon``) and, alone on
+the fleet, one barge-in: ``input.cancel`` to the last audio byte and to every worker's
+``/load`` back at 0.
 
 Fleets, all in one run (fresh emulated workers each, like ``bench compare``): ``adaptive``
 (1 low-latency + 1 high-throughput), ``ll+ll``, ``ht+ht`` through the gateway, and
@@ -32,7 +33,7 @@ from typing import Any
 import httpx
 from websockets.exceptions import WebSocketException
 
-from gateway.bench import compare
+from gateway.bench import compare, session_abandon
 from gateway.bench.arguments import int_list
 from gateway.bench.client import speech_url
 from gateway.bench.fleet import LL_PROFILE, Fleet
@@ -66,6 +67,9 @@ def add_parser(commands: Any) -> None:
                         help="silences up to this long (modelled) are a player's jitter, not a gap")  # fmt: skip
     parser.add_argument("--barge-in-after", type=float, default=1.0,
                         help="modelled seconds of audio before the listener interrupts (0 = no barge-in)")  # fmt: skip
+    parser.add_argument("--abandon", type=int, default=session_abandon.DEFAULT_SESSIONS,
+                        help="sessions opened and abandoned every way on each gateway setup, then checked for leaks (0 = none)")
+    parser.add_argument("--abandon-concurrency", type=int, default=session_abandon.DEFAULT_CONCURRENCY)
     parser.add_argument("--http-probes", type=int, default=6, help="HTTP requests for the first sentence's TTFP")
     parser.add_argument("--time-scale", type=float, default=0.25, help="emulator speed-up; results in modelled units")
     parser.add_argument("--timeout", type=float, default=120.0, help="per utterance, wall seconds")
@@ -131,7 +135,8 @@ def _measure(name: str, scratch: Path, args: argparse.Namespace, levels: list[in
             url, workers, summary = worker.url, [worker.url], SUMMARIES[DIRECT]
         else:
             setup = next(s for s in compare.SETUPS if s.name == name)
-            url = compare._start(fleet, setup, args.time_scale)
+            timeouts = session_abandon.gateway_timeouts(args.pause * args.time_scale) if args.abandon > 0 else None
+            url = compare._start(fleet, setup, args.time_scale, sessions=timeouts)
             workers = [s.url for s in fleet.services if s.name.startswith("worker")]
             summary = setup.summary
         return asyncio.run(_measure_async(name, summary, url, workers, args, levels, run_id))
@@ -175,6 +180,12 @@ async def _measure_async(name: str, summary: str, url: str, workers: list[str], 
             ttfp = await http_first_sentence_ttfp(url, args, gateway, clients=level)
             document["http_first_sentence_ttfp_by_sessions"][str(level)] = ttfp
         document["http_first_sentence_ttfp_s"] = document["http_first_sentence_ttfp_by_sessions"]["1"]
+    if gateway and args.abandon > 0:
+        timeouts = session_abandon.gateway_timeouts(args.pause * args.time_scale)
+        try:
+            document["abandon"] = await session_abandon.measure(options, workers, args.abandon, args.abandon_concurrency, timeouts)
+        except (OSError, TimeoutError, WebSocketException, httpx.HTTPError) as exc:  # a missed target, not a lost setup
+            document["abandon_error"] = f"{type(exc).__name__}: {exc}"[:300]
     if gateway and args.barge_in_after > 0:
         try:
             result = await barge_in(options, REPLIES[0], workers, args.barge_in_after)
@@ -291,6 +302,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, fail
         *[_summary_row(d) for d in documents],
         "",
         *targets_table(documents),
+        *session_abandon.report_lines(documents),
         "## By number of sessions",
         "",
         "| setup | sessions | utterances | errors | first audio p50 / p99 (ms) | sentence silence p99 / max (ms) | "

@@ -3,7 +3,8 @@
 Only the report's shape and what every run must show are checked (performance is the
 benchmark's business, not a test's): one run id across setups, each level's sessions and
 utterances, first audio measured, each sentence's pool named by the gateway, a barge-in
-that ended with every worker slot free, and a targets table that judges every row.
+that ended with every worker slot free, one session abandoned each way with nothing left
+held, and a targets table that judges every row.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gateway.bench import cli as bench_cli
+from gateway.bench.session_abandon import WAYS
 
 TIME_SCALE = 0.05
 
@@ -24,6 +26,7 @@ def test_a_tiny_sessions_run_reports_every_setup_of_one_run(tmp_path: Path) -> N
     code = bench_cli.main([
         "sessions", "--levels", "1,2", "--utterances", "1", "--sentences", "2", "--time-scale", str(TIME_SCALE),
         "--http-probes", "1", "--barge-in-after", "0.5", "--quiet-load", "1000", "--quiet-wait", "0",
+        "--abandon", str(len(WAYS)), "--abandon-concurrency", str(len(WAYS)),
         "--out", str(out),
     ])  # fmt: skip
     assert code == 0
@@ -52,12 +55,23 @@ def test_a_tiny_sessions_run_reports_every_setup_of_one_run(tmp_path: Path) -> N
         assert barge["slot_freed_s"] is not None, name  # every worker back to /load 0
         assert barge["total_bytes_reported"] > 0 and barge["last_byte_s"] >= 0
     assert documents["direct"]["barge_in"] is None  # the worker has no input.cancel
+    for name in ("adaptive", "ll+ll", "ht+ht"):  # one session abandoned each way, then nothing left
+        abandon = documents[name]["abandon"]
+        assert abandon["ways"] == dict.fromkeys(WAYS, 1) and abandon["failed"] == {}, (name, abandon)
+        assert abandon["settle_s"] is not None and abandon["held_after"] == 0, (name, abandon)
+        assert abandon["abandoned_streaming"] >= 1
+        for reading in (abandon["before"], abandon["after"]):
+            assert reading["tasks"] > 0 and reading["rss_bytes"] > 0 and reading["open_fds"] > 0
+        assert abandon["after"]["worker_load"] == abandon["after"]["sessions_open"] == 0
+    assert "abandon" not in documents["direct"]
 
     readme = (out / "README.md").read_text()
     assert "## Targets" in readme and "every setup measured in the same run" in readme
-    rows = re.findall(r"^\| (\d sessions?: [^|]+|capacity[^|]+|barge-in[^|]+) \|.*\| (yes|\*\*no\*\*) \|$", readme, re.M)
-    assert len(rows) == 10  # per level (1 and 2) 2 rows, 2 against direct, 2 capacity, 2 barge-in
-    assert "not measured by `bench sessions`" in readme
+    rows = re.findall(r"^\| (\d sessions?[: ][^|]+|capacity[^|]+|barge-in[^|]+) \|.*\| (yes|\*\*no\*\*) \|$", readme, re.M)
+    # per level (1 and 2) 2 rows, 2 against direct, 2 capacity, 2 barge-in, 2 abandonment
+    assert len(rows) == 12
+    assert "8 sessions abandoned every way: sessions, slots, streams, tasks left" in readme
+    assert "not measured by `bench sessions`" not in readme and "## Abandoned sessions" in readme
     assert (out / "sessions_first_audio.png").stat().st_size > 0 and (out / "sessions_silence.png").stat().st_size > 0
 
     # The report re-renders from the JSON files alone.

@@ -321,3 +321,30 @@ def test_every_rejection_reason_is_documented() -> None:
     text = (ROOT / "docs/observability.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| `reason` (rejections) |"))
     assert {reason.value for reason in RejectReason} == set(re.findall(r"`(\w+)` \(", row.split("|")[2]))
+
+
+def _loop_tasks(metrics: GatewayMetrics) -> float:
+    text = metrics.render()[0].decode()
+    family = next(f for f in text_string_to_metric_families(text) if f.name == "higgs_gateway_event_loop_tasks")
+    return float(family.samples[0].value)
+
+
+async def test_event_loop_tasks_counts_the_live_tasks_at_scrape_time() -> None:
+    import asyncio
+
+    metrics = GatewayMetrics(CollectorRegistry(), process_metrics=False)
+    before = _loop_tasks(metrics)
+    assert before >= 1  # this test's own task
+    release = asyncio.Event()
+    waiters = [asyncio.create_task(release.wait()) for _ in range(3)]
+    await asyncio.sleep(0)
+    assert _loop_tasks(metrics) == before + 3
+    release.set()
+    await asyncio.gather(*waiters)
+    assert _loop_tasks(metrics) == before
+
+
+def test_event_loop_tasks_is_nan_off_the_loop() -> None:
+    import math
+
+    assert math.isnan(_loop_tasks(GatewayMetrics(CollectorRegistry(), process_metrics=False)))
