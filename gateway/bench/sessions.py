@@ -69,7 +69,8 @@ def add_parser(commands: Any) -> None:
                         help="modelled seconds of audio before the listener interrupts (0 = no barge-in)")  # fmt: skip
     parser.add_argument("--abandon", type=int, default=session_abandon.DEFAULT_SESSIONS,
                         help="sessions opened and abandoned every way on each gateway setup, then checked for leaks (0 = none)")
-    parser.add_argument("--abandon-concurrency", type=int, default=session_abandon.DEFAULT_CONCURRENCY)
+    parser.add_argument("--abandon-concurrency", type=int, default=session_abandon.DEFAULT_CONCURRENCY,
+                        help="most abandoned sessions open at once")  # fmt: skip
     parser.add_argument("--http-probes", type=int, default=6, help="HTTP requests for the first sentence's TTFP")
     parser.add_argument("--time-scale", type=float, default=0.25, help="emulator speed-up; results in modelled units")
     parser.add_argument("--timeout", type=float, default=120.0, help="per utterance, wall seconds")
