@@ -48,7 +48,7 @@ from gateway.config import DEFAULT_MODEL
 from gateway.help_format import HelpFormatter
 
 SCHEMA = "higgs-gateway-bench-sessions/1"
-DEFAULT_LEVELS = (1, 2, 4, 8, 16, 24, 32)
+DEFAULT_LEVELS = (1, 2, 4, 8, 16, 24, 32, 40, 48)  # past every fleet's capacity on two workers
 SUMMARIES = {DIRECT: "one low-latency worker's own endpoint, no gateway"}
 
 
@@ -58,7 +58,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/sessions"))
     parser.add_argument("--setups", default=",".join(SETUP_NAMES), help="comma-separated subset of " + ", ".join(SETUP_NAMES))
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)), help="concurrent sessions to sweep")
-    parser.add_argument("--utterances", type=int, default=2, help="replies per session and level")
+    parser.add_argument("--utterances", type=int, default=3, help="replies per session and level")
     parser.add_argument("--sentences", type=int, default=4, help="sentences per reply (1-4)")
     parser.add_argument("--tokens-per-second", type=float, default=DEFAULT_TOKENS_PER_SECOND,
                         help="the LLM's pace (a token is about 4 characters)")  # fmt: skip
