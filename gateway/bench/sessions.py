@@ -131,7 +131,7 @@ def _measure(name: str, scratch: Path, args: argparse.Namespace, levels: list[in
             url, workers, summary = worker.url, [worker.url], SUMMARIES[DIRECT]
         else:
             setup = next(s for s in compare.SETUPS if s.name == name)
-            url = compare._start(fleet, setup, args.time_scale)
+            url = compare.start_setup(fleet, setup, args.time_scale)
             workers = [s.url for s in fleet.services if s.name.startswith("worker")]
             summary = setup.summary
         return asyncio.run(_measure_async(name, summary, url, workers, args, levels, run_id))
