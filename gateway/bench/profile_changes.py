@@ -312,6 +312,7 @@ class FleetWatcher:
     planner: bool  # also read the planner's desired mix (only when it decides: its answer is large)
     samples: list[Sample] = field(default_factory=list)
     changes: list[dict[str, Any]] = field(default_factory=list)  # finished, newest first
+    decisions: Counter[str] = field(default_factory=Counter)  # "pool: reason" -> routing decisions so far
 
     async def run(self) -> None:
         headers = {"authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -329,6 +330,7 @@ class FleetWatcher:
         routable = {name: sum(1 for w in pool["workers"] if w["routable"]) for name, pool in body["pools"].items()}
         changes = body["profile_changes"]
         self.changes = changes["recent"]
+        self.decisions = Counter({f"{d['pool']}: {d['reason']}": d["count"] for d in body.get("decisions", [])})
         sample = Sample(self.clock() - self.origin, routable, changes["in_progress"], planner.get("desired_workers"))
         self.samples.append(sample)
         return sample
@@ -391,8 +393,11 @@ async def _change_and_measure(options: RunOptions, args: argparse.Namespace, lev
         stop.set()
         phases.append(await low)
         measured: list[PhaseResult] = []
+        before = watcher.decisions.copy()
         document = await sweep(options, levels, args.requests, rounds=ROUNDS, minimum=MINIMUM, collect=measured)
         phases += measured
+        await asyncio.sleep(2 * POLL_S)  # one more look, so the last level's decisions are in
+        low_decisions = dict(sorted((watcher.decisions - before).items()))
     finally:
         await client.close()
         watching.cancel()
@@ -412,6 +417,8 @@ async def _change_and_measure(options: RunOptions, args: argparse.Namespace, lev
         "back": {"reached_s": None if back is None else back / scale, "routable": at_low,
                  "load_fell_at_s": (phases[1].started_at - origin) / scale},  # fmt: skip
         "sweep": document,
+        # Why the gateway routed the low-load levels where it did (from GET /admin/fleet).
+        "sweep_decisions": low_decisions,
         "sweep_started_s": (measured[0].started_at - origin) / scale if measured else None,
         "requests": {**_requests(results), "during_changes": {"sent": in_changes, "failed": failed_in_changes}},
         "samples": [_sample(s, scale) for s in watcher.samples],
@@ -517,6 +524,9 @@ def write_report(document: dict[str, Any], out: Path) -> Path:
         "| adaptive served by low-latency | changing served by low-latency |",
         "|---|---:|---:|---:|---:|---:|---:|",
         *_level_rows(references[ADAPTIVE]["sweep"], changing["sweep"]),
+        "",
+        "Routing decisions during these levels (pool: reason, from `GET /admin/fleet`): "
+        + (", ".join(f"{k} {v}" for k, v in changing.get("sweep_decisions", {}).items()) or "none recorded") + ".",
         "",
         "## Requests",
         "",
