@@ -20,6 +20,7 @@ from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.config_check import config_findings, config_yaml
 from gateway.help_format import HelpFormatter
 from gateway.log_text import wants_text
+from gateway.supervisor.mix import DesiredMix
 from gateway.supervisor.profile_check import has_errors
 from gateway.supervisor.setup import ProfileCheckFailed
 
@@ -53,11 +54,13 @@ def check(config: GatewayConfig, source: str) -> int:
     return 0
 
 
-def run(config: GatewayConfig) -> int:
+def run(config: GatewayConfig, desired_mix: DesiredMix | None = None) -> int:
+    """Serve until stopped. ``desired_mix``: who decides the supervised pools' mix (None: the
+    gateway's own planner), for callers that embed another judge (``bench profile-changes``)."""
     configure_logging(config.logging.level, json_lines=not wants_text(config.logging.format))
     logging.getLogger("uvicorn.error").addFilter(quiet_stream_cuts)
     try:
-        app = create_app(config)
+        app = create_app(config, desired_mix=desired_mix)
     except (ProfileCheckFailed, ConfigError) as exc:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
         return 2

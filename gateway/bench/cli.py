@@ -6,6 +6,7 @@
     higgs-gateway bench compare --out docs/benchmarks/comparison
     higgs-gateway bench overhead --out docs/benchmarks
     higgs-gateway bench sessions --out docs/benchmarks/sessions
+    higgs-gateway bench profile-changes --out docs/benchmarks/profile-changes
 
 URL is a base URL (``http://127.0.0.1:8000``) or the full ``/v1/audio/speech`` endpoint:
 the gateway, a single worker, or anything else that speaks the API.
@@ -165,11 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("--prefix", default="")
     p_plot.set_defaults(func=cmd_plot)
 
-    from gateway.bench import compare, overhead, sessions
+    from gateway.bench import compare, overhead, profile_changes, sessions
 
     compare.add_parser(commands)
     overhead.add_parser(commands)
     sessions.add_parser(commands)
+    profile_changes.add_parser(commands)
     return parser
 
 

@@ -143,7 +143,7 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
     documents = []
     wait_for_quiet(args.quiet_load, args.quiet_wait)
     with Fleet(scratch / setup.name.replace("+", "_")) as fleet:
-        url = _start(fleet, setup, args.time_scale)
+        url = start_setup(fleet, setup, args.time_scale)
         options = RunOptions(
             ClientOptions(url=url), setup.name, time_scale=args.time_scale, seed=args.seed,
             progress=not args.no_progress,
@@ -182,7 +182,8 @@ def ramp_trace(args: argparse.Namespace) -> tuple[list[Arrival], dict[str, Any]]
     return arrivals, params
 
 
-def _start(fleet: Fleet, setup: Setup, time_scale: float, sessions: dict[str, Any] | None = None) -> str:
+def start_setup(fleet: Fleet, setup: Setup, time_scale: float, sessions: dict[str, Any] | None = None) -> str:
+    """Start the setup's two emulated workers and its gateway; returns the gateway's URL."""
     # --warm: every lazy graph already captured, as the supervisor's warm-up leaves a worker.
     workers = [fleet.emulator(f"worker{i}", profile, time_scale, extra=["--warm"])
                for i, profile in enumerate(setup.profiles, 1)]  # fmt: skip

@@ -151,3 +151,53 @@ def plot_timeline(documents: Sequence[dict[str, Any]], out_dir: Path, kind: str 
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return [path]
+
+
+def plot_profile_changes(document: dict[str, Any], out_dir: Path) -> list[Path]:
+    """``bench profile-changes``: routable workers per pool (and the planner's wish), the audio
+    delivered and the load over the changing fleet's run, each change shaded."""
+    changing = document["changing"]
+    samples, rows = changing["samples"], changing["timeline"]
+    if not samples or not rows:
+        return []
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True)
+    xs = [s["at_s"] for s in samples]
+    held = changing.get("held_mix") or []
+    for index, pool in enumerate(("low_latency", "high_throughput")):
+        color, nudge = f"C{index}", 0.05 * (index * 2 - 1)  # the dotted wish beside the solid count
+        axes[0].step(xs, [s["routable"].get(pool, 0) for s in samples], where="post", color=color, label=f"{pool} routable")
+        if held:
+            wish_x = [h["at_s"] for h in held] + [xs[-1]]
+            wish_y = [h["mix"].get(pool, 0) + nudge for h in held] + [held[-1]["mix"].get(pool, 0) + nudge]
+            axes[0].step(wish_x, wish_y, where="post", color=color, linestyle=":", label=f"{pool} held mix")
+        else:
+            wished = [float("nan") if not s["desired"] else s["desired"].get(pool, 0) + nudge for s in samples]
+            axes[0].step(xs, wished, where="post", color=color, linestyle=":", label=f"{pool} planner")
+    ht = document["references"]["ht+ht"]["window"]["audio_s_per_s"]
+    starts = [row["start_s"] for row in rows]
+    axes[1].step(starts, [row["audio_s_per_s"] for row in rows], where="post", color="C2", label="changing")
+    axes[1].axhline(ht, color="grey", linestyle="--", label="ht+ht (static) window")
+    axes[2].step(starts, [row["in_flight"] for row in rows], where="post", color="C3")
+    for change in changing["changes"]:
+        end = change["finished_s"] if change["finished_s"] is not None else xs[-1]
+        for panel in axes:
+            panel.axvspan(change["started_s"], end, color="orange", alpha=0.2)
+    window = changing.get("window")
+    if window:
+        axes[1].axvspan(window["start_s"], window["start_s"] + window["length_s"], color="green", alpha=0.08)
+    axes[0].set_ylabel("workers")
+    axes[0].set_title(f"Profile changes under changing load, {_units([document])} (orange: a change)", fontsize=10)
+    axes[0].legend(fontsize=7, loc="center right")
+    axes[1].set_ylabel("audio-s/s delivered")
+    axes[1].legend(fontsize=7, loc="lower right")
+    axes[2].set_ylabel("requests in flight")
+    axes[2].set_xlabel("time since the load started (modelled s)")
+    for panel in axes:
+        panel.grid(True, alpha=0.3)
+    figure.tight_layout()
+    path = out_dir / "timeline.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [path]

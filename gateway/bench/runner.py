@@ -32,6 +32,7 @@ class PhaseResult:
     results: list[RequestResult] = field(default_factory=list)
     offered_rate: float | None = None  # open loop: requests per second the trace offered
     loadavg_1m: float | None = None  # the machine's load at the end: was anything else running?
+    started_at: float = 0.0  # the clock at the phase start (``sent_s`` counts from it)
 
 
 ProgressFactory = Callable[[str, int], Progress]
@@ -82,7 +83,7 @@ async def run_closed(
     wall = clock() - start
     done = [result for result in results if result is not None]
     return PhaseResult(name, "closed", concurrency, wall, _cpu_seconds() - cpu_start, _trim(done, keep_chunks),
-                       loadavg_1m=os.getloadavg()[0])  # fmt: skip
+                       loadavg_1m=os.getloadavg()[0], started_at=start)  # fmt: skip
 
 
 async def run_open(
@@ -114,4 +115,36 @@ async def run_open(
     span = arrivals[-1].at_s if arrivals else 0.0
     rate = len(arrivals) / span if span > 0 else None
     return PhaseResult(name, "open", None, wall, _cpu_seconds() - cpu_start, _trim(list(results), keep_chunks), rate,
-                       loadavg_1m=os.getloadavg()[0])  # fmt: skip
+                       loadavg_1m=os.getloadavg()[0], started_at=start)  # fmt: skip
+
+
+async def run_closed_until(
+    client: SpeechClient,
+    specs: Sequence[RequestSpec],
+    concurrency: int,
+    name: str,
+    stop: asyncio.Event,
+    keep_chunks: bool = False,
+    clock: Clock = time.perf_counter,
+) -> PhaseResult:
+    """Sustained closed loop: ``concurrency`` callers cycle through ``specs`` until ``stop``
+    is set; each caller finishes the request it has in flight (none is cut)."""
+    if concurrency < 1 or not specs:
+        raise ValueError("concurrency must be >= 1 and specs not empty")
+    results: list[RequestResult] = []
+    sent = 0
+    start = clock()
+    cpu_start = _cpu_seconds()
+
+    async def caller() -> None:
+        nonlocal sent
+        while not stop.is_set():
+            spec = specs[sent % len(specs)]
+            sent += 1  # single-threaded loop: no lock needed between awaits
+            results.append(await client.speak(spec, start))
+
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    wall = clock() - start
+    results.sort(key=lambda result: result.sent_s)
+    return PhaseResult(name, "closed", concurrency, wall, _cpu_seconds() - cpu_start, _trim(results, keep_chunks),
+                       loadavg_1m=os.getloadavg()[0], started_at=start)  # fmt: skip

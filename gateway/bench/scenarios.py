@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from gateway.bench.client import ClientKind, ClientOptions, RequestSpec, SpeechClient, make_client
 from gateway.bench.progress import Progress
 from gateway.bench.report import SCHEMA
-from gateway.bench.runner import run_closed, run_open
+from gateway.bench.runner import PhaseResult, run_closed, run_open
 from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import TEXTS, text_order
 from gateway.bench.timeline import timeline
@@ -123,8 +123,10 @@ async def sweep(
     sla_class: SlaClass | None = None,
     rounds: int = 2,
     minimum: int = 16,
+    collect: list[PhaseResult] | None = None,
 ) -> dict[str, Any]:
-    """Closed-loop levels; every level gets the same seeded text sequence."""
+    """Closed-loop levels; every level gets the same seeded text sequence. ``collect``: also
+    append each level's raw requests there (with their chunks), for a caller's own timeline."""
     client = options.open_client()
     phases = []
     try:
@@ -133,9 +135,12 @@ async def sweep(
             await _warm(client, options, concurrency, warmup)
             specs = [RequestSpec(text, sla_class) for text in text_order(count, options.seed, options.texts)]
             progress = _progress(options, f"c{concurrency}", count)
-            phase = await run_closed(client, specs, concurrency, f"c{concurrency}", progress, clock=options.clock)
+            phase = await run_closed(client, specs, concurrency, f"c{concurrency}", progress,
+                                     keep_chunks=collect is not None, clock=options.clock)  # fmt: skip
             progress.close()
             phases.append(summarize_phase(phase, options.time_scale))
+            if collect is not None:
+                collect.append(phase)
     finally:
         await client.close()
     params = {"levels": list(levels), "requests": requests or f"max({minimum}, {rounds} x level)",

@@ -137,7 +137,7 @@ def _measure(name: str, scratch: Path, args: argparse.Namespace, levels: list[in
         else:
             setup = next(s for s in compare.SETUPS if s.name == name)
             timeouts = session_abandon.gateway_timeouts(args.pause * args.time_scale) if args.abandon > 0 else None
-            url = compare._start(fleet, setup, args.time_scale, sessions=timeouts)
+            url = compare.start_setup(fleet, setup, args.time_scale, sessions=timeouts)
             workers = [s.url for s in fleet.services if s.name.startswith("worker")]
             summary = setup.summary
         return asyncio.run(_measure_async(name, summary, url, workers, args, levels, run_id))

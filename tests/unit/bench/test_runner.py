@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.bench.client import RequestResult, RequestSpec
-from gateway.bench.runner import run_closed, run_open
+from gateway.bench.runner import run_closed, run_closed_until, run_open
 from gateway.bench.traces import Arrival
 from gateway.types import SlaClass
 
@@ -58,3 +58,19 @@ async def test_open_loop_sends_each_arrival_with_its_class() -> None:
     assert [r.sla_class for r in phase.results] == ["latency", "throughput", None]
     assert phase.offered_rate is not None and phase.offered_rate > 0
     assert all(r.chunks for r in phase.results)
+
+
+async def test_a_sustained_loop_keeps_its_concurrency_until_stopped_and_cuts_nothing() -> None:
+    client = FakeClient()
+    stop = asyncio.Event()
+    specs = [RequestSpec("a"), RequestSpec("b")]
+    task = asyncio.create_task(run_closed_until(client, specs, 3, "c3", stop, keep_chunks=True))
+    while client.calls < 12:
+        await asyncio.sleep(0.001)
+    stop.set()
+    phase = await task
+    assert client.peak == 3
+    assert len(phase.results) == client.calls >= 12  # every request sent also finished
+    assert {r.input_chars for r in phase.results} == {1}
+    assert all(r.chunks for r in phase.results)
+    assert phase.started_at > 0 and phase.concurrency == 3
