@@ -19,10 +19,12 @@ lets the other classes fill a low-latency worker up to its cap less a small rese
 besides its average, the pool carrying `latency` must hold its bursts: the streams
 `latency` has in flight at once ``LATENCY_QUANTILE`` of the time (Poisson, as the
 routing's reserve counts them: an M/G/inf system) must fit in the pool's planned
-capacity, or that share of `latency` requests would find no place and spill. A mix is tried under every placement of those two
-(low-latency only, high-throughput only, or split); a split class fills the low-latency
-spare first where it saves the most high-throughput streams per low-latency stream, which
-is optimal for two pools. A mix is *feasible* when some placement fits; its **margin** is
+capacity, or that share of `latency` requests would find no place and spill.
+
+A mix is tried under every placement of `balanced` and `throughput` (low-latency only,
+high-throughput only, or split); a split class fills the low-latency spare first where it
+saves the most high-throughput streams per low-latency stream, which is optimal for two
+pools. A mix is *feasible* when some placement fits; its **margin** is
 how much all traffic could grow, as a fraction, before none does.
 
 Candidates: for each low-latency count within its bounds, the fewest high-throughput
@@ -224,9 +226,10 @@ class MixSizer:
             on = [pool for pool, classes in layout.items() if sla in classes]
             if len(on) == 1:
                 single[sla] = on[0]
-                fixed[on[0]] += self._unit(on[0], layout[on[0]], sla)
+                streams = self._unit(on[0], layout[on[0]], sla)
+                fixed[on[0]] += streams
                 if sla is SlaClass.LATENCY:
-                    burst = (on[0], self._unit(on[0], layout[on[0]], sla))
+                    burst = (on[0], streams)
             else:
                 split.append((sla, self._unit(LL, layout[LL], sla), self._unit(HT, layout[HT], sla)))
         # Two pools: the split classes fill the low-latency spare first, the one that saves
