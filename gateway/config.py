@@ -631,11 +631,18 @@ class PlannerConfig(Strict):
     interval_s: float = Field(5.0, gt=0)
     # Arrival rates and lengths are averaged over about this long (exponential decay).
     smoothing_s: float = Field(300.0, gt=0)
+    # Size for the rate forecast this far ahead (the smoothed rate's trend; docs/planner.md):
+    # set it to how long a new worker takes to serve. 0: the smoothed rate as it is.
+    forecast_s: float = Field(0.0, ge=0)
     # Fewer requests than this in the smoothing window: too thin to judge, nothing changes.
     min_requests: float = Field(20.0, ge=1)
     # Plan each worker to carry at most this share of the load its objectives allow: the
     # rest absorbs the bursts an average hides.
     target_utilisation: float = Field(0.8, gt=0, le=1)
+    # `latency` is planned on low-latency workers only, as the routing places it (a mix
+    # without one cannot carry `latency`); true lets the plan put it on high-throughput
+    # workers too when their RTF meets its objective.
+    latency_on_high_throughput: bool = False
     # Per class; a class left out keeps its default.
     objectives: dict[SlaClass, ObjectiveConfig] = Field(default_factory=_default_objectives)
     # Per pool; a pool left out keeps the defaults (min 0, max 16).

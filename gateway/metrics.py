@@ -265,7 +265,8 @@ class PlannerCollector(Collector):
             "planner_margin", "How much all traffic could grow (0.25 = 25%) before the desired mix misses an objective.", []
         )
         judged = _gauge("planner_judged", "1 when the last planner pass had enough traffic to judge, else 0.", [])
-        rates = _gauge("planner_arrival_rate", "Smoothed requests per second reaching admission, per SLA class.", ["sla_class"])
+        rates = _gauge("planner_arrival_rate", "Requests per second reaching admission that the planner sizes for "
+                       "(smoothed; forecast planner.forecast_s ahead when set), per SLA class.", ["sla_class"])  # fmt: skip
         families = (desired, bound_by, margin, judged, rates)
         if gauges is None:
             yield from families

@@ -60,7 +60,7 @@ class FleetPlanner:
         self.config = config
         self._curves = curves
         self._clock = clock
-        self._meter = ArrivalMeter(config.smoothing_s, clock())
+        self._meter = ArrivalMeter(config.smoothing_s, clock(), config.forecast_s)
         status = "planning every %gs; no pass yet" % config.interval_s if config.enabled else "disabled (planner.enabled: false)"
         self._published = PlanSnapshot(clock(), False, status, None, None)
         self.record_arrival: Callable[[RequestInfo], None] = self._meter.record
@@ -91,13 +91,14 @@ class FleetPlanner:
         now, arrivals, curves = self._inputs()
         sizing = None
         if arrivals.requests >= self.config.min_requests:
-            sizing = await asyncio.to_thread(size_fleet, self.config, curves, arrivals)
+            sizing = await asyncio.to_thread(size_fleet, self.config, curves, arrivals, self._published.desired)
         return self._publish(now, arrivals, curves, sizing)
 
     def plan(self) -> PlanSnapshot:
         """One pass at once: sample the arrivals, size the fleet (if there is enough to go on), publish."""
         now, arrivals, curves = self._inputs()
-        sizing = size_fleet(self.config, curves, arrivals) if arrivals.requests >= self.config.min_requests else None
+        enough = arrivals.requests >= self.config.min_requests
+        sizing = size_fleet(self.config, curves, arrivals, self._published.desired) if enough else None
         return self._publish(now, arrivals, curves, sizing)
 
     def _inputs(self) -> tuple[float, ArrivalMix, dict[PoolName, Curve]]:
@@ -150,7 +151,9 @@ class FleetPlanner:
         return document
 
 
-def size_fleet(config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals: ArrivalMix) -> Sizing:
+def size_fleet(
+    config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals: ArrivalMix, previous: Mapping[PoolName, int] | None = None
+) -> Sizing:
     """The pure step of a pass: config, pool curves and arrivals in, the sized mix out."""
     objectives = {sla: Objective(o.rtf, o.ttfp_s) for sla, o in config.objectives.items()}
     demand = {sla: Demand(a.rate, a.audio_s) for sla, a in arrivals.classes.items()}
@@ -159,7 +162,9 @@ def size_fleet(config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals
         b = config.bounds(pool)
         # A pool with no curve (not configured) can take no worker.
         bounds[pool] = Bounds(b.min, b.max) if pool in curves else Bounds(0, 0)
-    return MixSizer(curves, objectives, demand, config.target_utilisation).size(bounds)
+    # With no low-latency pool to use, `latency` goes where it can (as the routing sends it).
+    latency_anywhere = config.latency_on_high_throughput or bounds[PoolName.LOW_LATENCY].maximum == 0
+    return MixSizer(curves, objectives, demand, config.target_utilisation, latency_anywhere).size(bounds, previous)
 
 
 def _arrivals(mix: ArrivalMix | None) -> dict[str, Any] | None:
@@ -169,7 +174,7 @@ def _arrivals(mix: ArrivalMix | None) -> dict[str, Any] | None:
         "window_s": round(mix.window_s, 1),
         "requests": round(mix.requests, 1),
         "classes": {
-            sla.value: {"rate_per_s": round(a.rate, 4), "mean_audio_s": round(a.audio_s, 2), "requests": round(a.requests, 1)}
+            sla.value: {"rate_per_s": round(a.rate, 4), "trend_per_s2": round(a.trend, 6), "mean_audio_s": round(a.audio_s, 2), "requests": round(a.requests, 1)}
             for sla, a in mix.classes.items()
         },
     }

@@ -10,16 +10,27 @@ second needs ``rate x (ttfp + audio_s x rtf)`` of them, TTFP and RTF read at tha
 load (a full pool's workers each carry ``operating load x target_utilisation``).
 
 Where traffic goes follows the routing: `latency` on low-latency (on high-throughput only
-when the mix has no low-latency worker); `balanced` and `throughput` anywhere, split
-between the pools as a fraction. A mix is tried under every placement of those two
-(low-latency only, high-throughput only, or split); a split class fills the low-latency
-spare first where it saves the most high-throughput streams per low-latency stream, which
-is optimal for two pools. A mix is *feasible* when some placement fits; its **margin** is
+when the operator allows it, ``latency_anywhere``, and the mix has no low-latency worker,
+or when there is no low-latency pool at all); `balanced` and `throughput` anywhere, split
+between the pools as a fraction.
+
+`latency` cannot queue (its time to first audio leaves no room for it), and the routing
+lets the other classes fill a low-latency worker up to its cap less a small reserve. So
+besides its average, the pool carrying `latency` must hold its bursts: the streams
+`latency` has in flight at once ``LATENCY_QUANTILE`` of the time (Poisson, as the
+routing's reserve counts them: an M/G/inf system) must fit in the pool's planned
+capacity, or that share of `latency` requests would find no place and spill.
+
+A mix is tried under every placement of `balanced` and `throughput` (low-latency only,
+high-throughput only, or split); a split class fills the low-latency spare first where it
+saves the most high-throughput streams per low-latency stream, which is optimal for two
+pools. A mix is *feasible* when some placement fits; its **margin** is
 how much all traffic could grow, as a fraction, before none does.
 
 Candidates: for each low-latency count within its bounds, the fewest high-throughput
 workers that make it feasible. The plan is the candidate with the fewest workers in all;
-among as many, the one that serves today's traffic fastest (the lowest mean predicted RTF
+among as many, the mix the last plan asked for (a plan does not flip between equal mixes),
+else the one that serves today's traffic fastest (the lowest mean predicted RTF
 at the load it would put on each worker: a low-latency worker at c4, two high-throughput
 ones at c64), then the largest margin.
 """
@@ -30,6 +41,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.routing.reserve import poisson_quantile
 from gateway.types import PoolName, SlaClass
 from gateway.types.curve import Curve
 from gateway.types.labels import PlanBound
@@ -38,6 +50,8 @@ LL, HT = PoolName.LOW_LATENCY, PoolName.HIGH_THROUGHPUT
 _SPLITTABLE = (SlaClass.BALANCED, SlaClass.THROUGHPUT)
 # How far traffic may grow before the margin search stops looking (x64).
 _MAX_GROWTH = 64.0
+# `latency` requests that should find a place at once: the objectives' 99%.
+LATENCY_QUANTILE = 0.99
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +122,15 @@ class _Shape:
     fixed: dict[PoolName, float]  # streams per unit of traffic of the classes on one pool only
     split: tuple[tuple[SlaClass, float, float], ...]  # (class, LL streams, HT streams) per unit
     single: dict[SlaClass, PoolName]  # the classes on one pool only
+    burst: tuple[PoolName, float] | None = None  # `latency`'s pool and its mean streams per unit
 
     def place(self, scale: float) -> tuple[bool, dict[PoolName, float], dict[SlaClass, dict[PoolName, float]]]:
         """Whether ``scale`` x the traffic fits, the streams per pool, each class's shares."""
         used = {pool: use * scale for pool, use in self.fixed.items()}
+        bursts_fit = True
+        if self.burst is not None:
+            pool, mean = self.burst
+            bursts_fit = poisson_quantile(mean * scale, LATENCY_QUANTILE) <= self.capacity[pool] + 1e-9
         shares: dict[SlaClass, dict[PoolName, float]] = {sla: {pool: 1.0} for sla, pool in self.single.items()}
         for sla, on_ll, on_ht in self.split:
             on_ll, on_ht = on_ll * scale, on_ht * scale
@@ -119,7 +138,7 @@ class _Shape:
             used[LL] += fraction * on_ll
             used[HT] += (1.0 - fraction) * on_ht
             shares[sla] = {LL: round(fraction, 4), HT: round(1.0 - fraction, 4)}
-        return all(used[pool] <= self.capacity[pool] + 1e-9 for pool in used), used, shares
+        return bursts_fit and all(used[pool] <= self.capacity[pool] + 1e-9 for pool in used), used, shares
 
 
 class MixSizer:
@@ -131,8 +150,10 @@ class MixSizer:
         objectives: Mapping[SlaClass, Objective],
         demand: Mapping[SlaClass, Demand],
         utilisation: float,
+        latency_anywhere: bool = False,
     ) -> None:
         self._curves = curves
+        self._latency_anywhere = latency_anywhere
         self._objectives = objectives
         self._demand = {sla: d for sla, d in demand.items() if d.rate > 0}
         self._utilisation = utilisation
@@ -163,7 +184,12 @@ class MixSizer:
             return []
         fixed: dict[SlaClass, tuple[PoolName, ...]] = {}
         if SlaClass.LATENCY in self._demand:
-            fixed[SlaClass.LATENCY] = (LL,) if LL in pools else (HT,)
+            if LL in pools:
+                fixed[SlaClass.LATENCY] = (LL,)
+            elif self._latency_anywhere:
+                fixed[SlaClass.LATENCY] = (HT,)
+            else:
+                return []  # `latency` stays on low-latency: a mix without one cannot carry it
         options = [
             [(pool,) for pool in pools] + ([tuple(pools)] if len(pools) > 1 else [])
             for sla in _SPLITTABLE if sla in self._demand
@@ -195,17 +221,21 @@ class MixSizer:
         capacity = {pool: workers[pool] * self._load(pool, classes)[0] * self._utilisation for pool, classes in layout.items()}
         fixed = dict.fromkeys(layout, 0.0)
         split, single = [], {}
+        burst = None
         for sla in self._demand:
             on = [pool for pool, classes in layout.items() if sla in classes]
             if len(on) == 1:
                 single[sla] = on[0]
-                fixed[on[0]] += self._unit(on[0], layout[on[0]], sla)
+                streams = self._unit(on[0], layout[on[0]], sla)
+                fixed[on[0]] += streams
+                if sla is SlaClass.LATENCY:
+                    burst = (on[0], streams)
             else:
                 split.append((sla, self._unit(LL, layout[LL], sla), self._unit(HT, layout[HT], sla)))
         # Two pools: the split classes fill the low-latency spare first, the one that saves
         # the most high-throughput streams per low-latency stream first.
         split.sort(key=lambda item: item[2] / item[1], reverse=True)
-        return _Shape(capacity, fixed, tuple(split), single)
+        return _Shape(capacity, fixed, tuple(split), single, burst)
 
     def _growth(self, workers: Mapping[PoolName, int], layout: dict[PoolName, frozenset[SlaClass]]) -> float | None:
         """How much the traffic may grow (-1 .. 63) with this placement; None: not even a
@@ -238,7 +268,7 @@ class MixSizer:
         return total / streams
 
     # --- the search --------------------------------------------------------------------
-    def size(self, bounds: Mapping[PoolName, Bounds]) -> Sizing:
+    def size(self, bounds: Mapping[PoolName, Bounds], previous: Mapping[PoolName, int] | None = None) -> Sizing:
         ll, ht = bounds[LL], bounds[HT]
         candidates: list[Candidate] = []
         for ll_count in range(ll.minimum, ll.maximum + 1):
@@ -251,7 +281,11 @@ class MixSizer:
             bound = {LL: PlanBound.MAXIMUM, HT: PlanBound.MAXIMUM}
             return Sizing(most.workers, bound, most.margin, False, tuple(candidates) or (most,),
                           "no mix within the pools' maximums meets every objective: asking for the maximums")  # fmt: skip
-        chosen = min(feasible, key=lambda c: (c.total, c.service_rtf, -c.margin))
+        # Among as many workers, the mix already asked for stays: flipping between two equal
+        # mixes (2+2 and 3+1) would make a pool-by-pool autoscaler, which scales down only
+        # after a stabilisation window, hold the larger count of each (3+2).
+        kept = dict(previous) if previous is not None else None
+        chosen = min(feasible, key=lambda c: (c.total, dict(c.workers) != kept, c.service_rtf, -c.margin))
         bound_by = {}
         for pool, bound in (bounds.items()):
             count = chosen.workers[pool]
@@ -261,7 +295,9 @@ class MixSizer:
                 bound_by[pool] = chosen.bound_by.get(pool, PlanBound.MINIMUM)
         ties = [c for c in feasible if c.total == chosen.total and c is not chosen]
         why = f"fewest workers that meet every objective ({chosen.total})"
-        if ties:
+        if ties and dict(chosen.workers) == kept:
+            why += f"; of {len(ties) + 1} mixes with as many, the one already asked for"
+        elif ties:
             why += f"; of {len(ties) + 1} mixes with as many, the one that serves today's traffic fastest"
         return Sizing(chosen.workers, bound_by, chosen.margin, True, tuple(candidates), why)
 

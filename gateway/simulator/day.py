@@ -1,11 +1,13 @@
 """A compressed day on elastic simulated fleets: the planner in the loop against the alternatives.
 
-``higgs-gateway simulate --day`` replays one seeded, day-shaped trace (quiet night, morning
-ramp, bursty afternoon, a long high plateau, the evening fall) on four fleets:
+``higgs-gateway simulate --day`` replays one seeded, day-shaped trace (a 24-hour day
+compressed: quiet night, morning ramp, bursty afternoon, a long high plateau, the evening
+fall; hours in ``day_rate``) on these fleets:
 
 - ``planner``: both profiles, sized every tick by the fleet planner from what admission saw;
 - ``static-peak``: the smallest static mixed fleet meeting the objectives at peak (the
-  planner's answer for the peak traffic), running all day;
+  planner's answer for the peak traffic), running all day, and the same less one worker of
+  either pool (``static-fewer-ll``, ``static-fewer-ht``: is the peak sizing tight?);
 - ``ll-saturation`` / ``ht-saturation``: one profile, autoscaled the way llm-d's KEDA recipe
   scales one variant: on a saturation signal (the P90 of each request's TTFP and RTF over
   their SLOs, here `balanced`'s objective), with the HPA's proportional rule
@@ -24,7 +26,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.bench.client import RequestResult, RequestSpec
@@ -47,17 +49,27 @@ PROFILES = {LL: LL_PROFILE, HT: HT_PROFILE}
 
 
 # --- the day -----------------------------------------------------------------------------
+# A 24-hour day compressed into the run: ``fraction`` of the run is hour ``24 x fraction``
+# (a 3600 s run: 150 s per hour). The phases follow a working day's clock, not the results:
+#   00-08 night (a third of the day), 08-12 morning ramp, 12-17 bursty afternoon (a batch
+#   burst in the first 18 minutes of each hour), 17-22 the long high plateau, 22-24 the
+#   evening fall back to the night's level.
+NIGHT, RAMP_END, AFTERNOON_END, PLATEAU_END = 8.0, 12.0, 17.0, 22.0  # hours
+BURST_H = 0.3  # of each afternoon hour (18 minutes: 30% of the afternoon)
+
+
 def day_rate(fraction: float) -> float:
-    """Share of the peak rate at ``fraction`` of the day (0 .. 1)."""
-    if fraction < 0.2:  # night
+    """Share of the peak rate at ``fraction`` of the day (0 .. 1; hour = 24 x fraction)."""
+    hour = 24.0 * fraction
+    if hour < NIGHT:  # night
         return 0.05
-    if fraction < 0.4:  # morning ramp
-        return 0.05 + 0.55 * (fraction - 0.2) / 0.2
-    if fraction < 0.6:  # bursty afternoon: batch bursts on an ordinary base
-        return 1.0 if (fraction - 0.4) % 0.04 < 0.012 else 0.45
-    if fraction < 0.92:  # the long high plateau
+    if hour < RAMP_END:  # morning ramp
+        return 0.05 + 0.55 * (hour - NIGHT) / (RAMP_END - NIGHT)
+    if hour < AFTERNOON_END:  # bursty afternoon: batch bursts on an ordinary base
+        return 1.0 if (hour - RAMP_END) % 1.0 < BURST_H else 0.45
+    if hour < PLATEAU_END:  # the long high plateau
         return 0.95
-    return 0.95 - 0.85 * (fraction - 0.92) / 0.08  # evening
+    return 0.95 - 0.90 * (hour - PLATEAU_END) / (24.0 - PLATEAU_END)  # evening, down to the night
 
 
 def day_trace(duration_s: float, peak_rate: float, seed: int, mix: Sequence[tuple[SlaClass, float]] = RAMP_MIX) -> list[Arrival]:
@@ -202,7 +214,13 @@ class DayOptions:
     stabilisation_s: float = 120.0
     window_s: float = 60.0  # the saturation signal's window
     maximum: int = 16
-    planner: PlannerConfig = field(default_factory=lambda: PlannerConfig(smoothing_s=60.0, min_requests=5.0))
+    # None: smoothing 60 s, forecasting the rate one provisioning delay ahead (the time a
+    # worker asked for now takes to serve).
+    planner: PlannerConfig = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.planner is None:
+            self.planner = PlannerConfig(smoothing_s=60.0, min_requests=5.0, forecast_s=self.provision_delay_s)
 
 
 def peak_mix(options: DayOptions, texts: Sequence[str]) -> dict[PoolName, int]:
@@ -220,6 +238,11 @@ def setups(options: DayOptions, texts: Sequence[str]) -> list[DaySetup]:
     return [
         DaySetup("planner", "both profiles, sized by the fleet planner", {LL: 1, HT: 0}, None),
         DaySetup("static-peak", f"{peak[LL]} LL + {peak[HT]} HT all day (the planner's mix at peak)", peak, None),
+        # One worker fewer than the planner's peak mix, each way: is the peak sizing tight?
+        *[DaySetup(f"static-fewer-{pool_tag}", f"{fewer[LL]} LL + {fewer[HT]} HT all day (the peak mix less one {pool.value} worker)",
+                   fewer, None)
+          for pool, pool_tag in ((LL, "ll"), (HT, "ht")) if peak[pool] > 0 and sum(peak.values()) > 1
+          for fewer in [{**peak, pool: peak[pool] - 1}]],
         DaySetup("ll-saturation", "low-latency only, autoscaled on saturation", {LL: 1, HT: 0},
                  saturation_controller(LL, sat, options.maximum)),
         DaySetup("ht-saturation", "high-throughput only, autoscaled on saturation", {LL: 0, HT: 1},
@@ -314,9 +337,10 @@ def render_day(results: Sequence[dict[str, Any]], options: DayOptions, command: 
         "",
         f"Reproduce: `{command}`",
         "",
-        f"A {options.duration_s:.0f} s compressed day (seed {options.seed}, peak {options.peak_rate:g} requests/s, "
-        "classes 20% latency, 50% balanced, 30% throughput): quiet night, morning ramp, bursty afternoon, "
-        "a long high plateau, the evening fall. Autoscaled fleets: a new worker serves "
+        f"A 24-hour day compressed into {options.duration_s:.0f} s ({options.duration_s / 24:g} s per hour; seed {options.seed}, "
+        f"peak {options.peak_rate:g} requests/s, classes 20% latency, 50% balanced, 30% throughput): quiet night "
+        "00-08 h, morning ramp 08-12 h, bursty afternoon 12-17 h (a batch burst in the first 18 minutes of each hour), "
+        "the long high plateau 17-22 h, the evening fall 22-24 h. Autoscaled fleets: a new worker serves "
         f"{options.provision_delay_s:g} s after it is asked for; scale-down waits {options.stabilisation_s:g} s "
         f"(the highest count asked within it), a worker drains before its GPU is released; decisions every {options.tick_s:g} s.",
         "",
@@ -324,8 +348,10 @@ def render_day(results: Sequence[dict[str, Any]], options: DayOptions, command: 
         + "; ".join(f"`{sla.value}` RTF ≤ {o.rtf:g}" + (f", TTFP ≤ {o.ttfp_s:g} s" if o.ttfp_s else "") for sla, o in objectives.items())
         + ". The saturation autoscalers scale on the P90 of each request's worse ratio to its objective.",
         "",
-        f"The planner: smoothing {options.planner.smoothing_s:g} s, at least {options.planner.min_requests:g} requests "
-        f"to judge, target utilisation {options.planner.target_utilisation:g}, pools 0-{options.maximum}.",
+        f"The planner: smoothing {options.planner.smoothing_s:g} s, the rate forecast {options.planner.forecast_s:g} s ahead "
+        f"(its trend), at least {options.planner.min_requests:g} requests to judge, target utilisation "
+        f"{options.planner.target_utilisation:g}, pools 0-{options.maximum}, `latency` on low-latency only. "
+        "The `static-fewer-*` fleets are the peak mix less one worker of a pool: whether the peak sizing is tight.",
         "",
         "| setup | fleet | latency | balanced | throughput | all | GPU-hours | GPU-hours vs static-peak |",
         "|---|---|---|---|---|---|---|---|",

@@ -41,12 +41,47 @@ def config(**overrides: object) -> PlannerConfig:
 
 def test_latency_traffic_needs_low_latency_workers_bound_by_its_rtf() -> None:
     # latency rtf 0.3: a low-latency worker carries 6 streams (rtf 0.30); one request holds
-    # ~0.2 + 10 x 0.3 = 3.2 s, so 2 req/s is 6.4 streams: two workers.
+    # ~0.2 + 10 x 0.3 = 3.2 s, so 2 req/s is 6.4 streams on average: two workers would hold
+    # the average, but `latency` cannot queue and 1% of the time 13 or more are in flight
+    # at once (Poisson): three workers (18 streams).
     sizing = size_fleet(config(), CURVES, mix(latency=2.0))
     assert sizing.feasible
-    assert sizing.workers == {LL: 2, HT: 0}
+    assert sizing.workers == {LL: 3, HT: 0}
     assert sizing.bound_by == {LL: PlanBound.LATENCY_RTF, HT: PlanBound.MINIMUM}
-    assert 0 < sizing.margin < 1  # 12 streams offered for 6.4 needed
+    assert 0 < sizing.margin < 1
+
+
+def test_latency_bursts_must_fit_the_low_latency_pool() -> None:
+    from gateway.planner.sizing import Demand, MixSizer, Objective
+
+    objectives = {sla: Objective(o.rtf, o.ttfp_s) for sla, o in config().objectives.items()}
+    # 1 req/s holds 3.2 streams on average (one worker's 6 would do) and 8 at its 99th
+    # percentile: one worker is not enough, two are.
+    sizer = MixSizer(CURVES, objectives, {SlaClass.LATENCY: Demand(1.0, 10.0)}, 1.0)
+    assert not sizer.feasible({LL: 1, HT: 0}) and sizer.feasible({LL: 2, HT: 0})
+
+
+def test_latency_stays_on_low_latency_unless_the_operator_allows_otherwise() -> None:
+    # latency rtf 0.5: an idle high-throughput worker (0.35) meets it too.
+    lenient = {"latency": {"ttfp_s": 0.5, "rtf": 0.5}, "balanced": {"rtf": 0.9}, "throughput": {"rtf": 1.0}}
+    traffic = mix(latency=0.05, throughput=5.0)
+    kept = size_fleet(config(objectives=lenient), CURVES, traffic)
+    assert kept.workers[LL] >= 1
+    assert not any(c.feasible for c in kept.candidates if c.workers[LL] == 0)
+    allowed = size_fleet(config(objectives=lenient, latency_on_high_throughput=True), CURVES, traffic)
+    assert any(c.feasible for c in allowed.candidates if c.workers[LL] == 0)
+    # With no low-latency pool at all, `latency` goes where it can.
+    alone = size_fleet(config(objectives=lenient), {HT: HT_CURVE}, traffic)
+    assert alone.feasible and alone.workers[HT] >= 1
+
+
+def test_among_equal_mixes_the_one_already_asked_for_stays() -> None:
+    fresh = size_fleet(config(), CURVES, mix(balanced=0.2))
+    assert fresh.workers == {LL: 1, HT: 0}
+    kept = size_fleet(config(), CURVES, mix(balanced=0.2), previous={LL: 0, HT: 1})
+    assert kept.workers == {LL: 0, HT: 1} and "already asked for" in kept.why
+    # Not when it no longer fits, nor when fewer workers do.
+    assert size_fleet(config(), CURVES, mix(balanced=0.2), previous={LL: 1, HT: 1}).workers == {LL: 1, HT: 0}
 
 
 def test_heavy_throughput_traffic_goes_to_high_throughput_workers_up_to_their_max_load() -> None:
@@ -110,6 +145,39 @@ def test_arrivals_are_smoothed_per_class_with_their_lengths() -> None:
     assert sampled.classes[SlaClass.BALANCED].rate == 0.0
     later = meter.sample(110.0)  # nothing new: the count fades (e^-1)
     assert 18 < later.classes[SlaClass.LATENCY].requests < 19
+
+
+def _ramp(meter: ArrivalMeter, until_s: int, rate: object) -> None:
+    """Whole requests each second at ``rate(t)`` per second (the fractions carried over)."""
+    owed = 0.0
+    for t in range(until_s):
+        owed += rate(t)  # type: ignore[operator]
+        while owed >= 1:
+            meter.record(RequestInfo(SlaClass.BALANCED, None, 150))
+            owed -= 1
+        meter.sample(float(t + 1))
+
+
+def test_the_forecast_follows_a_ramp_ahead_where_the_average_lags() -> None:
+    def ramp(t: float) -> float:
+        return 2.0 + 0.01 * t
+
+    lagging, ahead = ArrivalMeter(60.0, 0.0), ArrivalMeter(60.0, 0.0, forecast_s=60.0)
+    _ramp(lagging, 1000, ramp)
+    _ramp(ahead, 1000, ramp)
+    now = 1000.0
+    smoothed = lagging.sample(now).classes[SlaClass.BALANCED]
+    forecast = ahead.sample(now).classes[SlaClass.BALANCED]
+    assert abs(smoothed.rate - ramp(now - 60)) < 0.3 and smoothed.trend == 0.0  # a time constant behind
+    assert abs(forecast.rate - ramp(now + 60)) < 0.3  # a provisioning delay ahead
+    assert abs(forecast.trend - 0.01) < 0.002
+
+
+def test_a_steady_rate_forecasts_itself() -> None:
+    meter = ArrivalMeter(60.0, 0.0, forecast_s=60.0)
+    _ramp(meter, 1000, lambda t: 3.0)
+    steady = meter.sample(1000.0).classes[SlaClass.BALANCED]
+    assert abs(steady.rate - 3.0) < 0.1 and abs(steady.trend) < 1e-3
 
 
 def test_thin_traffic_changes_nothing_and_says_so() -> None:

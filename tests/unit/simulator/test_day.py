@@ -10,19 +10,26 @@ from gateway.simulator.day import DayOptions, compare_day, day_rate, day_trace, 
 from gateway.simulator.loop import run_virtual
 from gateway.types import SlaClass
 
-SHORT = DayOptions(duration_s=400.0, peak_rate=4.0, provision_delay_s=20.0, tick_s=5.0, stabilisation_s=30.0, window_s=20.0)
+SHORT = DayOptions(duration_s=720.0, peak_rate=4.0, provision_delay_s=20.0, tick_s=5.0, stabilisation_s=30.0, window_s=20.0)
 
 
 def test_the_day_has_a_quiet_night_a_ramp_bursts_and_a_plateau() -> None:
-    assert day_rate(0.1) < 0.1 < day_rate(0.3) < day_rate(0.39)
-    afternoon = {round(day_rate(0.4 + i / 1000), 2) for i in range(200)}
+    def at(hour: float) -> float:
+        return day_rate(hour / 24)
+
+    assert at(0) == at(7.9) == 0.05  # the night: a third of the day
+    assert at(7.9) < at(9) < at(11.9) < at(12.1)  # the morning ramp, into a burst
+    afternoon = {round(at(12 + i / 100), 2) for i in range(500)}
     assert afternoon == {0.45, 1.0}  # bursts on an ordinary base
-    assert day_rate(0.7) > 0.9 and day_rate(0.99) < 0.25
-    arrivals = day_trace(1000.0, 5.0, seed=3)
-    assert arrivals == day_trace(1000.0, 5.0, seed=3)  # seeded
-    night = sum(1 for a in arrivals if a.at_s < 200)
-    plateau = sum(1 for a in arrivals if 600 <= a.at_s < 800)
-    assert plateau > 8 * night
+    bursting = sum(1 for i in range(500) if at(12 + i / 100) == 1.0)
+    assert 140 <= bursting <= 160  # 18 minutes of each hour
+    assert at(17) == at(21.9) == 0.95  # the plateau
+    assert at(23.99) < 0.06  # the evening falls back to the night
+    arrivals = day_trace(1200.0, 5.0, seed=3)
+    assert arrivals == day_trace(1200.0, 5.0, seed=3)  # seeded
+    night = sum(1 for a in arrivals if a.at_s < 400)  # 00-08 h
+    plateau = sum(1 for a in arrivals if 850 <= a.at_s < 1100)  # 17-22 h
+    assert plateau > 8 * night * 250 / 400
     assert {a.sla_class for a in arrivals} == set(SlaClass)
 
 
@@ -42,7 +49,8 @@ def test_the_planner_scales_the_fleet_up_after_the_provisioning_delay_and_back_d
 def test_static_and_saturation_fleets_run_the_same_day() -> None:
     results, arrivals = compare_day(SHORT)
     by_name = {r["setup"]: r for r in results}
-    assert set(by_name) == {"planner", "static-peak", "ll-saturation", "ht-saturation"}
+    assert {"planner", "static-peak", "ll-saturation", "ht-saturation"} <= set(by_name)
+    assert set(by_name) - {"planner", "static-peak", "ll-saturation", "ht-saturation"} <= {"static-fewer-ll", "static-fewer-ht"}
     static = [sum(row["gpus"].values()) for row in by_name["static-peak"]["timeline"]]
     assert len(set(static)) == 1  # never changes
     assert all(row["gpus"]["high_throughput"] == 0 for row in by_name["ll-saturation"]["timeline"])
