@@ -371,6 +371,7 @@ def create_app(
         allowed_origins=config.server.cors_origins,
         max_open_per_replica=sessions_config.max_open_per_replica,
         clock=clock,
+        tracing=tracing,
     )
 
     gateway: GatewayApp | None = None

@@ -18,12 +18,17 @@ session is an ordinary HTTP answer (the OpenAI envelope, ``x-request-id``,
 
 Servers without the WebSocket denial-response extension get the same refusal as an
 ``error`` message and close 1013 (try again later) or 1008.
+
+The session is traced from the handshake on (``SpeechTracing.session``: one span when
+tracing, refusals included) and its id is ``REQUEST_ID`` while it runs, so its log lines
+carry it; each sentence is sent with an id and trace headers derived from the session's.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -41,6 +46,8 @@ from gateway.sessions.pipeline import EncoderFactory, SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import Session, SessionEnd, SessionLimits
 from gateway.sessions.voice import SessionVoices
+from gateway.telemetry.request_context import REQUEST_ID
+from gateway.telemetry.tracing import PassThroughTracing, SessionTrace, SpeechTracing
 from gateway.types import REQUEST_ID_HEADER, SPEECH_STREAM_PATH, SlaClass
 
 log = logging.getLogger("gateway.sessions")
@@ -49,6 +56,21 @@ SUBPROTOCOL = "higgs-gateway"
 BEARER_SUBPROTOCOL = "bearer."
 KEY_QUERY = "api_key"
 CLOSE_TRY_AGAIN = 1013
+SWITCHING_PROTOCOLS = 101
+DENIED = "denied"  # the handshake was refused: no session ran
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """How a session ended, for its trace (``tracing.SessionSummary``)."""
+
+    status: int
+    end: str
+    error: str | None = None
+    utterances: int = 0
+    sentences: int = 0
+    model: str | None = None
+    response_format: str | None = None
 
 
 class StarletteSocket:
@@ -91,6 +113,7 @@ class SessionEndpoint:
         allowed_origins: list[str],
         max_open_per_replica: int | None,
         clock: Callable[[], float],
+        tracing: SpeechTracing | None = None,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -102,9 +125,19 @@ class SessionEndpoint:
         self._allowed_origins = set(allowed_origins)
         self._max_open_per_replica = max_open_per_replica
         self._clock = clock
+        # Spans when tracing is configured; otherwise only the headers workers get.
+        self._tracing = tracing or PassThroughTracing()
         self.open_sessions = 0
 
     async def serve(self, websocket: WebSocket, request_id: str) -> None:
+        trace = self._tracing.session(websocket.scope["headers"], request_id)
+        summary = SessionSummary(500, SessionEnd.ERROR.value)  # unless it ends another way below
+        try:
+            summary = await self._serve(websocket, request_id, trace)
+        finally:
+            trace.finish(summary)
+
+    async def _serve(self, websocket: WebSocket, request_id: str, trace: SessionTrace) -> SessionSummary:
         headers = websocket.headers
         try:
             self._check_origin(headers.get("origin"), headers.get("host"))
@@ -112,27 +145,29 @@ class SessionEndpoint:
             key_hold = await self._auth.open_session(_authorization(headers.get("authorization"), offered, websocket.url.query))
         except GatewayError as exc:
             await _deny(websocket, exc, request_id)
-            return
+            return SessionSummary(exc.status, DENIED, exc.code)
         try:
             try:
                 self._check_capacity()
             except GatewayError as exc:
                 await _deny(websocket, exc, request_id)
-                return
+                return SessionSummary(exc.status, DENIED, exc.code)
             self.open_sessions += 1
             try:
                 await websocket.accept(subprotocol=_chosen(offered), headers=[(REQUEST_ID_HEADER.encode(), request_id.encode())])
-                await self._run(websocket, request_id)
+                return await self._run(websocket, request_id, trace)
             finally:
                 self.open_sessions -= 1
         finally:
             await key_hold.close()
 
-    async def _run(self, websocket: WebSocket, request_id: str) -> None:
+    async def _run(self, websocket: WebSocket, request_id: str, trace: SessionTrace) -> SessionSummary:
         socket = StarletteSocket(websocket)
         outbox = Outbox(socket)
         session: Session | None = None
-        pipeline = SentencePipeline(outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug)
+        pipeline = SentencePipeline(
+            outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug, trace=trace
+        )
         session = Session(socket, outbox, pipeline, self._voices, self._limits, self._clock, self._observer)
         self._observer.session_opened()
         how = SessionEnd.ERROR
@@ -142,9 +177,14 @@ class SessionEndpoint:
             log.exception("voice session %s failed", request_id)
             await outbox.close(1011)
         finally:
-            await pipeline.close()  # every sentence's request ended and its slot freed
+            await pipeline.close()  # every sentence's request ended and its slot freed: their spans too
             self._observer.session_closed(how.value)
-            log.info("voice session %s ended: %s", request_id, how.value)
+            log.info("voice session %s ended: %s", request_id, how.value, extra={"trace_id": trace.trace_id})
+        config = session.config
+        return SessionSummary(
+            SWITCHING_PROTOCOLS, how.value, None, session.utterances, session.sentences,
+            None if config is None else config.model, None if config is None else config.response_format,
+        )  # fmt: skip
 
     def _check_origin(self, origin: str | None, host: str | None) -> None:
         if origin is None or "*" in self._allowed_origins or origin in self._allowed_origins:
@@ -204,4 +244,8 @@ class SessionEntry:
             return
         request_id = incoming_request_id(scope)
         scope.setdefault("state", {})["request_id"] = request_id
-        await self.endpoint.serve(WebSocket(scope, receive, send), request_id)
+        token = REQUEST_ID.set(request_id)  # on every log line the session causes
+        try:
+            await self.endpoint.serve(WebSocket(scope, receive, send), request_id)
+        finally:
+            REQUEST_ID.reset(token)

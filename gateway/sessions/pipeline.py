@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import struct
 from collections import deque
@@ -35,6 +36,7 @@ from gateway.sessions.outbox import Outbox, SocketClosed
 from gateway.sessions.playback import Playback, pcm_seconds
 from gateway.sessions.sentence import SentenceAudio, SentenceFailed, SentenceUpstream
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.telemetry.tracing import UNTRACED_SESSION, SessionTrace
 from gateway.types import SlaClass
 from gateway.types.curve import audio_seconds_for
 from gateway.types.view import RequestInfo
@@ -93,6 +95,7 @@ class SentencePipeline:
         observer: SessionObserver,
         *,
         debug: Callable[[], bool] = lambda: False,
+        trace: SessionTrace = UNTRACED_SESSION,
     ) -> None:
         self._outbox = outbox
         self._upstream = upstream
@@ -100,6 +103,7 @@ class SentencePipeline:
         self._encoders = encoders
         self._observer = observer
         self._debug = debug  # the session's `gateway_debug`: routing in audio.start
+        self._trace = trace  # each sentence's request id and trace headers (spans when tracing)
         self._entries: deque[Entry] = deque()
         self._more = asyncio.Event()
         self._delivery: asyncio.Task[None] | None = None
@@ -165,7 +169,8 @@ class SentencePipeline:
         else:
             request = RequestInfo(SlaClass.BALANCED, None, chars, deadline_s=self._playback.due_in(now, ahead_s))
         assert sentence.payload is not None
-        sentence.audio = audio = SentenceAudio(self._upstream, request, sentence.payload, self._progress)
+        trace = functools.partial(self._trace.sentence, sentence.utterance, sentence.index)
+        sentence.audio = audio = SentenceAudio(self._upstream, request, sentence.payload, self._progress, trace)
         audio.start()
 
     def _placed(self, sentence: Sentence, audio: SentenceAudio) -> None:

@@ -7,7 +7,8 @@ retry before the first byte); the chunks queue up here while earlier sentences p
 (the worker aborts it) and its slot is freed; ``OpenStream.close`` is still the one
 release. ``chunks`` hands the audio over in order and raises ``SentenceFailed`` where the
 request failed. Like a speech request, a sentence is recorded once, when it ends: its wait
-in admission (or refusal) and the relay's ``AttemptLog`` go to ``UpstreamRecords``.
+in admission (or refusal) and the relay's ``AttemptLog`` go to ``UpstreamRecords``, and its
+trace (the session's ``sentence``) is told how it ended.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.errors import GatewayError
 from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.telemetry.tracing import SentenceTrace
 from gateway.types import SlaClass
 from gateway.types.decision import Decision
 from gateway.types.observations import AttemptLog, StreamOutcome
@@ -47,6 +50,29 @@ class _End:
         self.failure = failure
 
 
+@dataclass(frozen=True, slots=True)
+class SentenceEnd:
+    """How a sentence's request ended, for its trace (``tracing.SentenceSummary``)."""
+
+    outcome: str  # completed, cancelled, failed, cut
+    status: int  # what the request would have been answered over HTTP; 499: cancelled
+    error: str | None
+    detail: str | None
+    decision: Decision | None
+    retries: int
+    received_bytes: int
+
+
+# The request's outcome as a sentence's trace names it.
+_OUTCOMES = {
+    StreamOutcome.COMPLETED: "completed",
+    StreamOutcome.CLIENT_DISCONNECTED: "cancelled",
+    StreamOutcome.CUT: "cut",
+    StreamOutcome.ERROR: "failed",
+}
+CANCELLED = 499  # as a request whose client left: barge-in, or the session ended
+
+
 class UpstreamRecords(Protocol):
     """Where an ended sentence's routing is counted (the recorder's ``upstream_done``)."""
 
@@ -70,11 +96,13 @@ class SentenceAudio:
         request: RequestInfo,
         payload: dict[str, Any] | GatewayError,
         on_progress: Callable[[], None],
+        trace: Callable[[RequestInfo], SentenceTrace],
     ) -> None:
         self._upstream = upstream
         self.request = request
         self._payload = payload
         self._on_progress = on_progress  # placed, first audio, ended: the pipeline looks again
+        self._trace = trace  # the session's: starts this sentence's trace once it runs
         self._queue: asyncio.Queue[bytes | _End] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.dispatched_at: float | None = None
@@ -116,8 +144,12 @@ class SentenceAudio:
 
     async def _run(self) -> None:
         upstream = self._upstream
+        # Started here, not in ``start``: a task cancelled before it runs never runs its
+        # ``finally`` either, and so leaves no span open.
+        trace = self._trace(self.request)
         stream: OpenStream | None = None
         outcome = StreamOutcome.CLIENT_DISCONNECTED  # unless it ends another way below
+        status, error = CANCELLED, None
         failure: SentenceFailed | None = None
         attempts = AttemptLog()
         waited_s: float | None = None
@@ -125,16 +157,18 @@ class SentenceAudio:
         try:
             if isinstance(self._payload, GatewayError):
                 raise self._payload
+            trace.admission_started()
             try:
                 reservation = await upstream.admission.admit(self.request)
             except AdmissionRejected as exc:
                 rejected, waited_s = exc.reason, exc.waited_s
                 raise
+            trace.routed(reservation.decision)
             waited_s = reservation.waited_s
             self.decision = reservation.decision
             self.placed.set()
             self._on_progress()  # placed: the pipeline reports where
-            stream = await upstream.relay.open(reservation, self.request, self._payload, attempts)  # owns the slot from here
+            stream = await upstream.relay.open(reservation, self.request, self._payload, attempts, trace)  # owns the slot from here
             self.decision = stream.decision  # a retry may have moved it
             self._received(stream.first_chunk)
             rest = stream.rest
@@ -142,20 +176,25 @@ class SentenceAudio:
             async for chunk in rest:
                 stream.received(chunk)
                 self._received(chunk)
-            outcome = StreamOutcome.COMPLETED
+            outcome, status = StreamOutcome.COMPLETED, 200
         except UpstreamError as exc:
             assert stream is not None  # before the stream opened, the relay raises GatewayError
             kind = upstream.relay.failed_mid_stream(stream, exc)
             outcome, failure = StreamOutcome.CUT, SentenceFailed(f"the worker failed mid-stream ({kind.value})")
+            status, error = 502, kind.value
         except GatewayError as exc:  # refused by admission, the voice, or every worker tried
             outcome, failure = StreamOutcome.ERROR, SentenceFailed(exc.message)
+            status, error = exc.status, exc.code or type(exc).__name__
         except Exception as exc:  # a bug must still end the sentence as failed, not as whole
             log.exception("session sentence failed")
             outcome, failure = StreamOutcome.ERROR, SentenceFailed(f"internal error ({type(exc).__name__})")
+            status, error = 500, type(exc).__name__
         finally:
             if stream is not None:
                 await stream.close(outcome)
             upstream.records.upstream_done(self.request.sla_class, waited_s, rejected, attempts)
+            detail = None if failure is None else failure.reason
+            trace.ended(SentenceEnd(_OUTCOMES[outcome], status, error, detail, self.decision, len(attempts.retries), self.received_bytes))
             self.ended = True
             self.placed.set()
             self._queue.put_nowait(_End(failure))

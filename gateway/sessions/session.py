@@ -86,6 +86,13 @@ class Session:
         # Open from the first non-empty input.text to input.done (or input.cancel).
         self._open = False
         self.debug = False
+        # For the session's trace: utterances begun, sentences cut, the config in force.
+        self.utterances = 0
+        self.sentences = 0
+
+    @property
+    def config(self) -> StreamingSpeechSessionConfig | None:
+        return self._config
 
     async def run(self) -> SessionEnd:
         """Serve until the session ends; the caller closes the pipeline whatever happens."""
@@ -172,6 +179,7 @@ class Session:
             return
         if text and not self._open:
             self._open = True
+            self.utterances += 1
             self._observer.utterance_started()
         for unit in self._splitter.feed(text):
             await self._cut(unit)
@@ -211,6 +219,7 @@ class Session:
                 payload = exc
         sentence = Sentence(self._utterance, self._sentence, text, config, payload, self._clock(), precheck)
         self._sentence += 1
+        self.sentences += 1
         self._pipeline.add(sentence)
 
     def _next_utterance(self) -> None:

@@ -1,4 +1,4 @@
-"""Following one request through the gateway and into the worker: request ids on log
+"""Following one request (or voice session) through the gateway and into the worker: request ids on log
 lines (``request_context``), OpenTelemetry spans and the headers that carry them
 upstream (``tracing``), and the OTLP export set up from the config (``otlp``).
 

@@ -13,6 +13,13 @@ attempt. Recorded, a request is::
         stream                   until the stream ends, however it ends
       encode                   first chunk encoded to the tail flushed; busy time inside
 
+A voice session (``SessionTrace``) is one trace; each sentence it sends is a request
+of its own, under the session's span, without the ``encode`` step (the session encodes)::
+
+    GET /v1/audio/speech/stream   SERVER: the whole session, joins the handshake's traceparent
+      sentence                    one per sentence sent: utterance, index, deadline, outcome
+        admission, route, worker request (connect, first byte, stream)   as above
+
 With tracing off (``PassThroughTracing``), nothing here builds a span or touches the SDK:
 the worker still gets the request id and, unchanged, the caller's ``traceparent``. A
 request the sampler leaves out costs its root span only: its hooks are the no-op ones.
@@ -31,8 +38,9 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from gateway import __version__
-from gateway.types import REQUEST_ID_HEADER, SPEECH_PATH, PoolName
+from gateway.types import REQUEST_ID_HEADER, SPEECH_PATH, SPEECH_STREAM_PATH, PoolName
 from gateway.types.codec import BYTES_PER_SECOND
+from gateway.types.view import RequestInfo
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -43,6 +51,8 @@ _TRACEPARENT_SHAPE = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([
 _TRACESTATE_MAX = 512  # what the spec asks every vendor to pass on, at least
 _PROPAGATOR = TraceContextTextMapPropagator()
 SERVER_SPAN = f"POST {SPEECH_PATH}"
+SESSION_SPAN = f"GET {SPEECH_STREAM_PATH}"  # the WebSocket handshake is a GET
+SENTENCE_SPAN = "sentence"
 INSTRUMENTATION = "higgs_gateway"
 
 
@@ -110,19 +120,82 @@ class AttemptTrace(Protocol):
     def closed(self, outcome: str, received_bytes: int) -> None: ...
 
 
-class RequestTrace(Protocol):
-    # The trace the request belongs to (32 hex digits), for the access log; None: none.
-    trace_id: str | None
+class UpstreamTrace(Protocol):
+    """The steps of any upstream request's trace: its wait in admission, each routing (a
+    retry's from the relay) and one ``AttemptTrace`` per worker attempt."""
 
     def admission_started(self) -> None: ...
     def routed(self, decision: DecisionLike, retry: bool = False) -> None: ...
     def attempt(self, worker_id: str, pool: PoolName, url: str, number: int) -> AttemptTrace: ...
+
+
+class RequestTrace(UpstreamTrace, Protocol):
+    # The trace the request belongs to (32 hex digits), for the access log; None: none.
+    trace_id: str | None
+
     def encoding(self, encoder: Encoder, audio_format: str) -> Encoder: ...
     def finish(self, status: int, summary: RequestSummary) -> None: ...
 
 
+class SentenceSummary(Protocol):
+    """How a session's sentence request ended (``sessions.sentence.SentenceEnd``)."""
+
+    @property
+    def outcome(self) -> str: ...  # completed, cancelled, failed, cut
+    @property
+    def status(self) -> int: ...  # the status the request would have had over HTTP (499: cancelled)
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def detail(self) -> str | None: ...
+    @property
+    def decision(self) -> DecisionLike | None: ...
+    @property
+    def retries(self) -> int: ...
+    @property
+    def received_bytes(self) -> int: ...
+
+
+class SentenceTrace(UpstreamTrace, Protocol):
+    def ended(self, summary: SentenceSummary) -> None: ...
+
+
+class SessionSummary(Protocol):
+    """How a voice session ended, as its endpoint tells it."""
+
+    @property
+    def status(self) -> int: ...  # 101 once accepted; the refusal's status otherwise
+    @property
+    def end(self) -> str: ...  # closed, client_gone, timeout, refused, error, denied
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def utterances(self) -> int: ...
+    @property
+    def sentences(self) -> int: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def response_format(self) -> str | None: ...
+
+
+class SessionTrace(Protocol):
+    # As ``RequestTrace.trace_id``: the trace the session belongs to, for its last log line.
+    trace_id: str | None
+
+    def sentence(self, utterance: int, index: int, request: RequestInfo) -> SentenceTrace: ...
+    def finish(self, summary: SessionSummary) -> None: ...
+
+
 class SpeechTracing(Protocol):
     def start(self, headers: Iterable[tuple[bytes, bytes]], request_id: str) -> RequestTrace: ...
+    def session(self, headers: Iterable[tuple[bytes, bytes]], request_id: str) -> SessionTrace: ...
+
+
+def sentence_request_id(session_request_id: str, utterance: int, index: int) -> str:
+    """The ``x-request-id`` a session's sentence is sent with: the session's id (the one its
+    handshake answered with), then the utterance and sentence indices its messages carry."""
+    return f"{session_request_id}-u{utterance}-s{index}"
 
 
 # ---- tracing off: headers only -------------------------------------------------------
@@ -162,8 +235,34 @@ class _Untraced:
     def closed(self, outcome: str, received_bytes: int) -> None:
         pass
 
+    def ended(self, summary: SentenceSummary) -> None:
+        pass
+
 
 UNTRACED: RequestTrace = _Untraced({}, None)  # no request behind it (tests, tools)
+
+
+class _UntracedSession:
+    """A session without spans: each sentence gets its own request id and the same trace
+    headers (the caller's, or the sampled-out session span's)."""
+
+    __slots__ = ("_request_id", "_trace_headers", "trace_id")
+
+    def __init__(self, request_id: str | None, trace_headers: Mapping[str, str], trace_id: str | None) -> None:
+        self._request_id = request_id
+        self._trace_headers = trace_headers
+        self.trace_id = trace_id
+
+    def sentence(self, utterance: int, index: int, request: RequestInfo) -> SentenceTrace:
+        if self._request_id is None:
+            return _Untraced(self._trace_headers, self.trace_id)
+        return _Untraced({REQUEST_ID_HEADER: sentence_request_id(self._request_id, utterance, index), **self._trace_headers}, self.trace_id)
+
+    def finish(self, summary: SessionSummary) -> None:
+        pass
+
+
+UNTRACED_SESSION: SessionTrace = _UntracedSession(None, {}, None)  # no session behind it (tests)
 
 
 class PassThroughTracing:
@@ -180,6 +279,13 @@ class PassThroughTracing:
         if tracestate is not None:
             upstream[TRACESTATE] = tracestate
         return _Untraced(upstream, traceparent[3:35])
+
+    def session(self, headers: Iterable[tuple[bytes, bytes]], request_id: str) -> SessionTrace:
+        traceparent, tracestate = incoming_trace_headers(headers)
+        if traceparent is None:
+            return _UntracedSession(request_id, {}, None)
+        upstream = {TRACEPARENT: traceparent} if tracestate is None else {TRACEPARENT: traceparent, TRACESTATE: tracestate}
+        return _UntracedSession(request_id, upstream, traceparent[3:35])
 
 
 def incoming_trace_headers(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
@@ -217,16 +323,7 @@ class OtelTracing:
         self._tracer = provider.get_tracer(INSTRUMENTATION, __version__)
 
     def start(self, headers: Iterable[tuple[bytes, bytes]], request_id: str) -> RequestTrace:
-        traceparent, tracestate = incoming_trace_headers(headers)
-        carrier = {} if traceparent is None else {TRACEPARENT: traceparent}
-        if tracestate is not None:
-            carrier[TRACESTATE] = tracestate
-        root = self._tracer.start_span(
-            SERVER_SPAN,
-            context=_PROPAGATOR.extract(carrier),
-            kind=SpanKind.SERVER,
-            attributes={"http.request.method": "POST", "http.route": SPEECH_PATH, "url.path": SPEECH_PATH, "higgs.request_id": request_id},
-        )
+        root, traceparent = self._server_span(headers, "POST", SERVER_SPAN, SPEECH_PATH, request_id)
         if root.is_recording():
             return _RecordedRequest(self._tracer, root, request_id)
         # Sampled out: with a parent-based sampler nothing below it would be recorded, so no
@@ -235,8 +332,33 @@ class OtelTracing:
         _PROPAGATOR.inject(upstream, context=set_span_in_context(root))
         return _Untraced(upstream, None if traceparent is None else traceparent[3:35])
 
+    def session(self, headers: Iterable[tuple[bytes, bytes]], request_id: str) -> SessionTrace:
+        root, traceparent = self._server_span(headers, "GET", SESSION_SPAN, SPEECH_STREAM_PATH, request_id)
+        if root.is_recording():
+            return _RecordedSession(self._tracer, root, request_id)
+        upstream: dict[str, str] = {}  # sampled out: every sentence names the session's span
+        _PROPAGATOR.inject(upstream, context=set_span_in_context(root))
+        return _UntracedSession(request_id, upstream, None if traceparent is None else traceparent[3:35])
 
-class _RecordedRequest:
+    def _server_span(self, headers: Iterable[tuple[bytes, bytes]], method: str, name: str, route: str, request_id: str) -> tuple[Span, str | None]:
+        """The SERVER span of a request or session, in the caller's trace when it sent one."""
+        traceparent, tracestate = incoming_trace_headers(headers)
+        carrier = {} if traceparent is None else {TRACEPARENT: traceparent}
+        if tracestate is not None:
+            carrier[TRACESTATE] = tracestate
+        root = self._tracer.start_span(
+            name,
+            context=_PROPAGATOR.extract(carrier),
+            kind=SpanKind.SERVER,
+            attributes={"http.request.method": method, "http.route": route, "url.path": route, "higgs.request_id": request_id},
+        )
+        return root, traceparent
+
+
+class _RecordedUpstream:
+    """A request's steps under its root span: admission, route, worker attempts. The root
+    is a request's SERVER span, or a session sentence's span."""
+
     def __init__(self, tracer: Tracer, root: Span, request_id: str) -> None:
         self._tracer = tracer
         self._request_id = request_id
@@ -266,20 +388,99 @@ class _RecordedRequest:
     def attempt(self, worker_id: str, pool: PoolName, url: str, number: int) -> AttemptTrace:
         return _RecordedAttempt(self._tracer, self._context, self._request_id, worker_id, pool, url, number)
 
+    def _end_admission(self, outcome: str, failed: bool, detail: str | None) -> None:
+        """Refused or abandoned while waiting: the admission span ends saying so."""
+        if self._admission is None:
+            return
+        self._admission.set_attribute("higgs.admission.outcome", outcome)
+        if failed:
+            self._admission.set_status(Status(StatusCode.ERROR, detail))
+        self._admission.end()
+        self._admission = None
+
+
+class _RecordedRequest(_RecordedUpstream):
     def encoding(self, encoder: Encoder, audio_format: str) -> Encoder:
         return _TimedEncoder(encoder, self._tracer, self._context, audio_format)
 
     def finish(self, status: int, summary: RequestSummary) -> None:
         root = self._root
-        if self._admission is not None:  # refused or abandoned while waiting
-            self._admission.set_attribute("higgs.admission.outcome", summary.error or summary.disconnect_phase or str(status))
-            if status >= 500:
-                self._admission.set_status(Status(StatusCode.ERROR, summary.error))
-            self._admission.end()
-            self._admission = None
+        self._end_admission(summary.error or summary.disconnect_phase or str(status), status >= 500, summary.error)
         root.set_attributes(_summary_attributes(status, summary))
         if status >= 500:  # a 4xx is the client's doing: not an error of this server span
             root.set_status(Status(StatusCode.ERROR, summary.error))
+        root.end()
+
+
+class _RecordedSentence(_RecordedUpstream):
+    """One sentence of a session: a request under the session's span."""
+
+    def ended(self, summary: SentenceSummary) -> None:
+        failed = summary.status >= 500  # like a request's: refusals and cancels are not the server's errors
+        self._end_admission(summary.error or summary.outcome, failed, summary.error)
+        attributes: dict[str, AttributeValue] = {
+            "higgs.sentence.outcome": summary.outcome,
+            "higgs.retries": summary.retries,
+            "higgs.audio_s": round(summary.received_bytes / BYTES_PER_SECOND, 3),
+        }
+        decision = summary.decision
+        if decision is not None:
+            attributes["higgs.route.reason"] = decision.reason
+            if decision.pool is not None:
+                attributes["higgs.pool"] = decision.pool.value
+            if decision.worker_id is not None:
+                attributes["higgs.worker"] = decision.worker_id
+        if summary.error is not None:
+            attributes["error.type"] = summary.error
+        root = self._root
+        root.set_attributes(attributes)
+        if failed:
+            root.set_status(Status(StatusCode.ERROR, summary.detail))
+        root.end()
+
+
+class _RecordedSession:
+    """The session's SERVER span; each sentence a request under it."""
+
+    def __init__(self, tracer: Tracer, root: Span, request_id: str) -> None:
+        self._tracer = tracer
+        self._root = root
+        self._context = set_span_in_context(root)
+        self._request_id = request_id
+        self.trace_id: str | None = format_trace_id(root.get_span_context().trace_id)
+
+    def sentence(self, utterance: int, index: int, request: RequestInfo) -> SentenceTrace:
+        request_id = sentence_request_id(self._request_id, utterance, index)
+        attributes: dict[str, AttributeValue] = {
+            "higgs.request_id": request_id,
+            "higgs.utterance": utterance,
+            "higgs.sentence": index,
+            "higgs.sla_class": str(request.sla_class),
+            "higgs.input_chars": request.input_chars,
+        }
+        if request.deadline_s is not None:
+            attributes["higgs.deadline_ms"] = round(request.deadline_s * 1000, 1)
+        span = self._tracer.start_span(SENTENCE_SPAN, context=self._context, attributes=attributes)
+        if span.is_recording():
+            return _RecordedSentence(self._tracer, span, request_id)
+        upstream = {REQUEST_ID_HEADER: request_id}  # a sampler that is not parent-based
+        _PROPAGATOR.inject(upstream, context=set_span_in_context(span))
+        return _Untraced(upstream, self.trace_id)
+
+    def finish(self, summary: SessionSummary) -> None:
+        attributes: dict[str, AttributeValue] = {
+            "http.response.status_code": summary.status,
+            "higgs.session.end": summary.end,
+            "higgs.session.utterances": summary.utterances,
+            "higgs.session.sentences": summary.sentences,
+        }
+        for key, value in (("higgs.model", summary.model), ("higgs.response_format", summary.response_format), ("error.type", summary.error)):
+            if value is not None:
+                attributes[key] = value
+        root = self._root
+        root.set_attributes(attributes)
+        if summary.status >= 500 or summary.end == "error":
+            root.set_status(Status(StatusCode.ERROR, summary.error or summary.end))
         root.end()
 
 

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Callable, Set
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
-from gateway.telemetry.tracing import UNTRACED, AttemptTrace, RequestTrace
+from gateway.telemetry.tracing import UNTRACED, AttemptTrace, UpstreamTrace
 from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
 from gateway.types.error_kinds import RETRY_REASON, UpstreamErrorKind
@@ -173,7 +173,7 @@ class Relay:
         request: RequestInfo,
         payload: dict[str, Any],
         log: AttemptLog,
-        trace: RequestTrace = UNTRACED,
+        trace: UpstreamTrace = UNTRACED,
     ) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 

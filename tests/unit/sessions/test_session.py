@@ -20,6 +20,7 @@ from gateway.sessions.pipeline import SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import Session, SessionEnd, SessionLimits
 from gateway.sessions.voice import SessionVoices
+from gateway.telemetry.tracing import UNTRACED_SESSION, SessionTrace
 from gateway.types import SPEECH_PATH
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
@@ -41,6 +42,7 @@ class GatedResponse:
 
     def __init__(self, body: dict[str, Any]) -> None:
         self.body = body
+        self.sent_headers: dict[str, str] = {}  # x-request-id, traceparent: what the worker got
         self.feed: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.closed = False
         self.closed_event = asyncio.Event()  # the gateway is done with this stream
@@ -64,6 +66,7 @@ class GatedTransport:
 
     async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> GatedResponse:
         response = GatedResponse(body)
+        response.sent_headers = dict(headers or {})
         self.opened.append((url.removesuffix(SPEECH_PATH), response))
         self.new.set()
         return response
@@ -122,15 +125,15 @@ class Records:
 
 
 class Rig:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, trace: SessionTrace = UNTRACED_SESSION, slots: int | None = None) -> None:
         config = load_config(overrides={"data_dir": str(tmp_path)})
-        self.fleet, self.admission = ready_fleet(tmp_path)
+        self.fleet, self.admission = ready_fleet(tmp_path, slots=slots)
         self.transport = GatedTransport()
         relay = Relay(self.transport, self.fleet.health, self.admission, config.upstream)  # type: ignore[arg-type]
         self.records = Records()
         self.socket = FakeSocket()
         outbox = Outbox(self.socket)
-        self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time, self.records), open_encoder, NullSessionObserver())
+        self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time, self.records), open_encoder, NullSessionObserver(), trace=trace)
         payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
         voices = SessionVoices(payloads, new_seed=lambda: 42)
         self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, 5.0, 1000), asyncio.get_running_loop().time, NullSessionObserver())
