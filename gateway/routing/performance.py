@@ -363,7 +363,7 @@ class PerformanceModel:
             for pool, ids in members.items()
         }
         fleet = self._fleet_level(sums.values())
-        levels = {}
+        levels: dict[PoolName, tuple[list[float], list[float]]] = {}
         for pool, pool_sums in sums.items():
             level = self._pool_level(pool_sums, fleet)
             old = self._pool_levels.get(pool)
