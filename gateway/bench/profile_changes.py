@@ -8,8 +8,8 @@ Three fleets of two emulated workers (two GPUs' worth), one run (one run id):
   (TTFP);
 - ``changing``: one low-latency + one high-throughput worker started by the gateway's
   supervisor (each emulator waits its profile's modelled start-up, ``--model-startup``),
-  ``supervisor.profile_changes`` on, following the mix the load calls for (``--mix load``,
-  held by the benchmark) or the gateway's own planner (``--mix planner``). Sustained
+  ``supervisor.profile_changes`` on, following the gateway's own planner (``--mix planner``,
+  the default) or the mix the load calls for, held by the benchmark (``--mix load``). Sustained
   c64 until the fleet is two high-throughput workers, then the same window as ``ht+ht``;
   then the load falls to c4 until a low-latency worker is back, then the same c1..c4 as
   ``adaptive``. Every change is recorded (start, end, result) and every request counted.
@@ -86,10 +86,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--drain-grace", type=float, default=120.0, help="profile_changes.drain_grace_s, modelled")
     parser.add_argument("--smoothing", type=float, default=60.0, help="planner.smoothing_s, modelled seconds")
     parser.add_argument("--planner-interval", type=float, default=5.0, help="planner.interval_s, modelled seconds")
-    parser.add_argument("--mix", choices=("load", "planner"), default="load",
-                        help="who decides the mix: 'load' holds the one the load calls for (2 high-throughput under "
-                             "sustained load, 1 + 1 once it falls), so the change itself is measured; 'planner': the "
-                             "gateway's own planner")
+    parser.add_argument("--mix", choices=("planner", "load"), default="planner",
+                        help="who decides the mix: 'planner': the gateway's own planner (as in production); 'load' "
+                             "holds the one the load calls for (2 high-throughput under sustained load, 1 + 1 once "
+                             "it falls), to measure the change alone")
     parser.add_argument("--utilisation", type=float, default=0.5,
                         help="planner.target_utilisation (at 0.8 one high-throughput worker is judged enough for c64)")
     parser.add_argument("--seed", type=int, default=0)

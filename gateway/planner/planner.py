@@ -76,18 +76,22 @@ class FleetPlanner:
             return None
         return MappingProxyType({pool.value: count for pool, count in plan.sizing.workers.items()})
 
-    def mix_for(self, gpus: int) -> Mapping[str, int] | None:
-        """The mix a fleet of exactly ``gpus`` GPUs should run (profile changes move GPUs,
-        never add them). The desired mix when it fits; when the traffic needs more workers
-        than there are GPUs, the split of these GPUs that falls least short of the objectives
-        (at sustained load above two GPUs' worth, 2 high-throughput rather than 1 + 1, which
-        the desired mix, asking for more of both, would never move to). None: cannot judge."""
+    def mix_for(self, running: Mapping[str, int]) -> Mapping[str, int] | None:
+        """The mix a fixed fleet running ``running`` (pool name -> workers) should run; profile
+        changes move GPUs, never add them. The desired mix when it needs no more workers than
+        there are (GPUs it leaves out stay where they are: shrinking is an autoscaler's
+        business); when the traffic needs more, the split of these GPUs that falls least short
+        of the objectives (``MixSizer.best_of``), the running one unless another is clearly
+        better. At sustained c64 on two GPUs that is two high-throughput workers, where the
+        desired mix (more of both) would never move one. None: cannot judge."""
         plan = self._published
         if not plan.judged or plan.sizing is None or plan.arrivals is None:
             return None
-        if sum(plan.sizing.workers.values()) <= gpus:
+        keep = {pool: running.get(pool.value, 0) for pool in PoolName}
+        if sum(plan.sizing.workers.values()) <= sum(keep.values()):
             return self.desired_workers()
-        best = sizer(self.config, plan.curves, plan.arrivals).best_of(gpus, pool_bounds(self.config, plan.curves))
+        bounds = pool_bounds(self.config, plan.curves)
+        best = sizer(self.config, plan.curves, plan.arrivals).best_of(sum(keep.values()), bounds, keep)
         return None if best is None else MappingProxyType({pool.value: n for pool, n in best.workers.items()})
 
     # --- planning: off every request's path -----------------------------------------

@@ -52,6 +52,11 @@ _SPLITTABLE = (SlaClass.BALANCED, SlaClass.THROUGHPUT)
 _MAX_GROWTH = 64.0
 # `latency` requests that should find a place at once: the objectives' 99%.
 LATENCY_QUANTILE = 0.99
+# A fixed fleet changes a GPU's profile only for a split clearly better than the running one:
+# streams at least 5% faster on average, or (when no split meets every objective) room for
+# 10% more traffic than the running one.
+SERVICE_RTF_HYSTERESIS = 0.05
+MARGIN_HYSTERESIS = 0.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,19 +306,31 @@ class MixSizer:
             why += f"; of {len(ties) + 1} mixes with as many, the one that serves today's traffic fastest"
         return Sizing(chosen.workers, bound_by, chosen.margin, True, tuple(candidates), why)
 
-    def best_of(self, total: int, bounds: Mapping[PoolName, Bounds]) -> Candidate | None:
+    def best_of(self, total: int, bounds: Mapping[PoolName, Bounds], keep: Mapping[PoolName, int] | None = None) -> Candidate | None:
         """The best split of exactly ``total`` workers within the bounds (None: no split fits
-        them): a feasible one serving today's traffic fastest, else the one absorbing the most
-        traffic (the highest margin, which is negative: the least short of every objective)."""
+        them): of those meeting every objective, the one serving today's traffic fastest; when
+        none does, the one absorbing the most traffic (the highest margin: the least short).
+
+        ``keep`` (the split running now) stays unless another is clearly better: a profile
+        change takes a GPU away for minutes, which a few percent do not pay for, and two
+        near-equal splits must not trade places on every refit of the curves."""
         ll, ht = bounds[LL], bounds[HT]
         splits = range(max(ll.minimum, total - ht.maximum), min(ll.maximum, total - ht.minimum) + 1)
         candidates = [self.candidate({LL: n, HT: total - n}) for n in splits]
         if not candidates:
             return None
+        kept = next((c for c in candidates if keep is not None and dict(c.workers) == dict(keep)), None)
         feasible = [c for c in candidates if c.feasible]
         if feasible:
-            return min(feasible, key=lambda c: (c.service_rtf, -c.margin))
-        return max(candidates, key=lambda c: (c.margin, -c.service_rtf))
+            best = min(feasible, key=lambda c: (c.service_rtf, -c.margin))
+            if kept is not None and kept.feasible and best.service_rtf > kept.service_rtf * (1 - SERVICE_RTF_HYSTERESIS):
+                return kept
+            return best
+        best = max(candidates, key=lambda c: (c.margin, -c.service_rtf))
+        # Margins are growth factors: compare the traffic each split carries (1 + margin).
+        if kept is not None and 1 + best.margin < (1 + kept.margin) * (1 + MARGIN_HYSTERESIS):
+            return kept
+        return best
 
     def _fewest_ht(self, ll_count: int, ht: Bounds) -> Candidate | None:
         """The fewest high-throughput workers beside ``ll_count`` low-latency ones that meet

@@ -16,9 +16,9 @@ from gateway.types import PoolName
 
 
 class DesiredMix(Protocol):
-    def mix_for(self, gpus: int) -> Mapping[str, int] | None:
-        """Pool name -> how many workers it should have on a fleet of exactly ``gpus`` GPUs
-        (fewer in all when the traffic needs fewer: the rest stays where it is); None: cannot
+    def mix_for(self, running: Mapping[str, int]) -> Mapping[str, int] | None:
+        """Pool name -> how many workers it should have, for a fleet running ``running``
+        (the same number of GPUs: a profile change moves one, never adds one); None: cannot
         judge (change nothing)."""
 
 

@@ -137,7 +137,7 @@ class ProfileChanger:
         desired = None
         if running is not None:
             try:
-                desired = self._desired.mix_for(sum(running.values()))
+                desired = self._desired.mix_for({pool.value: n for pool, n in running.items()})
             except Exception:  # a planner that cannot answer cannot judge
                 log.exception("the desired worker mix could not be read")
         move = self.decider.decide(desired, running, self._clock())

@@ -26,7 +26,8 @@ def test_a_tiny_run_changes_both_ways_and_reports_every_target(tmp_path: Path) -
     code = bench_cli.main([
         "profile-changes", "--time-scale", str(TIME_SCALE), "--concurrency", "8", "--low-concurrency", "2",
         "--levels", "1,2", "--requests", "4", "--settle", "0", "--window", "20", "--hold", "10",
-        "--change-timeout", "3000", "--quiet-load", "1000", "--quiet-wait", "0", "--no-progress", "--out", str(out),
+        "--change-timeout", "3000", "--mix", "load",  # the mix c8 is held to: the change itself, deterministic
+        "--quiet-load", "1000", "--quiet-wait", "0", "--no-progress", "--out", str(out),
     ])  # fmt: skip
     assert code == 0
     document = json.loads((out / "profile-changes.json").read_text())

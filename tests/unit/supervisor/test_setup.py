@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_without_a_planner_the_switch_builds_no_changer(tmp_path: Path) -> None:
     assert create_app(load_config(None, document)).profile_changer is None
 
     class Mix:
-        def mix_for(self, gpus: int) -> dict[str, int] | None:
+        def mix_for(self, running: Mapping[str, int]) -> dict[str, int] | None:
             return None
 
     assert create_app(load_config(None, document), desired_mix=Mix()).profile_changer is not None
