@@ -310,27 +310,28 @@ class MixSizer:
         """The best split of exactly ``total`` workers within the bounds (None: no split fits
         them): of those meeting every objective, the one serving today's traffic fastest; when
         none does, the one absorbing the most traffic (the highest margin: the least short).
-
-        ``keep`` (the split running now) stays unless another is clearly better: a profile
-        change takes a GPU away for minutes, which a few percent do not pay for, and two
-        near-equal splits must not trade places on every refit of the curves."""
+        ``keep`` (the split running now) stays unless the best is ``worth_moving`` to."""
         ll, ht = bounds[LL], bounds[HT]
         splits = range(max(ll.minimum, total - ht.maximum), min(ll.maximum, total - ht.minimum) + 1)
         candidates = [self.candidate({LL: n, HT: total - n}) for n in splits]
         if not candidates:
             return None
-        kept = next((c for c in candidates if keep is not None and dict(c.workers) == dict(keep)), None)
         feasible = [c for c in candidates if c.feasible]
         if feasible:
             best = min(feasible, key=lambda c: (c.service_rtf, -c.margin))
-            if kept is not None and kept.feasible and best.service_rtf > kept.service_rtf * (1 - SERVICE_RTF_HYSTERESIS):
-                return kept
-            return best
-        best = max(candidates, key=lambda c: (c.margin, -c.service_rtf))
+        else:
+            best = max(candidates, key=lambda c: (c.margin, -c.service_rtf))
+        kept = next((c for c in candidates if keep is not None and dict(c.workers) == dict(keep)), None)
+        return best if kept is None or self.worth_moving(kept, best) else kept
+
+    def worth_moving(self, running: Candidate, to: Candidate) -> bool:
+        """Is ``to`` clearly better than the fixed fleet's ``running`` split? A profile change
+        takes a GPU away for minutes, which a few percent do not pay for, and two near-equal
+        splits must not trade places whenever the learned curves move."""
+        if running.feasible:
+            return to.feasible and to.service_rtf <= running.service_rtf * (1 - SERVICE_RTF_HYSTERESIS)
         # Margins are growth factors: compare the traffic each split carries (1 + margin).
-        if kept is not None and 1 + best.margin < (1 + kept.margin) * (1 + MARGIN_HYSTERESIS):
-            return kept
-        return best
+        return to.feasible or 1 + to.margin >= (1 + running.margin) * (1 + MARGIN_HYSTERESIS)
 
     def _fewest_ht(self, ll_count: int, ht: Bounds) -> Candidate | None:
         """The fewest high-throughput workers beside ``ll_count`` low-latency ones that meet
