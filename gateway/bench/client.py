@@ -123,11 +123,18 @@ def _finish(result: RequestResult, sent: float, done: float) -> RequestResult:
     return result
 
 
+# Below uvicorn's 5 s keep-alive: a client that reuses a connection the server is closing
+# for idleness gets "server disconnected" (or a reset) before its request is read. That
+# race is the client's to avoid (browsers and proxies keep their idle timeout below the
+# server's); aiohttp's default is 15 s.
+KEEPALIVE_S = 2.0
+
+
 class AiohttpClient:
     def __init__(self, options: ClientOptions) -> None:
         self._options = options
         self._url = speech_url(options.url)
-        connector = aiohttp.TCPConnector(limit=options.max_connections, force_close=False)
+        connector = aiohttp.TCPConnector(limit=options.max_connections, force_close=False, keepalive_timeout=KEEPALIVE_S)
         timeout = aiohttp.ClientTimeout(total=options.timeout_s)
         # auto_decompress off: PCM is never compressed, and skipping the check is cheaper.
         self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)

@@ -44,6 +44,7 @@ import aiohttp
 import httpx
 import yaml
 
+from gateway.bench.client import KEEPALIVE_S
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port
 from gateway.bench.leaks import LeakCheck
 from gateway.bench.texts import TEXTS, text_order
@@ -58,10 +59,6 @@ WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often
 FORMS = ("pcm", "pcm", "sse", "wav")  # raw PCM stream, SSE (base64 PCM), streamed WAV
 DEFAULT_TOKEN = "soak-admin-token"
-# Below uvicorn's 5 s keep-alive: a client that reuses a connection the server is closing
-# for idleness gets "server disconnected" before its request is read. That race is the
-# client's to avoid (browsers and proxies keep their idle timeout below the server's).
-KEEPALIVE_S = 2.0
 
 
 @dataclass(frozen=True)
