@@ -122,15 +122,16 @@ class _Shape:
     fixed: dict[PoolName, float]  # streams per unit of traffic of the classes on one pool only
     split: tuple[tuple[SlaClass, float, float], ...]  # (class, LL streams, HT streams) per unit
     single: dict[SlaClass, PoolName]  # the classes on one pool only
-    burst: tuple[PoolName, float] | None = None  # `latency`'s pool and its mean streams per unit
+    # `latency`'s pool, its mean streams per unit of traffic, and the streams its bursts may take
+    burst: tuple[PoolName, float, float] | None = None
 
     def place(self, scale: float) -> tuple[bool, dict[PoolName, float], dict[SlaClass, dict[PoolName, float]]]:
         """Whether ``scale`` x the traffic fits, the streams per pool, each class's shares."""
         used = {pool: use * scale for pool, use in self.fixed.items()}
         bursts_fit = True
         if self.burst is not None:
-            pool, mean = self.burst
-            bursts_fit = poisson_quantile(mean * scale, LATENCY_QUANTILE) <= self.capacity[pool] + 1e-9
+            pool, mean, room = self.burst
+            bursts_fit = poisson_quantile(mean * scale, LATENCY_QUANTILE) <= room + 1e-9
         shares: dict[SlaClass, dict[PoolName, float]] = {sla: {pool: 1.0} for sla, pool in self.single.items()}
         for sla, on_ll, on_ht in self.split:
             on_ll, on_ht = on_ll * scale, on_ht * scale
@@ -219,6 +220,7 @@ class MixSizer:
     def _shape(self, workers: Mapping[PoolName, int], layout: dict[PoolName, frozenset[SlaClass]]) -> _Shape:
         """A placement's arithmetic, once: capacities, fixed use and the split classes in fill order."""
         capacity = {pool: workers[pool] * self._load(pool, classes)[0] * self._utilisation for pool, classes in layout.items()}
+        room_for_bursts = dict(capacity)
         fixed = dict.fromkeys(layout, 0.0)
         split, single = [], {}
         burst = None
@@ -229,9 +231,18 @@ class MixSizer:
                 streams = self._unit(on[0], layout[on[0]], sla)
                 fixed[on[0]] += streams
                 if sla is SlaClass.LATENCY:
-                    burst = (on[0], streams)
+                    burst = (on[0], streams, room_for_bursts[on[0]])
             else:
                 split.append((sla, self._unit(LL, layout[LL], sla), self._unit(HT, layout[HT], sla)))
+        if burst is not None and burst[0] is LL and split:
+            # `latency`'s low-latency pool keeps its headroom for `latency`'s bursts (the
+            # quantile above, within the utilisation), but the split classes' average may
+            # fill it to the full operating load: the routing fills low-latency workers with
+            # them up to their cap and sends what does not fit to high-throughput, whose own
+            # headroom takes their bursts. Planning them at the utilisation on both pools
+            # counted that headroom twice (the plan's 2 + 2 at the day's peak, where 2 + 1
+            # meets every objective in the simulator).
+            capacity[LL] = workers[LL] * self._load(LL, layout[LL])[0]
         # Two pools: the split classes fill the low-latency spare first, the one that saves
         # the most high-throughput streams per low-latency stream first.
         split.sort(key=lambda item: item[2] / item[1], reverse=True)

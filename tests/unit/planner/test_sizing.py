@@ -129,6 +129,24 @@ def test_utilisation_leaves_headroom() -> None:
     assert sum(headroom.workers.values()) > sum(full.workers.values())
 
 
+def test_latency_pool_takes_the_split_classes_to_its_operating_load_but_keeps_burst_headroom() -> None:
+    from gateway.planner.sizing import Demand, MixSizer, Objective
+
+    objectives = {sla: Objective(o.rtf, o.ttfp_s) for sla, o in config().objectives.items()}
+    # A low-latency worker carrying `latency` runs 5 streams (latency ttfp and rtf); at
+    # utilisation 0.5 a request holds ~0.2 + 10 x 0.22 = 2.4 s there, ~6 s on a
+    # high-throughput worker (16 streams planned). `balanced` may fill the low-latency spare
+    # up to the full 5 streams (the routing spills the rest to high-throughput, whose
+    # headroom takes its bursts): 2.0 req/s there, 2.5 req/s (15 streams) on
+    # high-throughput. Filled only to half (2.5 streams) it would leave 3.5 req/s (21 streams).
+    demand = {SlaClass.LATENCY: Demand(0.05, 10.0), SlaClass.BALANCED: Demand(4.5, 10.0)}
+    assert MixSizer(CURVES, objectives, demand, 0.5).feasible({LL: 1, HT: 1})
+    # `latency`'s own bursts still fit within the utilisation: at 0.5 req/s (1.2 streams on
+    # average, 4 at its 99th percentile) one worker's 2.5 are not enough, two workers' 5 are.
+    bursty = MixSizer(CURVES, objectives, {**demand, SlaClass.LATENCY: Demand(0.5, 10.0)}, 0.5)
+    assert not bursty.feasible({LL: 1, HT: 1}) and bursty.feasible({LL: 2, HT: 1})
+
+
 def test_an_unconfigured_pool_gets_no_workers() -> None:
     sizing = size_fleet(config(), {HT: HT_CURVE}, mix(balanced=1.0))
     assert sizing.workers[LL] == 0 and sizing.workers[HT] >= 1
