@@ -130,7 +130,7 @@ class _Shape:
         used = {pool: use * scale for pool, use in self.fixed.items()}
         bursts_fit = True
         if self.burst is not None:
-            pool, mean, room = self.burst
+            _, mean, room = self.burst
             bursts_fit = poisson_quantile(mean * scale, LATENCY_QUANTILE) <= room + 1e-9
         shares: dict[SlaClass, dict[PoolName, float]] = {sla: {pool: 1.0} for sla, pool in self.single.items()}
         for sla, on_ll, on_ht in self.split:
