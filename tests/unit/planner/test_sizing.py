@@ -159,7 +159,9 @@ def test_arrivals_are_smoothed_per_class_with_their_lengths() -> None:
     sampled = meter.sample(10.0)
     latency = sampled.classes[SlaClass.LATENCY]
     assert latency.requests == 50 and abs(latency.audio_s - 10.0) < 1e-9
-    assert abs(latency.rate - 50 / sampled.window_s) < 1e-9 and 9 < sampled.window_s < 10
+    # 50 requests in the first 10 s: 5 per second (the tallies weigh as spread over the step,
+    # so a steady rate reads as itself, not the step's count over the smoothing window).
+    assert abs(latency.rate - 5.0) < 1e-9 and 9 < sampled.window_s < 10
     assert sampled.classes[SlaClass.BALANCED].rate == 0.0
     later = meter.sample(110.0)  # nothing new: the count fades (e^-1)
     assert 18 < later.classes[SlaClass.LATENCY].requests < 19
@@ -196,6 +198,18 @@ def test_a_steady_rate_forecasts_itself() -> None:
     _ramp(meter, 1000, lambda t: 3.0)
     steady = meter.sample(1000.0).classes[SlaClass.BALANCED]
     assert abs(steady.rate - 3.0) < 0.1 and abs(steady.trend) < 1e-3
+
+
+def test_a_steady_rate_reads_as_itself_whatever_the_sampling_interval() -> None:
+    # Tallies folded every 10 s at a 60 s time constant: counted whole at the end of each
+    # step they read ~8% high (step / 2 tau); weighed over the step they read the rate.
+    for step in (1, 10, 30):
+        meter = ArrivalMeter(60.0, 0.0)
+        for t in range(step, 1200 + step, step):
+            for _ in range(3 * step):
+                meter.record(RequestInfo(SlaClass.BALANCED, None, 150))
+            sampled = meter.sample(float(t))
+        assert abs(sampled.classes[SlaClass.BALANCED].rate - 3.0) < 0.01, step
 
 
 def test_thin_traffic_changes_nothing_and_says_so() -> None:
