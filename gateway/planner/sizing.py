@@ -29,8 +29,9 @@ how much all traffic could grow, as a fraction, before none does.
 
 Candidates: for each low-latency count within its bounds, the fewest high-throughput
 workers that make it feasible. The plan is the candidate with the fewest workers in all;
-among as many, the mix the last plan asked for (a plan does not flip between equal mixes),
-else the one that serves today's traffic fastest (the lowest mean predicted RTF
+among as many, the one that adds the fewest workers to the mix the last plan asked for (a
+plan does not flip between equal mixes, nor grow 1+1 into 3+0 where 2+1 does), then the one
+that serves today's traffic fastest (the lowest mean predicted RTF
 at the load it would put on each worker: a low-latency worker at c4, two high-throughput
 ones at c64), then the largest margin.
 """
@@ -101,6 +102,13 @@ class Sizing:
     feasible: bool  # False: even the maximums miss an objective (the maximums are asked for)
     candidates: tuple[Candidate, ...]
     why: str
+
+
+def _added(workers: Mapping[PoolName, int], previous: Mapping[PoolName, int] | None) -> int:
+    """Workers a mix adds to the previous one, pool by pool (0 without a previous one)."""
+    if previous is None:
+        return 0
+    return sum(max(0, n - previous.get(pool, 0)) for pool, n in workers.items())
 
 
 def operating_load(curve: Curve, classes: list[SlaClass], objectives: Mapping[SlaClass, Objective]) -> tuple[int, PlanBound]:
@@ -292,11 +300,12 @@ class MixSizer:
             bound = {LL: PlanBound.MAXIMUM, HT: PlanBound.MAXIMUM}
             return Sizing(most.workers, bound, most.margin, False, tuple(candidates) or (most,),
                           "no mix within the pools' maximums meets every objective: asking for the maximums")  # fmt: skip
-        # Among as many workers, the mix already asked for stays: flipping between two equal
-        # mixes (2+2 and 3+1) would make a pool-by-pool autoscaler, which scales down only
-        # after a stabilisation window, hold the larger count of each (3+2).
+        # Among as many workers, the mix that adds the fewest to the last one asked for: a
+        # pool-by-pool autoscaler scales down only after a stabilisation window, so every
+        # switch between equal mixes (2+2 and 3+1) holds the larger count of each (3+2), and
+        # growing 1+1 into 3+0 rather than 2+1 would hold 3+1. The last mix itself adds none.
         kept = dict(previous) if previous is not None else None
-        chosen = min(feasible, key=lambda c: (c.total, dict(c.workers) != kept, c.service_rtf, -c.margin))
+        chosen = min(feasible, key=lambda c: (c.total, _added(c.workers, kept), c.service_rtf, -c.margin))
         bound_by = {}
         for pool, bound in (bounds.items()):
             count = chosen.workers[pool]
@@ -308,6 +317,8 @@ class MixSizer:
         why = f"fewest workers that meet every objective ({chosen.total})"
         if ties and dict(chosen.workers) == kept:
             why += f"; of {len(ties) + 1} mixes with as many, the one already asked for"
+        elif ties and kept is not None and _added(chosen.workers, kept) < max(_added(c.workers, kept) for c in ties):
+            why += f"; of {len(ties) + 1} mixes with as many, the one that adds the fewest workers to the last one asked for"
         elif ties:
             why += f"; of {len(ties) + 1} mixes with as many, the one that serves today's traffic fastest"
         return Sizing(chosen.workers, bound_by, chosen.margin, True, tuple(candidates), why)

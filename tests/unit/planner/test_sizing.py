@@ -84,6 +84,16 @@ def test_among_equal_mixes_the_one_already_asked_for_stays() -> None:
     assert size_fleet(config(), CURVES, mix(balanced=0.2), previous={LL: 1, HT: 1}).workers == {LL: 1, HT: 0}
 
 
+def test_growing_the_fleet_adds_to_the_last_mix_rather_than_replacing_it() -> None:
+    # Two workers needed; 2 LL serves today's traffic fastest, but from 1 HT the plan adds
+    # one low-latency worker (1 + 1) rather than two (and drops the HT): a pool-by-pool
+    # autoscaler would otherwise hold 2 + 1 until its stabilisation window passed.
+    traffic = mix(balanced=2.0, throughput=2.0)
+    assert size_fleet(config(), CURVES, traffic).workers == {LL: 2, HT: 0}
+    grown = size_fleet(config(), CURVES, traffic, previous={LL: 0, HT: 1})
+    assert grown.workers == {LL: 1, HT: 1} and "adds the fewest workers" in grown.why
+
+
 def test_heavy_throughput_traffic_goes_to_high_throughput_workers_up_to_their_max_load() -> None:
     # throughput rtf 1.0 lets a high-throughput worker run all 32 streams (rtf 0.815):
     # 5 req/s holds ~42 streams there, more than one worker; a low-latency one takes 8 of
