@@ -19,7 +19,9 @@ lets the other classes fill a low-latency worker up to its cap less a small rese
 besides its average, the pool carrying `latency` must hold its bursts: the streams
 `latency` has in flight at once ``LATENCY_QUANTILE`` of the time (Poisson, as the
 routing's reserve counts them: an M/G/inf system) must fit in the pool's planned
-capacity, or that share of `latency` requests would find no place and spill.
+capacity, or that share of `latency` requests would find no place and spill. That is the
+pool's headroom: the split classes' average may fill it to its full operating load (the
+routing spills what does not fit to high-throughput, which keeps its own headroom).
 
 A mix is tried under every placement of `balanced` and `throughput` (low-latency only,
 high-throughput only, or split); a split class fills the low-latency spare first where it
