@@ -25,7 +25,7 @@ class FileMix:
     def __init__(self, path: Path) -> None:
         self._path = path
 
-    def desired_workers(self) -> Mapping[str, int] | None:
+    def mix_for(self, gpus: int) -> Mapping[str, int] | None:
         try:
             mix = json.loads(self._path.read_text())
         except (OSError, ValueError):

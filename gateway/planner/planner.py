@@ -76,6 +76,20 @@ class FleetPlanner:
             return None
         return MappingProxyType({pool.value: count for pool, count in plan.sizing.workers.items()})
 
+    def mix_for(self, gpus: int) -> Mapping[str, int] | None:
+        """The mix a fleet of exactly ``gpus`` GPUs should run (profile changes move GPUs,
+        never add them). The desired mix when it fits; when the traffic needs more workers
+        than there are GPUs, the split of these GPUs that falls least short of the objectives
+        (at sustained load above two GPUs' worth, 2 high-throughput rather than 1 + 1, which
+        the desired mix, asking for more of both, would never move to). None: cannot judge."""
+        plan = self._published
+        if not plan.judged or plan.sizing is None or plan.arrivals is None:
+            return None
+        if sum(plan.sizing.workers.values()) <= gpus:
+            return self.desired_workers()
+        best = sizer(self.config, plan.curves, plan.arrivals).best_of(gpus, pool_bounds(self.config, plan.curves))
+        return None if best is None else MappingProxyType({pool.value: n for pool, n in best.workers.items()})
+
     # --- planning: off every request's path -----------------------------------------
     async def run(self) -> None:
         """Plan every ``interval_s``, forever; a failed pass is logged and the last plan kept."""
@@ -155,16 +169,21 @@ def size_fleet(
     config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals: ArrivalMix, previous: Mapping[PoolName, int] | None = None
 ) -> Sizing:
     """The pure step of a pass: config, pool curves and arrivals in, the sized mix out."""
+    return sizer(config, curves, arrivals).size(pool_bounds(config, curves), previous)
+
+
+def pool_bounds(config: PlannerConfig, curves: Mapping[PoolName, Curve]) -> dict[PoolName, Bounds]:
+    # A pool with no curve (not configured) can take no worker.
+    return {pool: Bounds(config.bounds(pool).min, config.bounds(pool).max) if pool in curves else Bounds(0, 0)
+            for pool in PoolName}  # fmt: skip
+
+
+def sizer(config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals: ArrivalMix) -> MixSizer:
     objectives = {sla: Objective(o.rtf, o.ttfp_s) for sla, o in config.objectives.items()}
     demand = {sla: Demand(a.rate, a.audio_s) for sla, a in arrivals.classes.items()}
-    bounds = {}
-    for pool in PoolName:
-        b = config.bounds(pool)
-        # A pool with no curve (not configured) can take no worker.
-        bounds[pool] = Bounds(b.min, b.max) if pool in curves else Bounds(0, 0)
     # With no low-latency pool to use, `latency` goes where it can (as the routing sends it).
-    latency_anywhere = config.latency_on_high_throughput or bounds[PoolName.LOW_LATENCY].maximum == 0
-    return MixSizer(curves, objectives, demand, config.target_utilisation, latency_anywhere).size(bounds, previous)
+    latency_anywhere = config.latency_on_high_throughput or pool_bounds(config, curves)[PoolName.LOW_LATENCY].maximum == 0
+    return MixSizer(curves, objectives, demand, config.target_utilisation, latency_anywhere)
 
 
 def _arrivals(mix: ArrivalMix | None) -> dict[str, Any] | None:

@@ -325,6 +325,20 @@ class MixSizer:
             why += f"; of {len(ties) + 1} mixes with as many, the one that serves today's traffic fastest"
         return Sizing(chosen.workers, bound_by, chosen.margin, True, tuple(candidates), why)
 
+    def best_of(self, total: int, bounds: Mapping[PoolName, Bounds]) -> Candidate | None:
+        """The best split of exactly ``total`` workers within the bounds (None: no split fits
+        them): a feasible one serving today's traffic fastest, else the one absorbing the most
+        traffic (the highest margin, which is negative: the least short of every objective)."""
+        ll, ht = bounds[LL], bounds[HT]
+        splits = range(max(ll.minimum, total - ht.maximum), min(ll.maximum, total - ht.minimum) + 1)
+        candidates = [self.candidate({LL: n, HT: total - n}) for n in splits]
+        if not candidates:
+            return None
+        feasible = [c for c in candidates if c.feasible]
+        if feasible:
+            return min(feasible, key=lambda c: (c.service_rtf, -c.margin))
+        return max(candidates, key=lambda c: (c.margin, -c.service_rtf))
+
     def _fewest_ht(self, ll_count: int, ht: Bounds) -> Candidate | None:
         """The fewest high-throughput workers beside ``ll_count`` low-latency ones that meet
         every objective (feasibility only grows with workers: a binary search)."""

@@ -13,13 +13,17 @@ says nothing reliable about the worker's speed.
 
 The correction is kept per load as a weighted mean of ``log(observed / prior)``:
 
-- *shrinkage*, in three levels: a load with few samples leans on its neighbours and on
+- *shrinkage*, in four levels: a load with few samples leans on its neighbours and on
   the worker's overall correction; that one leans on its pool's (what the other workers of
-  the same profile showed), which leans on the prior. So a worker that is uniformly slower
-  (a throttled GPU, cold graphs after a restart) is learned from whatever loads it ran at,
-  and a worker with no samples yet (it just joined, or restarted) is assumed to be like its
-  peers, not like the profile's estimate: predicted slower than they are, it would never be
-  given the traffic that proves otherwise;
+  the same profile showed), which leans on the fleet's (one factor per kind: what every
+  worker showed against its own prior), which leans on the prior. So a worker that is
+  uniformly slower (a throttled GPU, cold graphs after a restart) is learned from whatever
+  loads it ran at, and a worker with no samples yet (it just joined, restarted, or its GPU
+  changed profile) is assumed to be like its peers, not like the profile's estimate:
+  predicted slower than they are, it would never be given the traffic that proves
+  otherwise. The fleet level is for a pool with no evidence of its own (its only worker
+  just came back): the other pool's workers learned how far this hardware is off the
+  profiles' estimates, and a factor shared by both keeps the priors' ranking of the two;
 - *robustness*: samples off the prior by more than ``max_ratio`` are dropped as absurd, and
   once a load has a few samples a new one moves it by at most ``clamp`` in log space;
 - *forgetting*: weights halve every ``half_life_s``, so the curve fades back to the prior
@@ -55,6 +59,8 @@ from gateway.types.observations import StreamObservation, StreamOutcome
 from gateway.types.view import LoadView
 
 Clock = Callable[[], float]
+# Per load, a pool's sample weights and weighted log corrections: (step, TTFP).
+_Sums = tuple[tuple[list[float], list[float]], tuple[list[float], list[float]]]
 
 
 @dataclass
@@ -169,15 +175,20 @@ class PerformanceModel:
 
     def track(self, view: LoadView) -> None:
         """Follow the fleet: a worker first seen starts from its pool's prior, one gone is dropped."""
-        workers = self._workers
+        workers, pools = self._workers, self._pools
         for worker in view.workers:
-            if worker.worker_id not in workers:
-                prior = self._priors.get(worker.pool)
-                if prior is not None:
-                    # Every worker of a pool keeps the pool's prior, so their samples are
-                    # comparable: the pool level of the shrinkage is what they share.
-                    workers[worker.worker_id] = WorkerModel(prior)
-                    self._pools[worker.worker_id] = worker.pool
+            worker_id = worker.worker_id
+            if worker_id in workers and pools.get(worker_id, worker.pool) is worker.pool:
+                continue
+            # New, or back under another pool's profile: what it showed under the old
+            # profile was measured against the old prior, so it starts over.
+            self.remove_worker(worker_id)
+            prior = self._priors.get(worker.pool)
+            if prior is not None:
+                # Every worker of a pool keeps the pool's prior, so their samples are
+                # comparable: the pool level of the shrinkage is what they share.
+                workers[worker_id] = WorkerModel(prior)
+                pools[worker_id] = worker.pool
         if len(workers) > len(view.workers):
             # Workers that left the fleet (discovery, scale-down): bounded memory.
             present = {worker.worker_id for worker in view.workers}
@@ -334,25 +345,41 @@ class PerformanceModel:
         return self._demand.places_needed(self._clock(), pools.get(PoolName.LOW_LATENCY), ll_workers)
 
     def _start_refit(self, now: float) -> list[str]:
-        """The pool level from every worker's samples; the changed workers, due for theirs."""
-        if self._dirty_pools:
-            for worker_id, pool in self._pools.items():
-                if pool in self._dirty_pools:
-                    self._workers[worker_id].dirty = True
-            self._dirty_pools.clear()
-        due = [worker_id for worker_id, model in self._workers.items() if model.dirty]
-        if not due:
-            return due
+        """The fleet and pool levels from every worker's samples; the changed workers, due
+        for theirs."""
+        dirty_pools = self._dirty_pools
+        if not dirty_pools and not any(model.dirty for model in self._workers.values()):
+            return []
         half_life = self.settings.half_life_s
         decayed = {
             worker_id: (model.step.decayed(now, half_life), model.ttfp.decayed(now, half_life))
             for worker_id, model in self._workers.items()
         }
-        self._pool_levels = {
-            pool: self._pool_level([w for w, p in self._pools.items() if p is pool], decayed)
-            for pool in set(self._pools.values())
+        members: dict[PoolName, list[str]] = {pool: [] for pool in self._priors}
+        for worker_id, pool in self._pools.items():
+            members.setdefault(pool, []).append(worker_id)
+        sums = {
+            pool: self._pool_sums(ids, (self._workers[ids[0]].prior if ids else self._priors[pool]).max_load, decayed)
+            for pool, ids in members.items()
         }
-        return due
+        fleet = self._fleet_level(sums.values())
+        levels: dict[PoolName, tuple[list[float], list[float]]] = {}
+        for pool, pool_sums in sums.items():
+            level = self._pool_level(pool_sums, fleet)
+            old = self._pool_levels.get(pool)
+            if pool in dirty_pools or old is None or _moved(old, level):
+                levels[pool] = level
+                dirty_pools.add(pool)
+            else:
+                # Only the fleet level moved it, by less than a rounding: its workers keep
+                # the level their curves were computed with (no drift builds up unseen).
+                levels[pool] = old
+        self._pool_levels = levels
+        for worker_id, pool in self._pools.items():
+            if pool in dirty_pools:
+                self._workers[worker_id].dirty = True
+        dirty_pools.clear()
+        return [worker_id for worker_id, model in self._workers.items() if model.dirty]
 
     def _recompute(self, worker_ids: list[str], now: float) -> None:
         settings, half_life = self.settings, self.settings.half_life_s
@@ -373,14 +400,10 @@ class PerformanceModel:
             model.curve = Curve(tuple(steps), tuple(ttfps))
             model.dirty = False
 
-    def _pool_level(
-        self, members: list[str], decayed: Mapping[str, tuple[list[float], list[float]]]
-    ) -> tuple[list[float], list[float]]:
-        """The pool's log correction per load (step, TTFP): every member's samples pooled
-        as if one worker had shown them, shrunk toward the prior like a worker's own. (A
-        worker's own samples count here too; against its own evidence they weigh little.)"""
-        size = self._workers[members[0]].prior.max_load
-        levels = []
+    def _pool_sums(self, members: list[str], size: int, decayed: Mapping[str, tuple[list[float], list[float]]]) -> _Sums:
+        """Every member's samples pooled per load, as if one worker had shown them: per
+        kind (step, TTFP), the weights and the weighted log corrections."""
+        sums = []
         for kind in (0, 1):
             weights, weighted = [0.0] * size, [0.0] * size
             for worker_id in members:
@@ -389,9 +412,45 @@ class PerformanceModel:
                     if w:
                         weights[index] += w
                         weighted[index] += w * m
+            sums.append((weights, weighted))
+        return sums[0], sums[1]
+
+    def _fleet_level(self, pools: Iterable[_Sums]) -> tuple[float, float]:
+        """The fleet's log correction (step, TTFP), one number each: every sample at every
+        load of every pool, shrunk toward the prior. Each sample is against its own pool's
+        prior, so what they share is how far this hardware (or clock) is off the profiles'
+        estimates, not the shape of either curve."""
+        weight, weighted = [0.0, 0.0], [0.0, 0.0]
+        for sums in pools:
+            for kind in (0, 1):
+                weight[kind] += sum(sums[kind][0])
+                weighted[kind] += sum(sums[kind][1])
+        strength = self.settings.prior_strength
+        return weighted[0] / (weight[0] + strength), weighted[1] / (weight[1] + strength)
+
+    def _pool_level(self, sums: _Sums, fleet: tuple[float, float]) -> tuple[list[float], list[float]]:
+        """The pool's log correction per load (step, TTFP): its pooled samples shrunk toward
+        the fleet level like a worker's own toward its pool's. (A worker's own samples count
+        here too; against its own evidence they weigh little.) A pool with no samples is the
+        fleet level."""
+        levels = []
+        for kind in (0, 1):
+            weights, weighted = sums[kind]
             means = [wm / w if w else 0.0 for w, wm in zip(weights, weighted, strict=True)]
-            levels.append([math.log(f) for f in _corrections(weights, means, [0.0] * size, self.settings)])
+            base = [fleet[kind]] * len(weights)
+            levels.append([math.log(f) for f in _corrections(weights, means, base, self.settings)])
         return levels[0], levels[1]
+
+
+# A pool level that moved less than this (log, ~0.5%) only because other pools learned does
+# not recompute its workers' curves: far inside the picker's tie, and a refit stays O(changed).
+LEVEL_TOLERANCE = 0.005
+
+
+def _moved(old: tuple[list[float], list[float]], new: tuple[list[float], list[float]]) -> bool:
+    if len(old[0]) != len(new[0]):  # the pool's prior changed size
+        return True
+    return any(abs(a - b) > LEVEL_TOLERANCE for kind in (0, 1) for a, b in zip(old[kind], new[kind], strict=True))
 
 
 def _corrections(weights: list[float], means: list[float], base: list[float], settings: LearningSettings) -> list[float]:

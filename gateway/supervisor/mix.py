@@ -16,8 +16,10 @@ from gateway.types import PoolName
 
 
 class DesiredMix(Protocol):
-    def desired_workers(self) -> Mapping[str, int] | None:
-        """Pool name -> how many workers it should have; None: cannot judge (change nothing)."""
+    def mix_for(self, gpus: int) -> Mapping[str, int] | None:
+        """Pool name -> how many workers it should have on a fleet of exactly ``gpus`` GPUs
+        (fewer in all when the traffic needs fewer: the rest stays where it is); None: cannot
+        judge (change nothing)."""
 
 
 @dataclass(frozen=True)

@@ -133,12 +133,14 @@ class ProfileChanger:
 
     async def step(self) -> ProfileChange | None:
         """Read the desired mix once; make the move it has asked for long enough, if any."""
-        try:
-            desired = self._desired.desired_workers()
-        except Exception:  # a planner that cannot answer cannot judge
-            log.exception("the desired worker mix could not be read")
-            desired = None
-        move = self.decider.decide(desired, self.running(), self._clock())
+        running = self.running()
+        desired = None
+        if running is not None:
+            try:
+                desired = self._desired.mix_for(sum(running.values()))
+            except Exception:  # a planner that cannot answer cannot judge
+                log.exception("the desired worker mix could not be read")
+        move = self.decider.decide(desired, running, self._clock())
         if move is None:
             return None
         try:

@@ -7,6 +7,7 @@ reports about its pools, decoding audio, sampling a worker's load while a test r
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -213,3 +214,21 @@ async def speak(
             response.status_code, response.headers.get("x-gateway-pool"), response.headers.get("x-gateway-route-reason"), size
         )
 
+
+
+# The line the emulator logs for each speech request: what reached the worker.
+WORKER_LINE = re.compile(r"speech request x-request-id=(\S+) traceparent=(\S+) tracestate=(\S+)")
+
+
+def worker_saw(workers: list[Proc], request_id: str) -> tuple[str, str]:
+    """(traceparent, tracestate) a worker logged for the request with ``request_id``."""
+
+    def find() -> tuple[str, str] | None:
+        for worker in workers:
+            for match in WORKER_LINE.finditer(worker.log()):
+                if match.group(1) == request_id:
+                    return match.group(2), match.group(3)
+        return None
+
+    result: tuple[str, str] = wait_until(find, 10, f"a worker logging x-request-id={request_id}")
+    return result

@@ -11,7 +11,6 @@ request under it, and a barge-in ends every span it stops."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -30,7 +29,7 @@ from websockets.sync.client import connect
 
 from gateway.app import create_app
 from gateway.config import load_config
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import wait_until, worker_saw
 from tests.integration.test_emulator_speech_stream import Message, Session
 from tests.support.procs import Proc, free_port, running_emulator
 from tests.support.spans import OpenSpans, children
@@ -42,7 +41,6 @@ CALLER = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
 MODEL = "bosonai/higgs-audio-v3-tts-4b"
 PCM_STREAM = {"model": MODEL, "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
 LONG_SENTENCE = " ".join(["The long sentence keeps on going and going"] * 6) + "."
-WORKER_LINE = re.compile(r"speech request x-request-id=(\S+) traceparent=(\S+) tracestate=(\S+)")
 SESSION_SPAN = "GET /v1/audio/speech/stream"
 STEPS = ["admission", "route", "worker request"]
 PHASES = ["connect", "first byte", "stream"]
@@ -108,18 +106,6 @@ def session_on(url: str, headers: dict[str, str]) -> Iterator[Session]:
         session.send("session.config", **PCM_STREAM)
         yield session
 
-
-def worker_saw(workers: list[Proc], request_id: str) -> tuple[str, str]:
-    """(traceparent, tracestate) a worker logged for the request with ``request_id``."""
-
-    def find() -> tuple[str, str] | None:
-        for worker in workers:
-            for match in WORKER_LINE.finditer(worker.log()):
-                if match.group(1) == request_id:
-                    return match.group(2), match.group(3)
-        return None
-
-    return wait_until(find, 10, f"a worker logging x-request-id={request_id}")
 
 
 def session_spans(setup: Setup, request_id: str) -> tuple[ReadableSpan, list[ReadableSpan]]:

@@ -6,7 +6,6 @@ the worker still gets both, the caller's traceparent unchanged."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -18,14 +17,13 @@ import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.integration.conftest import speech_body, wait_until
+from tests.integration.conftest import speech_body, wait_until, worker_saw
 from tests.support.procs import Proc, free_port, running_emulator
 from tests.support.stack import HT_PROFILE, LL_PROFILE, gateway_config, running_gateway
 
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 CALLER = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
-WORKER_LINE = re.compile(r"speech request x-request-id=(\S+) traceparent=(\S+) tracestate=(\S+)")
 
 
 @dataclass(frozen=True)
@@ -111,18 +109,6 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         untraced = stack.enter_context(running_gateway(tmp, untraced_config, name="untraced"))
         yield Setup(traced, untraced, [ll, ht], receiver)
 
-
-def worker_saw(workers: list[Proc], request_id: str) -> tuple[str, str]:
-    """(traceparent, tracestate) a worker logged for the request with ``request_id``."""
-
-    def find() -> tuple[str, str] | None:
-        for worker in workers:
-            for match in WORKER_LINE.finditer(worker.log()):
-                if match.group(1) == request_id:
-                    return match.group(2), match.group(3)
-        return None
-
-    return wait_until(find, 10, f"a worker logging x-request-id={request_id}")
 
 
 def speak(gateway: Proc, headers: dict[str, str]) -> httpx.Response:

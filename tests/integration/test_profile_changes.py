@@ -41,7 +41,7 @@ class HeldMix:
         with self._lock:
             self._desired = desired
 
-    def desired_workers(self) -> Mapping[str, int] | None:
+    def mix_for(self, gpus: int) -> Mapping[str, int] | None:
         with self._lock:
             return self._desired
 

@@ -260,3 +260,49 @@ def test_the_planner_section_is_validated() -> None:
     assert partial.planner.objectives[SlaClass.THROUGHPUT].rtf == 1.2
     assert partial.planner.objectives[SlaClass.LATENCY] == PlannerConfig().objectives[SlaClass.LATENCY]
     assert partial.planner.bounds(HT).max == 4 and partial.planner.bounds(LL).max == 16
+
+
+def test_a_fixed_number_of_gpus_gets_the_split_that_falls_least_short() -> None:
+    # Throughput traffic two high-throughput workers cannot carry within its objective:
+    # the planner asks for more of both, but two GPUs can only change profile, so they
+    # get the split of two that absorbs the most of it: both high-throughput.
+    now = [0.0]
+    planner = FleetPlanner(config(min_requests=1, smoothing_s=1.0), lambda: CurveSnapshot.of({}, CURVES), lambda: now[0])
+    for _ in range(400):
+        planner.record_arrival(RequestInfo(SlaClass.THROUGHPUT, None, 3000))
+    now[0] = 1.0
+    plan = planner.plan()
+    assert plan.sizing is not None and sum(plan.sizing.workers.values()) > 2
+    assert planner.mix_for(2) == {"low_latency": 0, "high_throughput": 2}
+    ones = [c for c in plan.sizing.candidates if c.workers == {LL: 1, HT: 1}]
+    assert not ones or not ones[0].feasible
+
+
+def test_a_fleet_with_gpus_to_spare_gets_the_desired_mix() -> None:
+    now = [0.0]
+    planner = FleetPlanner(config(min_requests=10, smoothing_s=60.0), lambda: CurveSnapshot.of({}, CURVES), lambda: now[0])
+    assert planner.mix_for(2) is None  # nothing judged yet
+    for _ in range(40):
+        planner.record_arrival(RequestInfo(SlaClass.THROUGHPUT, None, 150))
+    now[0] = 10.0
+    planner.plan()
+    desired = planner.desired_workers()
+    assert desired is not None and sum(desired.values()) == 2
+    assert planner.mix_for(2) == desired and planner.mix_for(3) == desired  # the spare one stays as it is
+
+
+def test_the_best_split_prefers_a_feasible_one_then_the_least_short() -> None:
+    from gateway.planner.sizing import Bounds, Demand, MixSizer, Objective
+
+    objectives = {sla: Objective(o.rtf, o.ttfp_s) for sla, o in config().objectives.items()}
+    bounds = {LL: Bounds(0, 4), HT: Bounds(0, 4)}
+    light = MixSizer(CURVES, objectives, {SlaClass.BALANCED: Demand(0.2, 10.0)}, 1.0)
+    chosen = light.best_of(2, bounds)
+    assert chosen is not None and chosen.feasible and chosen.total == 2
+    heavy = MixSizer(CURVES, objectives, {SlaClass.THROUGHPUT: Demand(50.0, 10.0)}, 1.0)
+    short = heavy.best_of(2, bounds)
+    assert short is not None and not short.feasible
+    assert short.margin == max(heavy.candidate({LL: n, HT: 2 - n}).margin for n in range(3))
+    every = heavy.best_of(8, bounds)
+    assert every is not None and every.workers == {LL: 4, HT: 4}
+    assert heavy.best_of(9, bounds) is None  # no split of 9 fits the bounds

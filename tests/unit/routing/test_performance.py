@@ -214,7 +214,6 @@ def test_a_worker_not_tracked_yet_reads_as_its_pool_without_a_refit() -> None:
     snapshot = performance.snapshot()
     newcomer = snapshot.curve("joined-since", PoolName.HIGH_THROUGHPUT)
     assert newcomer is not None and newcomer.step(4) < PRIOR.step(4) * 0.4  # like its peer, at once
-    assert snapshot.curve("joined-since", PoolName.LOW_LATENCY) == PRIOR  # pools never share
     assert performance.snapshot() is snapshot  # reading built nothing
 
 
@@ -302,14 +301,71 @@ def test_a_restarted_worker_starts_like_its_peers_and_then_learns_its_own_speed(
     assert curves_after_refit(performance, fleet)["b"].step(4) == pytest.approx(PRIOR.step(4), rel=0.1)
 
 
-def test_pools_do_not_share_what_they_learn() -> None:
+def test_a_pool_without_samples_takes_the_fleets_factor_and_its_own_evidence_wins() -> None:
+    """A pool whose only worker just came back has no peers to lean on: predicted at the
+    profile's estimate while the other pool learned this hardware is 4x faster, it would
+    never be given the traffic that shows its speed. Pools share that one factor, not the
+    shape of what they learned, and a pool's own samples outweigh it."""
     performance, clock = pool_model()
     fleet = view_of(("ll", PoolName.LOW_LATENCY), ("ht", PoolName.HIGH_THROUGHPUT))
     curves_after_refit(performance, fleet)
     for _ in range(30):
         performance.on_stream_done(sample_on("ll", PoolName.LOW_LATENCY, PRIOR.step(4) * 0.25))
     clock.now += PerformanceModel.REFRESH_S
-    assert curves_after_refit(performance, fleet)["ht"] == PRIOR
+    cold = curves_after_refit(performance, fleet)["ht"]
+    assert cold.step(4) == pytest.approx(PRIOR.step(4) * 0.25, rel=0.05)
+    ratios = [cold.step(load) / PRIOR.step(load) for load in range(1, 17)]
+    assert max(ratios) == pytest.approx(min(ratios))  # one factor: the prior's shape
+    assert performance.snapshot().curve("joined-since", PoolName.HIGH_THROUGHPUT) == cold  # a newcomer too
+    for _ in range(30):  # this profile turns out to run at its estimate here
+        performance.on_stream_done(sample_on("ht", PoolName.HIGH_THROUGHPUT, PRIOR.step(4)))
+    clock.now += PerformanceModel.REFRESH_S
+    curves = curves_after_refit(performance, fleet)
+    assert curves["ht"].step(4) == pytest.approx(PRIOR.step(4), rel=0.05)
+    assert curves["ll"].step(4) == pytest.approx(PRIOR.step(4) * 0.25, rel=0.05)
+
+
+def test_a_worker_back_under_another_pool_starts_from_that_pools_prior() -> None:
+    """A GPU that changed profile and kept its worker id: samples measured against the old
+    profile's prior say nothing about the new one."""
+    clock = Clock()
+    slow = scaled(PRIOR, 2.0, 2.0)
+    performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR, PoolName.HIGH_THROUGHPUT: slow}, clock=clock)
+    curves_after_refit(performance, view_of(("w", PoolName.LOW_LATENCY)))
+    for _ in range(30):
+        performance.on_stream_done(sample_on("w", PoolName.LOW_LATENCY, PRIOR.step(4) * 0.5))
+    clock.now += PerformanceModel.REFRESH_S
+    assert curves_after_refit(performance, view_of(("w", PoolName.LOW_LATENCY)))["w"].step(4) < PRIOR.step(4) * 0.6
+    clock.now += PerformanceModel.REFRESH_S
+    assert curves_after_refit(performance, view_of(("w", PoolName.HIGH_THROUGHPUT))) == {"w": slow}
+    performance.on_stream_done(sample_on("w", PoolName.HIGH_THROUGHPUT, slow.step(4)))
+    assert performance.describe("w")["step_samples"] == 8  # type: ignore[index]  # only the new profile's
+
+
+def test_other_pools_learning_recomputes_a_cold_pool_only_when_it_moves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet level moves a sample-less pool's curves; a refit recomputes them only when
+    it moved more than a rounding, so a busy pool's samples do not refit every worker."""
+    performance, clock = pool_model()
+    fleet = view_of(("ll", PoolName.LOW_LATENCY), ("ht", PoolName.HIGH_THROUGHPUT))
+    curves_after_refit(performance, fleet)
+    recomputed: list[str] = []
+    recompute = performance._recompute
+
+    def counted(worker_ids: list[str], now: float) -> None:
+        recomputed.extend(worker_ids)
+        recompute(worker_ids, now)
+
+    monkeypatch.setattr(performance, "_recompute", counted)
+    for _ in range(30):
+        performance.on_stream_done(sample_on("ll", PoolName.LOW_LATENCY, PRIOR.step(4) * 0.5))
+    clock.now += PerformanceModel.REFRESH_S
+    assert curves_after_refit(performance, fleet)["ht"].step(4) < PRIOR.step(4) * 0.55
+    assert sorted(recomputed) == ["ht", "ll"]
+    recomputed.clear()
+    performance.on_stream_done(sample_on("ll", PoolName.LOW_LATENCY, PRIOR.step(4) * 0.5))  # the same again
+    clock.now += PerformanceModel.REFRESH_S
+    curves_after_refit(performance, fleet)
+    assert recomputed == ["ll"]
 
 
 def test_reading_never_refits_only_a_refit_publishes() -> None:

@@ -30,8 +30,10 @@ class FakeMix:
     def __init__(self, desired: Mapping[str, int] | None = None) -> None:
         self.desired = desired
         self.broken = False
+        self.asked_for: list[int] = []  # the GPU counts the changer asked about
 
-    def desired_workers(self) -> Mapping[str, int] | None:
+    def mix_for(self, gpus: int) -> Mapping[str, int] | None:
+        self.asked_for.append(gpus)
         if self.broken:
             raise RuntimeError("no data")
         return self.desired
@@ -132,6 +134,7 @@ async def test_a_held_mix_moves_the_gpu_after_draining_it(world: World) -> None:
     ll.inflight = lease_held
     world.mix.desired = {"low_latency": 0, "high_throughput": 2}
     assert await world.changer.step() is None  # wanted from now on
+    assert world.mix.asked_for == [2]  # the mix for the GPUs it has: changes move GPUs, never add them
     world.clock.now += 60.0
 
     async def finish_requests() -> None:

@@ -92,7 +92,7 @@ def test_without_a_planner_the_switch_builds_no_changer(tmp_path: Path) -> None:
     assert create_app(load_config(None, document)).profile_changer is None
 
     class Mix:
-        def desired_workers(self) -> dict[str, int] | None:
+        def mix_for(self, gpus: int) -> dict[str, int] | None:
             return None
 
     assert create_app(load_config(None, document), desired_mix=Mix()).profile_changer is not None
