@@ -49,13 +49,14 @@ class ArrivalMix:
 class ArrivalMeter:
     """Per-class tallies written on admission, folded into smoothed rates by ``sample``."""
 
-    __slots__ = ("_counts", "_chars", "_decayed", "_decayed_slow", "_decayed_audio", "_smoothing_s", "_forecast_s",
-                 "_started", "_last")  # fmt: skip
+    __slots__ = ("_counts", "_chars", "_decayed", "_decayed_rate", "_decayed_slow", "_decayed_audio", "_smoothing_s",
+                 "_forecast_s", "_started", "_last")  # fmt: skip
 
     def __init__(self, smoothing_s: float, now: float, forecast_s: float = 0.0) -> None:
         self._counts = dict.fromkeys(SlaClass, 0)
         self._chars = dict.fromkeys(SlaClass, 0)
-        self._decayed = dict.fromkeys(SlaClass, 0.0)
+        self._decayed = dict.fromkeys(SlaClass, 0.0)  # whole requests, fading: the window's count
+        self._decayed_rate = dict.fromkeys(SlaClass, 0.0)  # each weighed by its decay since it arrived
         self._decayed_slow = dict.fromkeys(SlaClass, 0.0)  # time constant 2 x smoothing_s
         self._decayed_audio = dict.fromkeys(SlaClass, 0.0)
         self._smoothing_s = smoothing_s
@@ -71,14 +72,19 @@ class ArrivalMeter:
     def sample(self, now: float) -> ArrivalMix:
         """Fold the tallies in and return the smoothed mix (the planner's loop only)."""
         tau = self._smoothing_s
-        decay = math.exp(-max(0.0, now - self._last) / tau)
-        decay_slow = math.exp(-max(0.0, now - self._last) / (2 * tau))
+        step = max(0.0, now - self._last)
+        decay, decay_slow = math.exp(-step / tau), math.exp(-step / (2 * tau))
+        # The tallies arrived over the last ``step`` seconds, not all at its end: each
+        # weighs its mean decay over the step, as the window below assumes (counting them
+        # whole overstated a steady rate by about step / (2 tau): 8% at 10 s and 60 s).
+        weight, weight_slow = _mean_decay(step, tau), _mean_decay(step, 2 * tau)
         for sla in SlaClass:
             count, chars = self._counts[sla], self._chars[sla]
             self._counts[sla] = self._chars[sla] = 0
             audio = audio_seconds_for(chars // count) * count if count else 0.0
             self._decayed[sla] = self._decayed[sla] * decay + count
-            self._decayed_slow[sla] = self._decayed_slow[sla] * decay_slow + count
+            self._decayed_rate[sla] = self._decayed_rate[sla] * decay + count * weight
+            self._decayed_slow[sla] = self._decayed_slow[sla] * decay_slow + count * weight_slow
             self._decayed_audio[sla] = self._decayed_audio[sla] * decay + audio
         self._last = now
         # A sum decaying with time constant tau over a history of length t holds
@@ -89,7 +95,7 @@ class ArrivalMeter:
         classes = {}
         for sla in SlaClass:
             count = self._decayed[sla]
-            rate = count / window if window > 0 else 0.0
+            rate = self._decayed_rate[sla] / window if window > 0 else 0.0
             trend = 0.0
             age, age_slow = _mean_age(tau, elapsed), _mean_age(2 * tau, elapsed)
             if self._forecast_s > 0 and age_slow - age >= tau / 4:  # too short a history: no slope yet
@@ -98,6 +104,13 @@ class ArrivalMeter:
             audio_s = self._decayed_audio[sla] / count if count > 0 else 0.0
             classes[sla] = ClassArrivals(rate, audio_s, count, trend)
         return ArrivalMix(classes, window)
+
+
+def _mean_decay(step: float, tau: float) -> float:
+    """The mean of e^(-age / tau) over arrivals spread evenly across the last ``step`` seconds."""
+    if step <= 0:
+        return 1.0
+    return -math.expm1(-step / tau) * tau / step
 
 
 def _mean_age(tau: float, history_s: float) -> float:

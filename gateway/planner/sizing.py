@@ -19,7 +19,9 @@ lets the other classes fill a low-latency worker up to its cap less a small rese
 besides its average, the pool carrying `latency` must hold its bursts: the streams
 `latency` has in flight at once ``LATENCY_QUANTILE`` of the time (Poisson, as the
 routing's reserve counts them: an M/G/inf system) must fit in the pool's planned
-capacity, or that share of `latency` requests would find no place and spill.
+capacity, or that share of `latency` requests would find no place and spill. That is the
+pool's headroom: the split classes' average may fill it to its full operating load (the
+routing spills what does not fit to high-throughput, which keeps its own headroom).
 
 A mix is tried under every placement of `balanced` and `throughput` (low-latency only,
 high-throughput only, or split); a split class fills the low-latency spare first where it
@@ -29,8 +31,9 @@ how much all traffic could grow, as a fraction, before none does.
 
 Candidates: for each low-latency count within its bounds, the fewest high-throughput
 workers that make it feasible. The plan is the candidate with the fewest workers in all;
-among as many, the mix the last plan asked for (a plan does not flip between equal mixes),
-else the one that serves today's traffic fastest (the lowest mean predicted RTF
+among as many, the one that adds the fewest workers to the mix the last plan asked for (a
+plan does not flip between equal mixes, nor grow 1+1 into 3+0 where 2+1 does), then the one
+that serves today's traffic fastest (the lowest mean predicted RTF
 at the load it would put on each worker: a low-latency worker at c4, two high-throughput
 ones at c64), then the largest margin.
 """
@@ -108,6 +111,13 @@ class Sizing:
     why: str
 
 
+def _added(workers: Mapping[PoolName, int], previous: Mapping[PoolName, int] | None) -> int:
+    """Workers a mix adds to the previous one, pool by pool (0 without a previous one)."""
+    if previous is None:
+        return 0
+    return sum(max(0, n - previous.get(pool, 0)) for pool, n in workers.items())
+
+
 def operating_load(curve: Curve, classes: list[SlaClass], objectives: Mapping[SlaClass, Objective]) -> tuple[int, PlanBound]:
     """Most streams a worker on ``curve`` may run with every class in ``classes`` meeting its
     objective (0 if not even one), and what stops it going higher."""
@@ -127,15 +137,16 @@ class _Shape:
     fixed: dict[PoolName, float]  # streams per unit of traffic of the classes on one pool only
     split: tuple[tuple[SlaClass, float, float], ...]  # (class, LL streams, HT streams) per unit
     single: dict[SlaClass, PoolName]  # the classes on one pool only
-    burst: tuple[PoolName, float] | None = None  # `latency`'s pool and its mean streams per unit
+    # `latency`'s pool, its mean streams per unit of traffic, and the streams its bursts may take
+    burst: tuple[PoolName, float, float] | None = None
 
     def place(self, scale: float) -> tuple[bool, dict[PoolName, float], dict[SlaClass, dict[PoolName, float]]]:
         """Whether ``scale`` x the traffic fits, the streams per pool, each class's shares."""
         used = {pool: use * scale for pool, use in self.fixed.items()}
         bursts_fit = True
         if self.burst is not None:
-            pool, mean = self.burst
-            bursts_fit = poisson_quantile(mean * scale, LATENCY_QUANTILE) <= self.capacity[pool] + 1e-9
+            _, mean, room = self.burst
+            bursts_fit = poisson_quantile(mean * scale, LATENCY_QUANTILE) <= room + 1e-9
         shares: dict[SlaClass, dict[PoolName, float]] = {sla: {pool: 1.0} for sla, pool in self.single.items()}
         for sla, on_ll, on_ht in self.split:
             on_ll, on_ht = on_ll * scale, on_ht * scale
@@ -224,6 +235,7 @@ class MixSizer:
     def _shape(self, workers: Mapping[PoolName, int], layout: dict[PoolName, frozenset[SlaClass]]) -> _Shape:
         """A placement's arithmetic, once: capacities, fixed use and the split classes in fill order."""
         capacity = {pool: workers[pool] * self._load(pool, classes)[0] * self._utilisation for pool, classes in layout.items()}
+        room_for_bursts = dict(capacity)
         fixed = dict.fromkeys(layout, 0.0)
         split, single = [], {}
         burst = None
@@ -234,9 +246,18 @@ class MixSizer:
                 streams = self._unit(on[0], layout[on[0]], sla)
                 fixed[on[0]] += streams
                 if sla is SlaClass.LATENCY:
-                    burst = (on[0], streams)
+                    burst = (on[0], streams, room_for_bursts[on[0]])
             else:
                 split.append((sla, self._unit(LL, layout[LL], sla), self._unit(HT, layout[HT], sla)))
+        if burst is not None and burst[0] is LL and split:
+            # `latency`'s low-latency pool keeps its headroom for `latency`'s bursts (the
+            # quantile above, within the utilisation), but the split classes' average may
+            # fill it to the full operating load: the routing fills low-latency workers with
+            # them up to their cap and sends what does not fit to high-throughput, whose own
+            # headroom takes their bursts. Planning them at the utilisation on both pools
+            # counted that headroom twice (the plan's 2 + 2 at the day's peak, where 2 + 1
+            # meets every objective in the simulator).
+            capacity[LL] = workers[LL] * self._load(LL, layout[LL])[0]
         # Two pools: the split classes fill the low-latency spare first, the one that saves
         # the most high-throughput streams per low-latency stream first.
         split.sort(key=lambda item: item[2] / item[1], reverse=True)
@@ -286,11 +307,12 @@ class MixSizer:
             bound = {LL: PlanBound.MAXIMUM, HT: PlanBound.MAXIMUM}
             return Sizing(most.workers, bound, most.margin, False, tuple(candidates) or (most,),
                           "no mix within the pools' maximums meets every objective: asking for the maximums")  # fmt: skip
-        # Among as many workers, the mix already asked for stays: flipping between two equal
-        # mixes (2+2 and 3+1) would make a pool-by-pool autoscaler, which scales down only
-        # after a stabilisation window, hold the larger count of each (3+2).
+        # Among as many workers, the mix that adds the fewest to the last one asked for: a
+        # pool-by-pool autoscaler scales down only after a stabilisation window, so every
+        # switch between equal mixes (2+2 and 3+1) holds the larger count of each (3+2), and
+        # growing 1+1 into 3+0 rather than 2+1 would hold 3+1. The last mix itself adds none.
         kept = dict(previous) if previous is not None else None
-        chosen = min(feasible, key=lambda c: (c.total, dict(c.workers) != kept, c.service_rtf, -c.margin))
+        chosen = min(feasible, key=lambda c: (c.total, _added(c.workers, kept), c.service_rtf, -c.margin))
         bound_by = {}
         for pool, bound in (bounds.items()):
             count = chosen.workers[pool]
@@ -302,6 +324,8 @@ class MixSizer:
         why = f"fewest workers that meet every objective ({chosen.total})"
         if ties and dict(chosen.workers) == kept:
             why += f"; of {len(ties) + 1} mixes with as many, the one already asked for"
+        elif ties and kept is not None and _added(chosen.workers, kept) < max(_added(c.workers, kept) for c in ties):
+            why += f"; of {len(ties) + 1} mixes with as many, the one that adds the fewest workers to the last one asked for"
         elif ties:
             why += f"; of {len(ties) + 1} mixes with as many, the one that serves today's traffic fastest"
         return Sizing(chosen.workers, bound_by, chosen.margin, True, tuple(candidates), why)

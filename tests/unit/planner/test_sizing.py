@@ -84,6 +84,16 @@ def test_among_equal_mixes_the_one_already_asked_for_stays() -> None:
     assert size_fleet(config(), CURVES, mix(balanced=0.2), previous={LL: 1, HT: 1}).workers == {LL: 1, HT: 0}
 
 
+def test_growing_the_fleet_adds_to_the_last_mix_rather_than_replacing_it() -> None:
+    # Two workers needed; 2 LL serves today's traffic fastest, but from 1 HT the plan adds
+    # one low-latency worker (1 + 1) rather than two (and drops the HT): a pool-by-pool
+    # autoscaler would otherwise hold 2 + 1 until its stabilisation window passed.
+    traffic = mix(balanced=2.0, throughput=2.0)
+    assert size_fleet(config(), CURVES, traffic).workers == {LL: 2, HT: 0}
+    grown = size_fleet(config(), CURVES, traffic, previous={LL: 0, HT: 1})
+    assert grown.workers == {LL: 1, HT: 1} and "adds the fewest workers" in grown.why
+
+
 def test_heavy_throughput_traffic_goes_to_high_throughput_workers_up_to_their_max_load() -> None:
     # throughput rtf 1.0 lets a high-throughput worker run all 32 streams (rtf 0.815):
     # 5 req/s holds ~42 streams there, more than one worker; a low-latency one takes 8 of
@@ -129,6 +139,24 @@ def test_utilisation_leaves_headroom() -> None:
     assert sum(headroom.workers.values()) > sum(full.workers.values())
 
 
+def test_latency_pool_takes_the_split_classes_to_its_operating_load_but_keeps_burst_headroom() -> None:
+    from gateway.planner.sizing import Demand, MixSizer, Objective
+
+    objectives = {sla: Objective(o.rtf, o.ttfp_s) for sla, o in config().objectives.items()}
+    # A low-latency worker carrying `latency` runs 5 streams (latency ttfp and rtf); at
+    # utilisation 0.5 a request holds ~0.2 + 10 x 0.22 = 2.4 s there, ~6 s on a
+    # high-throughput worker (16 streams planned). `balanced` may fill the low-latency spare
+    # up to the full 5 streams (the routing spills the rest to high-throughput, whose
+    # headroom takes its bursts): 2.0 req/s there, 2.5 req/s (15 streams) on
+    # high-throughput. Filled only to half (2.5 streams) it would leave 3.5 req/s (21 streams).
+    demand = {SlaClass.LATENCY: Demand(0.05, 10.0), SlaClass.BALANCED: Demand(4.5, 10.0)}
+    assert MixSizer(CURVES, objectives, demand, 0.5).feasible({LL: 1, HT: 1})
+    # `latency`'s own bursts still fit within the utilisation: at 0.5 req/s (1.2 streams on
+    # average, 4 at its 99th percentile) one worker's 2.5 are not enough, two workers' 5 are.
+    bursty = MixSizer(CURVES, objectives, {**demand, SlaClass.LATENCY: Demand(0.5, 10.0)}, 0.5)
+    assert not bursty.feasible({LL: 1, HT: 1}) and bursty.feasible({LL: 2, HT: 1})
+
+
 def test_an_unconfigured_pool_gets_no_workers() -> None:
     sizing = size_fleet(config(), {HT: HT_CURVE}, mix(balanced=1.0))
     assert sizing.workers[LL] == 0 and sizing.workers[HT] >= 1
@@ -141,7 +169,9 @@ def test_arrivals_are_smoothed_per_class_with_their_lengths() -> None:
     sampled = meter.sample(10.0)
     latency = sampled.classes[SlaClass.LATENCY]
     assert latency.requests == 50 and abs(latency.audio_s - 10.0) < 1e-9
-    assert abs(latency.rate - 50 / sampled.window_s) < 1e-9 and 9 < sampled.window_s < 10
+    # 50 requests in the first 10 s: 5 per second (the tallies weigh as spread over the step,
+    # so a steady rate reads as itself, not the step's count over the smoothing window).
+    assert abs(latency.rate - 5.0) < 1e-9 and 9 < sampled.window_s < 10
     assert sampled.classes[SlaClass.BALANCED].rate == 0.0
     later = meter.sample(110.0)  # nothing new: the count fades (e^-1)
     assert 18 < later.classes[SlaClass.LATENCY].requests < 19
@@ -178,6 +208,18 @@ def test_a_steady_rate_forecasts_itself() -> None:
     _ramp(meter, 1000, lambda t: 3.0)
     steady = meter.sample(1000.0).classes[SlaClass.BALANCED]
     assert abs(steady.rate - 3.0) < 0.1 and abs(steady.trend) < 1e-3
+
+
+def test_a_steady_rate_reads_as_itself_whatever_the_sampling_interval() -> None:
+    # Tallies folded every 10 s at a 60 s time constant: counted whole at the end of each
+    # step they read ~8% high (step / 2 tau); weighed over the step they read the rate.
+    for step in (1, 10, 30):
+        meter = ArrivalMeter(60.0, 0.0)
+        for t in range(step, 1200 + step, step):
+            for _ in range(3 * step):
+                meter.record(RequestInfo(SlaClass.BALANCED, None, 150))
+            sampled = meter.sample(float(t))
+        assert abs(sampled.classes[SlaClass.BALANCED].rate - 3.0) < 0.01, step
 
 
 def test_thin_traffic_changes_nothing_and_says_so() -> None:

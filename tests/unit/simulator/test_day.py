@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gateway.bench.texts import text_order
 from gateway.simulator.cli import main
-from gateway.simulator.day import DayOptions, compare_day, day_rate, day_trace, run_day, setups
+from gateway.simulator.day import DayOptions, compare_day, day_rate, day_trace, run_day, setups, smallest_sufficient, sufficient
 from gateway.simulator.loop import run_virtual
 from gateway.types import SlaClass
 
@@ -50,7 +50,16 @@ def test_static_and_saturation_fleets_run_the_same_day() -> None:
     results, arrivals = compare_day(SHORT)
     by_name = {r["setup"]: r for r in results}
     assert {"planner", "static-peak", "ll-saturation", "ht-saturation"} <= set(by_name)
-    assert set(by_name) - {"planner", "static-peak", "ll-saturation", "ht-saturation"} <= {"static-fewer-ll", "static-fewer-ht"}
+    # Every static mix of up to the peak sizing's workers, fewest first, each all day.
+    sweep = [r for r in results if r.get("static_sweep")]
+    peak = sum(by_name["static-peak"]["timeline"][0]["gpus"].values())
+    totals = [sum(r["workers"].values()) for r in sweep]
+    assert totals == sorted(totals) and totals[0] == 1 and totals[-1] == peak
+    assert len(sweep) == sum(total + 1 for total in range(1, peak + 1))
+    for r in sweep:
+        assert all(sum(row["gpus"].values()) == sum(r["workers"].values()) for row in r["timeline"])
+    smallest = smallest_sufficient(results)
+    assert smallest is None or (sufficient(smallest) and all(r["gpu_hours"] >= smallest["gpu_hours"] for r in sweep if sufficient(r)))
     static = [sum(row["gpus"].values()) for row in by_name["static-peak"]["timeline"]]
     assert len(set(static)) == 1  # never changes
     assert all(row["gpus"]["high_throughput"] == 0 for row in by_name["ll-saturation"]["timeline"])
@@ -62,6 +71,7 @@ def test_the_command_writes_the_day_report(tmp_path: Path) -> None:
     out = tmp_path / "day"
     assert main(["--day", "--day-length", "300", "--peak-rate", "3", "--provision-delay", "20", "--out", str(out)]) == 0
     report = (out / "README.md").read_text()
-    assert "| setup | fleet | latency | balanced | throughput | all | GPU-hours | GPU-hours vs static-peak |" in report
+    assert "| setup | fleet | latency | balanced | throughput | all | GPU-hours | vs static-peak | vs smallest sufficient static |" in report
+    assert "| static mix | latency | balanced | throughput | all | GPU-hours | meets |" in report and "Smallest sufficient: " in report
     assert report.count("\n| ") >= 5 and "![day-timeline](day-timeline.png)" in report
     assert (out / "day-timeline.png").stat().st_size > 0 and (out / "day.json").exists()
