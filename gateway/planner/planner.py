@@ -77,31 +77,21 @@ class FleetPlanner:
         return MappingProxyType({pool.value: count for pool, count in plan.sizing.workers.items()})
 
     def mix_for(self, running: Mapping[str, int]) -> Mapping[str, int] | None:
-        """The mix a fixed fleet running ``running`` (pool name -> workers) should run; profile
-        changes move GPUs, never add them, and only to a split clearly better than the running
-        one (``MixSizer.worth_moving``).
+        """The mix a fixed fleet running ``running`` (pool name -> workers) should run.
 
-        - The desired mix when it needs no more workers than there are: the pool it wants more
-          of takes GPUs from the other; GPUs it leaves out stay where they are (shrinking the
-          fleet is an autoscaler's business).
-        - When the traffic needs more, the split of these GPUs that falls least short of the
-          objectives (``MixSizer.best_of``): at sustained c64 on two GPUs two high-throughput
-          workers, where the desired mix (more of both) would never move one.
-
-        None: cannot judge."""
+        Profile changes move GPUs, never add them, so this is not ``desired_workers()`` (the
+        fewest workers, for an autoscaler) but the best split of exactly as many workers for
+        today's traffic (``MixSizer.best_of``): of the splits meeting every objective the one
+        running the streams fastest, else the one falling least short (at sustained c64 on
+        two GPUs, two high-throughput workers), the running split unless another is clearly
+        better. None: cannot judge."""
         plan = self._published
         if not plan.judged or plan.sizing is None or plan.arrivals is None:
             return None
         keep = {pool: running.get(pool.value, 0) for pool in PoolName}
-        gpus = sum(keep.values())
-        mix_sizer = sizer(self.config, plan.curves, plan.arrivals)
-        if sum(plan.sizing.workers.values()) > gpus:
-            best = mix_sizer.best_of(gpus, pool_bounds(self.config, plan.curves), keep)
-            return None if best is None else MappingProxyType({pool.value: n for pool, n in best.workers.items()})
-        reached = _reached(plan.sizing.workers, keep)
-        if reached != keep and not mix_sizer.worth_moving(mix_sizer.candidate(keep), mix_sizer.candidate(reached)):
-            return MappingProxyType({pool.value: n for pool, n in keep.items()})
-        return self.desired_workers()
+        bounds = pool_bounds(self.config, plan.curves)
+        best = sizer(self.config, plan.curves, plan.arrivals).best_of(sum(keep.values()), bounds, keep)
+        return None if best is None else MappingProxyType({pool.value: n for pool, n in best.workers.items()})
 
     # --- planning: off every request's path -----------------------------------------
     async def run(self) -> None:
@@ -183,18 +173,6 @@ def size_fleet(
 ) -> Sizing:
     """The pure step of a pass: config, pool curves and arrivals in, the sized mix out."""
     return sizer(config, curves, arrivals).size(pool_bounds(config, curves), previous)
-
-
-def _reached(desired: Mapping[PoolName, int], running: Mapping[PoolName, int]) -> dict[PoolName, int]:
-    """The split the profile changes would end at on ``running``'s GPUs: every pool short of
-    ``desired`` filled from the others, the rest where it is."""
-    reached = dict(running)
-    for short in (pool for pool in reached if reached[pool] < desired.get(pool, 0)):
-        for spare in (pool for pool in reached if reached[pool] > desired.get(pool, 0)):
-            moved = min(desired.get(short, 0) - reached[short], reached[spare] - desired.get(spare, 0))
-            reached[short] += moved
-            reached[spare] -= moved
-    return reached
 
 
 def pool_bounds(config: PlannerConfig, curves: Mapping[PoolName, Curve]) -> dict[PoolName, Bounds]:

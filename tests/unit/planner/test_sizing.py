@@ -278,18 +278,17 @@ def test_a_fixed_number_of_gpus_gets_the_split_that_falls_least_short() -> None:
     assert planner.mix_for({"low_latency": 0, "high_throughput": 2}) == {"low_latency": 0, "high_throughput": 2}
 
 
-def test_a_fleet_with_gpus_to_spare_gets_the_desired_mix() -> None:
+def test_a_fixed_fleet_runs_the_split_that_serves_todays_traffic_fastest() -> None:
+    # Light traffic one worker carries: the planner (sizing for an autoscaler) asks for the
+    # fewest workers; two GPUs are best used as low-latency, which runs it faster.
     now = [0.0]
     planner = FleetPlanner(config(min_requests=10, smoothing_s=60.0), lambda: CurveSnapshot.of({}, CURVES), lambda: now[0])
     for _ in range(40):
         planner.record_arrival(RequestInfo(SlaClass.THROUGHPUT, None, 150))
     now[0] = 10.0
     planner.plan()
-    desired = planner.desired_workers()
-    assert desired is not None and sum(desired.values()) == 2
-    assert planner.mix_for({"low_latency": 0, "high_throughput": 2}) == desired
-    # A third GPU it does not need stays where it is (the move compares pool by pool).
-    assert planner.mix_for({"low_latency": 1, "high_throughput": 2}) == desired
+    moved = planner.mix_for({"low_latency": 0, "high_throughput": 2})
+    assert moved is not None and moved["low_latency"] >= 1 and sum(moved.values()) == 2
 
 
 def test_a_split_only_slightly_better_does_not_move_a_gpu() -> None:
@@ -321,33 +320,3 @@ def test_a_split_only_slightly_better_does_not_move_a_gpu() -> None:
     every = heavy.best_of(8, bounds)
     assert every is not None and every.workers == {LL: 4, HT: 4}
     assert heavy.best_of(9, bounds) is None  # no split of 9 fits the bounds
-
-
-def test_a_fixed_fleet_moves_towards_the_desired_mix_only_when_clearly_better() -> None:
-    from gateway.planner.planner import pool_bounds, sizer
-
-    now = [0.0]
-    planner = FleetPlanner(config(min_requests=10, smoothing_s=60.0), lambda: CurveSnapshot.of({}, CURVES), lambda: now[0])
-    for _ in range(40):
-        planner.record_arrival(RequestInfo(SlaClass.THROUGHPUT, None, 150))
-    now[0] = 10.0
-    plan = planner.plan()
-    assert plan.sizing is not None and plan.arrivals is not None
-    desired = planner.desired_workers()
-    assert desired == {"low_latency": 2, "high_throughput": 0}
-    mixes = sizer(planner.config, plan.curves, plan.arrivals)
-    assert pool_bounds(planner.config, plan.curves)[LL].maximum >= 2
-    # From two high-throughput workers, two low-latency ones serve this traffic much faster.
-    assert planner.mix_for({"low_latency": 0, "high_throughput": 2}) == desired
-    # From one of each, only if that is clearly faster; otherwise the fleet stays as it is.
-    one_each, both_ll = mixes.candidate({LL: 1, HT: 1}), mixes.candidate({LL: 2, HT: 0})
-    expected = desired if mixes.worth_moving(one_each, both_ll) else {"low_latency": 1, "high_throughput": 1}
-    assert planner.mix_for({"low_latency": 1, "high_throughput": 1}) == expected
-
-
-def test_the_split_the_changes_would_reach() -> None:
-    from gateway.planner.planner import _reached
-
-    assert _reached({LL: 1, HT: 0}, {LL: 0, HT: 2}) == {LL: 1, HT: 1}  # the spare stays
-    assert _reached({LL: 0, HT: 1}, {LL: 1, HT: 1}) == {LL: 1, HT: 1}  # nothing short
-    assert _reached({LL: 3, HT: 1}, {LL: 1, HT: 2}) == {LL: 2, HT: 1}  # as far as the GPUs go
