@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -110,11 +111,23 @@ class SentencePipeline:
         self._playback = Playback()
         self._sent = _Sent()
         self._closed = False
+        # When the last entry was delivered, on the event loop's clock (the one the session's
+        # idle timer runs on); None: nothing yet.
+        self._delivered_at: float | None = None
 
     @property
     def busy(self) -> bool:
         """Audio or answers still to deliver (the session's idle timer does not run)."""
         return bool(self._entries)
+
+    def idle_for(self) -> float:
+        """Seconds since the last delivery, with nothing left to deliver (0 while busy;
+        infinite before the first: then only the time since the client's last message counts)."""
+        if self._entries:
+            return 0.0
+        if self._delivered_at is None:
+            return math.inf
+        return asyncio.get_running_loop().time() - self._delivered_at
 
     def add(self, sentence: Sentence) -> None:
         self._entries.append(sentence)
@@ -209,6 +222,7 @@ class SentencePipeline:
                 else:
                     await self._deliver_sentence(entry)
                 self._entries.popleft()
+                self._delivered_at = asyncio.get_running_loop().time()
                 self._progress()
         except SocketClosed:
             pass  # the client is gone: the session's receive loop sees it and closes everything

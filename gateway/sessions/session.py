@@ -107,16 +107,21 @@ class Session:
             return SessionEnd.CLIENT_GONE
 
     async def _next_message(self) -> str:
+        timeout = self._limits.config_timeout_s if self._config is None else self._limits.idle_timeout_s
         while True:
-            timeout = self._limits.config_timeout_s if self._config is None else self._limits.idle_timeout_s
             try:
                 async with asyncio.timeout(timeout):
                     frame = await self._socket.receive()
             except TimeoutError:
-                if self._config is not None and self._pipeline.busy:
-                    continue  # audio still to deliver: the client is listening, not idle
-                expired = "Timeout waiting for session.config" if self._config is None else "Idle timeout: no message received"
-                await self._fail(expired, SessionEnd.TIMEOUT)
+                if self._config is None:
+                    await self._fail("Timeout waiting for session.config", SessionEnd.TIMEOUT)
+                # Idle is the whole timeout with no message and nothing delivered: a client
+                # listening to a long reply is not idle, nor one whose reply ended a moment
+                # ago (the timer that started at its last message may be about to expire).
+                timeout = self._limits.idle_timeout_s - self._pipeline.idle_for()
+                if timeout > 0:
+                    continue
+                await self._fail("Idle timeout: no message received", SessionEnd.TIMEOUT)
             if frame is None:
                 raise _Ended(SessionEnd.CLIENT_GONE, CLOSE_NORMAL)
             if isinstance(frame, bytes):

@@ -125,7 +125,8 @@ class Records:
 
 
 class Rig:
-    def __init__(self, tmp_path: Path, trace: SessionTrace = UNTRACED_SESSION, slots: int | None = None) -> None:
+    def __init__(self, tmp_path: Path, trace: SessionTrace = UNTRACED_SESSION, slots: int | None = None,
+                 idle_timeout_s: float = 5.0) -> None:  # fmt: skip
         config = load_config(overrides={"data_dir": str(tmp_path)})
         self.fleet, self.admission = ready_fleet(tmp_path, slots=slots)
         self.transport = GatedTransport()
@@ -136,7 +137,7 @@ class Rig:
         self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time, self.records), open_encoder, NullSessionObserver(), trace=trace)
         payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
         voices = SessionVoices(payloads, new_seed=lambda: 42)
-        self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, 5.0, 1000), asyncio.get_running_loop().time, NullSessionObserver())
+        self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, idle_timeout_s, 1000), asyncio.get_running_loop().time, NullSessionObserver())
 
     async def run(self) -> SessionEnd:
         try:
@@ -186,6 +187,40 @@ async def test_sentence_two_is_synthesized_while_one_streams_and_audio_stays_in_
     first_worker = {LL_URL: "ll-0", LL2_URL: "ll-1"}[first_url]
     assert recorded == sorted([("ht-0", [StreamOutcome.COMPLETED]), (first_worker, [StreamOutcome.COMPLETED])])
     assert all(waited is not None and rejected is None for _, waited, rejected, _ in rig.records.done)
+
+
+async def test_a_client_whose_reply_just_ended_is_not_idle(tmp_path: Path) -> None:
+    """The idle timeout counts from the later of the client's last message and the last
+    delivery: a reply delivered over longer than the timeout must not end the session the
+    moment it is done (the timer started at the client's last message had nearly run out)."""
+    idle_s = 2.0
+    rig = Rig(tmp_path, idle_timeout_s=idle_s)
+    run = asyncio.create_task(rig.run())
+    loop = asyncio.get_running_loop()
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "A reply that takes a while."})
+    rig.socket.client_sends({"type": "input.done"})
+    last_message = loop.time()
+    _, first = await rig.transport.nth(0)
+    await asyncio.sleep(0.75 * idle_s)  # the worker is slow: nothing delivered yet
+    first.feed.put_nowait(PCM)
+    first.feed.put_nowait(None)
+    await rig.socket.until("session.done")
+    # Past the idle timeout since the client's last message, well within it since the delivery.
+    await asyncio.sleep(max(0.0, last_message + 1.15 * idle_s - loop.time()))
+    assert not any(isinstance(m, dict) and m["type"] == "error" for m in rig.socket.sent), rig.socket.sent
+    assert not run.done()
+    rig.socket.client_sends({"type": "input.text", "text": "Next."})
+    rig.socket.client_sends({"type": "input.done"})
+    _, second = await rig.transport.nth(1)
+    fed = loop.time()  # its delivery comes after this
+    second.feed.put_nowait(PCM)
+    second.feed.put_nowait(None)
+    # Quiet from here on: the session ends a whole idle timeout after that delivery, not before.
+    assert await within(4 * idle_s, run) is SessionEnd.TIMEOUT
+    assert loop.time() - fed >= idle_s
+    assert [m["type"] for m in rig.socket.sent if isinstance(m, dict)].count("session.done") == 2
+    assert {"type": "error", "message": "Idle timeout: no message received"} in rig.socket.sent
 
 
 async def test_barge_in_cancels_every_request_at_once_and_the_session_goes_on(tmp_path: Path) -> None:
