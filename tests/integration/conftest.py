@@ -232,3 +232,22 @@ def worker_saw(workers: list[Proc], request_id: str) -> tuple[str, str]:
 
     result: tuple[str, str] = wait_until(find, 10, f"a worker logging x-request-id={request_id}")
     return result
+
+
+@contextmanager
+def serving_in_thread(app: Any, port: int) -> Iterator[str]:
+    """``app`` under uvicorn on 127.0.0.1:``port`` in a thread of this process, for tests that
+    hand it objects a separate process could not share (a tracer, a held mix); its URL."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, name="gateway", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), 60, "gateway started")
+        assert server.started, "the gateway did not start (see the captured log)"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(90)
+        assert not thread.is_alive(), "the gateway did not stop"

@@ -11,7 +11,6 @@ request under it, and a barge-in ends every span it stops."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -29,7 +27,7 @@ from websockets.sync.client import connect
 
 from gateway.app import create_app
 from gateway.config import load_config
-from tests.integration.conftest import wait_until, worker_saw
+from tests.integration.conftest import serving_in_thread, wait_until, worker_saw
 from tests.integration.test_emulator_speech_stream import Message, Session
 from tests.support.procs import Proc, free_port, running_emulator
 from tests.support.spans import OpenSpans, children
@@ -57,20 +55,8 @@ class Setup:
 
 @contextmanager
 def gateway_in_process(config: dict[str, Any], provider: TracerProvider) -> Iterator[str]:
-    app = create_app(load_config(overrides=config), tracer_provider=provider)
-    port = config["server"]["port"]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_config=None, access_log=False))
-    thread = threading.Thread(target=server.run, name="gateway", daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started or not thread.is_alive(), 60, "gateway started")
-        assert server.started, "the gateway did not start"
-        url = f"http://127.0.0.1:{port}"
+    with serving_in_thread(create_app(load_config(overrides=config), tracer_provider=provider), config["server"]["port"]) as url:
         yield url
-    finally:
-        server.should_exit = True
-        thread.join(60)
-        assert not thread.is_alive(), "the gateway did not stop"
 
 
 @pytest.fixture(scope="module")

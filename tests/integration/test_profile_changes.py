@@ -15,11 +15,10 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-import uvicorn
 
 from gateway.app import create_app
 from gateway.config import load_config
-from tests.integration.conftest import ADMIN, SHORT_TEXT, gateway_metric, speech_body, wait_until
+from tests.integration.conftest import ADMIN, SHORT_TEXT, gateway_metric, serving_in_thread, speech_body, wait_until
 from tests.integration.test_supervised_gateway import emulator_command, launch, supervised_config
 
 pytestmark = pytest.mark.timeout(300)
@@ -78,19 +77,8 @@ class Traffic:
 
 @contextmanager
 def gateway_in_process(config: dict[str, Any], mix: HeldMix) -> Iterator[str]:
-    app = create_app(load_config(None, config), desired_mix=mix)
-    port = config["server"]["port"]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_config=None, access_log=False))
-    thread = threading.Thread(target=server.run, name="gateway", daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started or not thread.is_alive(), 60, "gateway started")
-        assert server.started, "the gateway did not start (see the captured log)"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(90)
-        assert not thread.is_alive(), "the gateway did not stop"
+    with serving_in_thread(create_app(load_config(None, config), desired_mix=mix), config["server"]["port"]) as url:
+        yield url
 
 
 def fleet(url: str) -> dict[str, Any]:
