@@ -235,7 +235,7 @@ def worker_saw(workers: list[Proc], request_id: str) -> tuple[str, str]:
 
 
 @contextmanager
-def serving_in_thread(app: Any, port: int) -> Iterator[str]:
+def serving_in_thread(app: Any, port: int, stop_within_s: float = 60) -> Iterator[str]:
     """``app`` under uvicorn on 127.0.0.1:``port`` in a thread of this process, for tests that
     hand it objects a separate process could not share (a tracer, a held mix); its URL."""
     import uvicorn
@@ -249,5 +249,5 @@ def serving_in_thread(app: Any, port: int) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(90)
+        thread.join(stop_within_s)
         assert not thread.is_alive(), "the gateway did not stop"

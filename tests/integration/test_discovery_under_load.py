@@ -48,7 +48,6 @@ import httpx
 import numpy as np
 import openai
 import pytest
-import uvicorn
 from lightkube import AsyncClient
 
 from gateway.access_log import ACCESS_LOGGER
@@ -63,6 +62,7 @@ from tests.integration.conftest import (
     LONG_TEXT,
     SHORT_TEXT,
     metric,
+    serving_in_thread,
     set_faults,
     wait_until,
     worker_load,
@@ -287,20 +287,8 @@ def emulated_workers(
 
 @contextmanager
 def gateway_in_process(config: GatewayConfig, factory: Callable[[PoolName, PoolConfig, Fleet], Discovery]) -> Iterator[str]:
-    app = create_app(config, discovery_factory=factory)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=config.server.port, lifespan="on", log_config=None, access_log=False)
-    )
-    thread = threading.Thread(target=server.run, name="gateway", daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: server.started or not thread.is_alive(), 60, "gateway started")
-        assert server.started, "the gateway did not start (see the captured log)"
-        yield f"http://127.0.0.1:{config.server.port}"
-    finally:
-        server.should_exit = True
-        thread.join(60)
-        assert not thread.is_alive(), "the gateway did not stop"
+    with serving_in_thread(create_app(config, discovery_factory=factory), config.server.port) as url:
+        yield url
 
 
 @dataclass(frozen=True)

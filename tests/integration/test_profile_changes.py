@@ -77,7 +77,8 @@ class Traffic:
 
 @contextmanager
 def gateway_in_process(config: dict[str, Any], mix: HeldMix) -> Iterator[str]:
-    with serving_in_thread(create_app(load_config(None, config), desired_mix=mix), config["server"]["port"]) as url:
+    app = create_app(load_config(None, config), desired_mix=mix)
+    with serving_in_thread(app, config["server"]["port"], stop_within_s=90) as url:  # drains supervised workers
         yield url
 
 
