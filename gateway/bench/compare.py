@@ -28,7 +28,7 @@ from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.quiet import wait_for_quiet
+from gateway.bench.quiet import add_quiet_arguments, wait_for_quiet
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
 from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
 from gateway.bench.traces import RAMP_MIX, Arrival, bursty, ramp
@@ -77,9 +77,7 @@ def add_parser(commands: Any) -> None:
     add_ramp_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--quiet-load", type=float, default=1.5,
-                        help="before each setup, wait for the 1-minute load average to drop below this")
-    parser.add_argument("--quiet-wait", type=float, default=600.0, help="longest wait for a quiet machine, seconds")
+    add_quiet_arguments(parser)
     parser.add_argument("--report-only", action="store_true", help="re-render README.md from the JSON files in --out")
     parser.set_defaults(func=run)
 

@@ -31,7 +31,7 @@ from gateway.bench.fleet import HT_PROFILE, Fleet, Service, free_port, tree_cpu_
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.nginx import nginx_binary, nginx_command
 from gateway.bench.progress import Progress
-from gateway.bench.quiet import wait_for_quiet
+from gateway.bench.quiet import add_quiet_arguments, wait_for_quiet
 from gateway.bench.runner import run_closed
 from gateway.bench.scenarios import run_async
 from gateway.bench.summary import summarize_phase
@@ -72,8 +72,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--no-short", action="store_true", help="skip the short-clip phase at the largest level")
     parser.add_argument("--no-nginx", action="store_true")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
-    parser.add_argument("--quiet-load", type=float, default=1.0, help="first wait for the load average to drop below this")
-    parser.add_argument("--quiet-wait", type=float, default=600.0, help="longest wait for a quiet machine, seconds")
+    add_quiet_arguments(parser, load=1.0, before="first")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--report-only", action="store_true", help="re-render overhead.md from overhead.json in --out")

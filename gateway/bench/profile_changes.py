@@ -45,7 +45,7 @@ from gateway.bench.fleet import Fleet, free_port, wait_http
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.held_mix import write_mix
 from gateway.bench.profile_change_targets import HT, LL, evaluate, failed_requests, targets_table
-from gateway.bench.quiet import wait_for_quiet
+from gateway.bench.quiet import add_quiet_arguments, wait_for_quiet
 from gateway.bench.runner import PhaseResult, run_closed_until
 from gateway.bench.scenarios import RunOptions, run_async, sweep, warm_up
 from gateway.bench.targets import ADAPTIVE, RUN_ID, new_run_id
@@ -94,9 +94,7 @@ def add_parser(commands: Any) -> None:
                         help="planner.target_utilisation (at 0.8 one high-throughput worker is judged enough for c64)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--quiet-load", type=float, default=1.5,
-                        help="before each fleet, wait for the 1-minute load average to drop below this")
-    parser.add_argument("--quiet-wait", type=float, default=600.0, help="longest wait for a quiet machine, seconds")
+    add_quiet_arguments(parser, before="before each fleet")
     parser.add_argument("--report-only", action="store_true", help="re-render README.md from the JSON in --out")
     parser.set_defaults(func=run)
 

@@ -7,6 +7,7 @@ inflated TTFP and bursty streams that have nothing to do with routing. Benchmark
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -28,3 +29,10 @@ def wait_for_quiet(threshold: float, max_wait_s: float, poll_s: float = 5.0) -> 
         time.sleep(poll_s)
         load = load_average()
     return load
+
+
+def add_quiet_arguments(parser: argparse.ArgumentParser, load: float = 1.5, before: str = "before each setup") -> None:
+    """``--quiet-load`` and ``--quiet-wait``, as every benchmark that waits declares them."""
+    parser.add_argument("--quiet-load", type=float, default=load,
+                        help=f"{before}, wait for the 1-minute load average to drop below this")  # fmt: skip
+    parser.add_argument("--quiet-wait", type=float, default=600.0, help="longest wait for a quiet machine, seconds")

@@ -37,7 +37,7 @@ from gateway.bench import compare, session_abandon
 from gateway.bench.arguments import int_list
 from gateway.bench.client import speech_url
 from gateway.bench.fleet import LL_PROFILE, Fleet
-from gateway.bench.quiet import load_average, wait_for_quiet
+from gateway.bench.quiet import add_quiet_arguments, load_average, wait_for_quiet
 from gateway.bench.session_summary import DEFAULT_GAP_TOLERANCE_S, capacity, summarize_level
 from gateway.bench.session_targets import DIRECT, FEW_SESSIONS, SETUP_NAMES, targets_table
 from gateway.bench.stats import percentile
@@ -75,9 +75,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--time-scale", type=float, default=0.25, help="emulator speed-up; results in modelled units")
     parser.add_argument("--timeout", type=float, default=120.0, help="per utterance, wall seconds")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet-load", type=float, default=1.5,
-                        help="before each setup, wait for the 1-minute load average to drop below this")
-    parser.add_argument("--quiet-wait", type=float, default=600.0, help="longest wait for a quiet machine, seconds")
+    add_quiet_arguments(parser)
     parser.add_argument("--report-only", action="store_true", help="re-render README.md from the JSON files in --out")
     parser.set_defaults(func=run)
 
