@@ -90,7 +90,7 @@ class FleetPlanner:
             return None
         keep = {pool: running.get(pool.value, 0) for pool in PoolName}
         bounds = pool_bounds(self.config, plan.curves)
-        best = sizer(self.config, plan.curves, plan.arrivals).best_of(sum(keep.values()), bounds, keep)
+        best = sizer(self.config, plan.curves, plan.arrivals, bounds).best_of(sum(keep.values()), bounds, keep)
         return None if best is None else MappingProxyType({pool.value: n for pool, n in best.workers.items()})
 
     # --- planning: off every request's path -----------------------------------------
@@ -172,7 +172,8 @@ def size_fleet(
     config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals: ArrivalMix, previous: Mapping[PoolName, int] | None = None
 ) -> Sizing:
     """The pure step of a pass: config, pool curves and arrivals in, the sized mix out."""
-    return sizer(config, curves, arrivals).size(pool_bounds(config, curves), previous)
+    bounds = pool_bounds(config, curves)
+    return sizer(config, curves, arrivals, bounds).size(bounds, previous)
 
 
 def pool_bounds(config: PlannerConfig, curves: Mapping[PoolName, Curve]) -> dict[PoolName, Bounds]:
@@ -181,11 +182,13 @@ def pool_bounds(config: PlannerConfig, curves: Mapping[PoolName, Curve]) -> dict
             for pool in PoolName}  # fmt: skip
 
 
-def sizer(config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals: ArrivalMix) -> MixSizer:
+def sizer(
+    config: PlannerConfig, curves: Mapping[PoolName, Curve], arrivals: ArrivalMix, bounds: Mapping[PoolName, Bounds]
+) -> MixSizer:
     objectives = {sla: Objective(o.rtf, o.ttfp_s) for sla, o in config.objectives.items()}
     demand = {sla: Demand(a.rate, a.audio_s) for sla, a in arrivals.classes.items()}
     # With no low-latency pool to use, `latency` goes where it can (as the routing sends it).
-    latency_anywhere = config.latency_on_high_throughput or pool_bounds(config, curves)[PoolName.LOW_LATENCY].maximum == 0
+    latency_anywhere = config.latency_on_high_throughput or bounds[PoolName.LOW_LATENCY].maximum == 0
     return MixSizer(curves, objectives, demand, config.target_utilisation, latency_anywhere)
 
 
