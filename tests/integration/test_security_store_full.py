@@ -134,3 +134,49 @@ async def test_an_unreachable_store_still_follows_the_failure_mode(tmp_path: Pat
             assert counted == ["open", "closed"]
         finally:
             await backend.close()
+
+
+# ---- serve --check: will the voices fit? -----------------------------------------------
+
+
+def check_config(tmp_path: Path, state: dict[str, object], voices: dict[str, object]) -> Path:
+    import yaml
+
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump({"state": {"backend": "redis", **state}, "voices": voices}))
+    return path
+
+
+def test_check_warns_when_max_voices_exceed_the_configured_redis_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gateway.serve import main as serve_main
+
+    state = {"redis_url": "redis://127.0.0.1:1/0", "redis_maxmemory_mb": 768}
+    # The default: 1000 voices of up to 10 MiB in 768 MiB.
+    assert serve_main(["--config", str(check_config(tmp_path, state, {})), "--check"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: voices.max_voices" in err and "state.redis_maxmemory_mb" in err and "768 MiB" in err
+    # 400 voices of at most 1.5 MiB (30 s of 24 kHz 16-bit mono is 1.4 MB) fit in 691 MiB.
+    fits = {"max_voices": 400, "max_upload_bytes": 1_572_864}
+    assert serve_main(["--config", str(check_config(tmp_path, state, fits)), "--check"]) == 0
+    assert "max_voices" not in capsys.readouterr().err
+
+
+def test_check_reads_maxmemory_from_a_reachable_redis(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.serve import main as serve_main
+
+    with running_redis(tmp_path / "redis", args=["--maxmemory", "64mb"]) as server:
+        config = check_config(tmp_path, {"redis_url": server.url}, {"max_voices": 100})
+        assert serve_main(["--config", str(config), "--check"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: voices.max_voices" in err and "of Redis' maxmemory (64 MiB" in err
+
+
+def test_check_says_when_the_redis_memory_is_unknown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.serve import main as serve_main
+
+    with running_redis(tmp_path / "redis") as server:  # no maxmemory: unbounded until the OOM killer
+        config = check_config(tmp_path, {"redis_url": server.url}, {})
+        assert serve_main(["--config", str(config), "--check"]) == 0
+    assert "warning: state.redis_maxmemory_mb" in capsys.readouterr().err
