@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     add = parser.add_argument
-    add("--host", default="127.0.0.1", help="address the gateway listens on (0.0.0.0 for every interface: needs --allow-anonymous)")
+    add("--host", default="127.0.0.1", help="address the gateway listens on (0.0.0.0 needs --allow-anonymous)")
     add("--port", metavar="PORT", type=int, default=8000, help="the gateway's port (the emulated workers pick free ones)")
     add("--low-latency-workers", metavar="N", type=int, default=1, help="emulated low-latency workers (0 = none)")
     add("--high-throughput-workers", metavar="N", type=int, default=1, help="emulated high-throughput workers (0 = none)")

@@ -59,3 +59,15 @@ def test_serve_check_reports_it(tmp_path: Path, capsys: pytest.CaptureFixture[st
     local = write(tmp_path / "local.yaml", {"server": {"host": "127.0.0.1"}})
     assert serve_main(["--config", local, "--check"]) == 0
     assert "allow_anonymous" not in capsys.readouterr().err
+
+
+def test_the_demo_on_every_interface_needs_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.demo import build_parser, demo_config
+    from gateway.demo import main as demo_main
+
+    assert demo_main(["--host", "0.0.0.0", "--data-dir", str(tmp_path)]) == 2
+    assert "--allow-anonymous" in build_parser().format_help() and "auth.allow_anonymous" in capsys.readouterr().err
+    chosen = demo_config(build_parser().parse_args(["--host", "0.0.0.0", "--allow-anonymous"]))
+    assert refuse_anonymous_exposure(GatewayConfig.model_validate({k: v for k, v in chosen.items() if k != "pools"})) is None
+    local = demo_config(build_parser().parse_args([]))
+    assert refuse_anonymous_exposure(GatewayConfig.model_validate({k: v for k, v in local.items() if k != "pools"})) is None
