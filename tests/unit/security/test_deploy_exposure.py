@@ -19,7 +19,10 @@ from tests.unit.test_deploy_manifests import (
     DOCKER, K8S, OVERLAYS, container, find, kustomize, one, volume_configmap,
 )  # fmt: skip
 
-SHIPPED_CONFIGS = ["config/gateway.image.yaml", "config/gateway.compose.yaml", "k8s/base/config/gateway.yaml"]
+SHIPPED_CONFIGS = [
+    "config/gateway.image.yaml", "config/gateway.compose.yaml", "k8s/base/config/gateway.yaml",
+    "../profiles/gateway.two-gpu.yaml",
+]  # fmt: skip
 FORBIDDEN_DESTINATIONS = ["169.254.169.254/32", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "127.0.0.1/32"]
 
 
