@@ -6,11 +6,12 @@ share of Redis' ``maxmemory`` they may fill; past it uploads are refused (503) b
 
 from __future__ import annotations
 
-from redis import Redis
+import asyncio
+
 from redis.exceptions import RedisError
 
-from gateway.config import GatewayConfig
-from gateway.state.redis_backend import VOICE_MEMORY_SHARE, redis_password
+from gateway.config import ConfigError, GatewayConfig
+from gateway.state.redis_backend import VOICE_MEMORY_SHARE, connect
 
 MIB = 1024 * 1024
 
@@ -24,22 +25,22 @@ def configured_maxmemory(config: GatewayConfig) -> tuple[int | None, str]:
 
 
 def read_maxmemory(config: GatewayConfig) -> int | None:
-    """``maxmemory`` from ``INFO memory`` (CONFIG GET is often disabled on managed Redis);
-    None when Redis cannot be asked or sets none (0)."""
-    state = config.state
-    assert state.redis_url is not None
-    client: Redis = Redis.from_url(
-        state.redis_url.get_secret_value(),
-        password=redis_password(state),
-        socket_connect_timeout=state.timeout_s,
-        socket_timeout=state.timeout_s,
-    )
+    """``maxmemory`` from ``INFO memory`` (CONFIG GET is often disabled on managed Redis),
+    over the gateway's own connection settings (password, TLS); None when Redis cannot be
+    asked or sets none (0). For ``serve --check``, which runs outside any event loop."""
+
+    async def ask() -> int:
+        client = connect(config.state, timeout_s=config.state.timeout_s)
+        try:
+            async with asyncio.timeout(config.state.timeout_s * 4):
+                return int((await client.info("memory")).get("maxmemory", 0))
+        finally:
+            await client.aclose()
+
     try:
-        limit = int(client.info("memory").get("maxmemory", 0))
-    except (RedisError, OSError, ValueError):
+        limit = asyncio.run(ask())
+    except (RedisError, OSError, TimeoutError, ValueError, ConfigError):
         return None
-    finally:
-        client.close()
     return limit or None
 
 

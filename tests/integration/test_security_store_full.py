@@ -180,3 +180,12 @@ def test_check_says_when_the_redis_memory_is_unknown(tmp_path: Path, capsys: pyt
         config = check_config(tmp_path, {"redis_url": server.url}, {})
         assert serve_main(["--config", str(config), "--check"]) == 0
     assert "warning: state.redis_maxmemory_mb" in capsys.readouterr().err
+
+
+def test_check_says_so_when_redis_cannot_be_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.serve import main as serve_main
+    from tests.support.procs import free_port
+
+    config = check_config(tmp_path, {"redis_url": f"redis://127.0.0.1:{free_port()}/0"}, {})
+    assert serve_main(["--config", str(config), "--check"]) == 0  # a warning, not a failed check
+    assert "warning: state.redis_maxmemory_mb" in capsys.readouterr().err
