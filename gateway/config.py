@@ -98,6 +98,8 @@ class LaunchConfig(Strict):
     model: str = DEFAULT_MODEL
     served_model_name: str | None = None  # default: the gateway's served model name
     stage_overrides: dict[str, dict[str, Any]] | None = None
+    # Extra environment for the workers, by name: they inherit only an allow-list of the
+    # gateway's (docs/security.md, "Worker environment"), never HIGGS_GATEWAY_*.
     env: dict[str, str] = Field(default_factory=dict)
     command: list[str] = Field(default_factory=lambda: list(VLLM_OMNI_COMMAND))
     start_timeout_s: float = Field(900.0, gt=0)  # real workers take minutes
@@ -110,6 +112,16 @@ class LaunchConfig(Strict):
     log_max_bytes: int = Field(20 * 1024 * 1024, gt=0)
     log_backups: int = Field(3, ge=0)
     warmup: WarmupConfig = Field(default_factory=WarmupConfig)
+
+
+    @field_validator("env")
+    @classmethod
+    def _no_gateway_settings(cls, env: dict[str, str]) -> dict[str, str]:
+        # The gateway's own settings hold its secrets (admin token, Redis password).
+        leaked = sorted(name for name in env if name.startswith("HIGGS_GATEWAY_"))
+        if leaked:
+            raise ValueError(f"HIGGS_GATEWAY_* settings are the gateway's, never a worker's: {', '.join(leaked)}")
+        return env
 
 
 class ProfileChangeConfig(Strict):
@@ -442,6 +454,9 @@ class AuthConfig(Strict):
     # series per tier, however many keys there are.
     per_key_metrics: bool = False
     admin_token: SecretStr | None = None  # admin routes are off without one
+    # No API keys on an address other than loopback is refused at start-up unless this says
+    # so: an open /v1 (and its GPUs) on a network must be a choice, not a default.
+    allow_anonymous: bool = False
     # GET /v1/models, /v1/audio/models and /v1/audio/voices without an API key: Open WebUI
     # fetches them without its Authorization header.
     open_listings: bool = False
@@ -522,6 +537,9 @@ class StateConfig(Strict):
     # Redis unreachable or slow: "open" lets keyed requests through, "closed" answers 503
     # (rate limits and concurrent-stream limits alike).
     rate_limit_failure_mode: Literal["open", "closed"] = "open"
+    # Redis' maxmemory in MiB, for `serve --check` to size voices against (max_voices x
+    # max_upload_bytes); unset: read from Redis when it answers.
+    redis_maxmemory_mb: int | None = Field(None, gt=0)
     # A stream's fleet-wide slot is a lease renewed every third of this while it runs; a
     # replica that dies mid-stream frees its slots after at most this long.
     stream_lease_ttl_s: float = Field(30.0, ge=1, le=3600)

@@ -4,7 +4,9 @@ judged or shown before anything starts.
 The check goes as far as start-up would without opening a port or a process: the config
 document (types, ranges, unknown keys), every pool's deploy profile (each pool's routing
 prior is read from it), the pool-role rules for the pools the gateway launches itself, and,
-with tracing on, that its SDK and exporter are installed.
+with tracing on, that its SDK and exporter are installed. It also warns where the config
+is unsafe or cannot hold: no API keys on a non-loopback address (an error unless
+``auth.allow_anonymous``), and more voice audio than the Redis it names may hold.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import yaml
 
 from gateway.config import ConfigError, GatewayConfig
 from gateway.deploy_profile import ProfileError, load_deploy_profile
-from gateway.supervisor.profile_check import Finding
+from gateway.security.exposure import anonymous_exposure
+from gateway.supervisor.profile_check import Finding, Severity
 from gateway.supervisor.setup import check_supervised_profiles
 
 REDACTED = "**********"
@@ -36,7 +39,39 @@ def config_findings(config: GatewayConfig) -> list[Finding]:
             findings.append(Finding(exc.source, exc.key, f"pools.{name.value}.profile: {exc.reason}"))
         except OSError as exc:
             findings.append(Finding(pool.profile, "<file>", f"pools.{name.value}.profile: {exc}"))
-    return findings + check_supervised_profiles(config) + tracing_findings(config)
+    return (
+        findings + check_supervised_profiles(config) + tracing_findings(config)
+        + exposure_findings(config) + redis_memory_findings(config)
+    )  # fmt: skip
+
+
+def exposure_findings(config: GatewayConfig) -> list[Finding]:
+    """No API keys on a non-loopback address: an error (start-up refuses it) unless
+    ``auth.allow_anonymous`` says so, then a warning."""
+    problem = anonymous_exposure(config)
+    if problem is None:
+        return []
+    if config.auth.allow_anonymous:
+        reason = f"{problem}; auth.allow_anonymous is true, so anyone who reaches it uses the GPUs"
+        return [Finding("config", "auth.allow_anonymous", reason, Severity.WARNING)]
+    return [Finding("config", "auth.allow_anonymous", problem)]
+
+
+def redis_memory_findings(config: GatewayConfig) -> list[Finding]:
+    """With Redis: the most voice audio the config admits fits in its memory (a warning)."""
+    if config.state.backend != "redis":
+        return []
+    from gateway.state.capacity import configured_maxmemory, voice_memory_problem  # Redis deployments only
+
+    maxmemory, source = configured_maxmemory(config)
+    if maxmemory is None:
+        reason = (
+            "Redis' maxmemory is unknown (not reachable, or none set): set state.redis_maxmemory_mb "
+            "to check that voices.max_voices x voices.max_upload_bytes fits"
+        )
+        return [Finding("config", "state.redis_maxmemory_mb", reason, Severity.WARNING)]
+    problem = voice_memory_problem(config, maxmemory, source)
+    return [] if problem is None else [Finding("config", "voices.max_voices", problem, Severity.WARNING)]
 
 
 def tracing_findings(config: GatewayConfig) -> list[Finding]:

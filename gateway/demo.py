@@ -66,6 +66,8 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.admin_token:
         config["auth"] = {"admin_token": args.admin_token}
+    if args.allow_anonymous:
+        config.setdefault("auth", {})["allow_anonymous"] = True
     return config
 
 
@@ -76,11 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     add = parser.add_argument
-    add("--host", default="127.0.0.1", help="address the gateway listens on (0.0.0.0 for every interface)")
+    add("--host", default="127.0.0.1", help="address the gateway listens on (0.0.0.0 needs --allow-anonymous)")
     add("--port", metavar="PORT", type=int, default=8000, help="the gateway's port (the emulated workers pick free ones)")
     add("--low-latency-workers", metavar="N", type=int, default=1, help="emulated low-latency workers (0 = none)")
     add("--high-throughput-workers", metavar="N", type=int, default=1, help="emulated high-throughput workers (0 = none)")
     add("--time-scale", metavar="F", type=float, default=1.0, help="emulated GPU time x F (0.1 = ten times faster than an H200)")
+    add(
+        "--allow-anonymous", action="store_true",
+        help="serve /v1 without API keys on a non-loopback --host (auth.allow_anonymous; refused otherwise)",
+    )  # fmt: skip
     add("--admin-token", metavar="TOKEN", help="enable /admin routes (and the playground's fleet panel) with this bearer token")
     add("--data-dir", metavar="DIR", help="where voices and thresholds are kept (default: a fresh temporary folder)")
     add("--config", metavar="FILE", help="optional gateway config merged under the demo's settings")

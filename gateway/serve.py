@@ -20,6 +20,7 @@ from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.config_check import config_findings, config_yaml
 from gateway.help_format import HelpFormatter
 from gateway.log_text import wants_text
+from gateway.security.exposure import refuse_anonymous_exposure
 from gateway.supervisor.mix import DesiredMix
 from gateway.supervisor.profile_check import has_errors
 from gateway.supervisor.setup import ProfileCheckFailed
@@ -57,6 +58,9 @@ def check(config: GatewayConfig, source: str) -> int:
 def run(config: GatewayConfig, desired_mix: DesiredMix | None = None) -> int:
     """Serve until stopped. ``desired_mix``: who decides the supervised pools' mix (None: the
     gateway's own planner), for callers that embed another judge (``bench profile-changes``)."""
+    if (refusal := refuse_anonymous_exposure(config)) is not None:
+        print(f"higgs-gateway: refusing to start: {refusal}", file=sys.stderr)
+        return 2
     configure_logging(config.logging.level, json_lines=not wants_text(config.logging.format))
     logging.getLogger("uvicorn.error").addFilter(quiet_stream_cuts)
     try:

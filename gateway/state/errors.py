@@ -18,3 +18,13 @@ class StateUnavailable(GatewayError):
         super().__init__(
             503, message, code="state_unavailable", headers={"Retry-After": str(RETRY_AFTER_S)}
         )
+
+
+class StateFull(StateUnavailable):
+    """The store answers but is at its memory ceiling (Redis ``maxmemory``, nothing left it
+    may evict): writes are refused, reads and deletes still work.
+
+    Not an outage: a limit that cannot be written is refused (503) whatever
+    ``state.rate_limit_failure_mode`` says, or every key would go unlimited as soon as
+    voices fill the store.
+    """

@@ -4,7 +4,8 @@ With the local backend each replica counts alone (as a single gateway should). W
 Redis the bucket lives on the server and is spent by one atomic script, so a key sent
 through any number of replicas is held to its one limit. When Redis cannot answer, the
 limiter fails open (the request goes through) or closed (503) as configured, and every
-such request is counted.
+such request is counted. A store that answers but is full is no outage: the bucket cannot
+be written, so the request is refused (503) in either mode (mode ``full`` in the count).
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ import time
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from gateway.state.errors import StateUnavailable
+from gateway.state.errors import StateFull, StateUnavailable
+
+
+FULL = "full"  # the count's mode for a store at its memory ceiling: always refused
+FULL_MESSAGE = (
+    "{what} cannot be checked right now (the shared state store is full); retry shortly. "
+    "Operators: delete unused voices or give Redis more memory."
+)
 
 
 class RateLimiter(Protocol):
@@ -93,6 +101,9 @@ class SharedRateLimiter:
         if self._source.up:
             try:
                 return await self._source.take_token(key, rate, burst)
+            except StateFull:
+                self._on_unavailable(FULL)
+                raise StateFull(FULL_MESSAGE.format(what="Rate limits")) from None
             except StateUnavailable:
                 pass
         self._on_unavailable(self._failure_mode)

@@ -32,7 +32,7 @@ from redis.asyncio.retry import Retry
 
 from gateway.config import ConfigError, StateConfig
 from gateway.state.backend import ChangeKind, ChangeListener, RoutingUpdate, StoredVoice
-from gateway.state.errors import StateUnavailable
+from gateway.state.errors import StateFull, StateUnavailable
 from gateway.voices.names import name_key
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,25 @@ T = TypeVar("T")
 FIRST_BACKOFF_S = 0.1
 SEEDING_LOCK_MS = 30_000  # long enough to copy a replica's voices; expires if it dies
 ROUTING_CAS_ATTEMPTS = 10
+# Voices may fill this share of Redis' maxmemory; the rest stays for the per-key limits
+# (buckets, stream leases), so voices can never push Redis to its ceiling, where volatile-lru
+# would evict the leases of running streams and every limit write would be refused.
+VOICE_MEMORY_SHARE = 0.9
+FULL = b"full"  # what a script answers instead of writing past the ceiling
+
+# Is Redis (plus ``extra`` bytes about to be written) over ``share`` of its maxmemory?
+# Checked inside the voice script, so the check and the write are one atomic step. Only
+# there: INFO costs ~20 us of Redis CPU, too much for every limit check, where Redis' own
+# OOM refusal of a script's first write does the job (a limit write is tiny).
+_OVER_CEILING = """
+local function over_ceiling(extra, share)
+  local info = redis.call('INFO', 'memory')
+  local limit = tonumber(string.match(info, '\\nmaxmemory:(%d+)')) or 0
+  if limit == 0 then return false end
+  local used = tonumber(string.match(info, '\\nused_memory:(%d+)')) or 0
+  return used + extra > limit * share
+end
+"""
 
 # Stores ARGV[2] only if the key still holds ARGV[1] ('' = absent): read-merge-write of the
 # routing overrides without losing a concurrent patch from another replica.
@@ -56,8 +75,9 @@ redis.call('SET', KEYS[1], ARGV[1])
 redis.call('PUBLISH', KEYS[2], 'routing')
 return 1
 """
-_PUT_VOICE = """
+_PUT_VOICE = _OVER_CEILING + """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+if over_ceiling(string.len(ARGV[3]), tonumber(ARGV[4])) then return 'full' end
 redis.call('SET', KEYS[2], ARGV[3])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('PUBLISH', KEYS[3], 'voices')
@@ -97,13 +117,16 @@ return tostring(wait)
 
 # A stream slot of one key: drop expired leases, then add ARGV[2] if fewer than ARGV[1] are
 # held. Scores are expiry times in ms on the server's clock. 1 = taken, 0 = all in use.
+# Live leases are counted (a read) and ZADD is the first write: Redis refuses a script's
+# first write with OOM while it is over maxmemory, so a full store refuses the lease rather
+# than store one that volatile-lru would evict at once (deletes would pass that check).
 _ACQUIRE_STREAM = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+if redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') >= tonumber(ARGV[1]) then return 0 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 """
@@ -300,9 +323,10 @@ class RedisStateBackend:
         stored = await self._call(
             self._put_voice(
                 keys=[self._voices_key, self._voice_prefix + key, self.channel],
-                args=[key, _dumps(voice.meta), voice.audio],
+                args=[key, _dumps(voice.meta), voice.audio, repr(VOICE_MEMORY_SHARE)],
             )
         )
+        _refuse_if_full(stored)
         return bool(stored == 1)
 
     async def delete_voice(self, name: str) -> dict[str, Any] | None:
@@ -350,10 +374,7 @@ class RedisStateBackend:
         except OutOfMemoryError as exc:
             # Reachable but full (maxmemory, nothing left it may evict): this write is
             # refused, reads and deletes still work, so the store is not marked down.
-            raise StateUnavailable(
-                "The shared state store is full (Redis maxmemory); nothing was changed. "
-                "Delete unused voices or give Redis more memory."
-            ) from exc
+            raise StateFull(STORE_FULL_MESSAGE) from exc
         except (RedisError, OSError, TimeoutError) as exc:
             self._set_up(False)
             raise StateUnavailable() from exc
@@ -402,6 +423,18 @@ class RedisStateBackend:
                 await on_change(None)  # the safety net: a lost message is repaired here
                 self._set_up(True)
                 next_resync = self._clock() + self._config.resync_interval_s
+
+
+STORE_FULL_MESSAGE = (
+    "The shared state store is full (Redis maxmemory); nothing was changed. "
+    "Delete unused voices or give Redis more memory."
+)
+
+
+def _refuse_if_full(answer: object) -> None:
+    """A script that found Redis at its ceiling wrote nothing and said so."""
+    if answer == FULL:
+        raise StateFull(STORE_FULL_MESSAGE)
 
 
 def _routing_document(raw: bytes | None) -> dict[str, Any]:

@@ -7,7 +7,8 @@ replica's holder id, score: the lease's expiry on the Redis clock), taken by one
 script that first drops expired leases. Leases are renewed while their streams run, so a
 replica that dies mid-stream frees its slots within ``state.stream_lease_ttl_s`` instead of
 holding them forever, which a bare counter would. When Redis cannot answer, the failure
-mode of the rate limit applies (open: the stream goes through uncounted; closed: 503).
+mode of the rate limit applies (open: the stream goes through uncounted; closed: 503); a
+store that answers but is full refuses the stream in either mode (503).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, Protocol
 
-from gateway.state.errors import StateUnavailable
+from gateway.state.errors import StateFull, StateUnavailable
+from gateway.state.rate_limit import FULL, FULL_MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +129,9 @@ class SharedStreamLimiter:
             try:
                 if not await self._source.acquire_stream(key, limit, holder, self._ttl_s):
                     return None
+            except StateFull:
+                self._on_unavailable(FULL)
+                raise StateFull(FULL_MESSAGE.format(what="Stream limits")) from None
             except StateUnavailable:
                 pass
             else:

@@ -28,6 +28,34 @@ WORKER_ENV_DEFAULTS: dict[str, str] = {
 }
 
 
+# What a worker inherits from the gateway's environment: what a Python/CUDA/vLLM process
+# needs to run, find its GPUs, caches and CA certificates, and reach the Hub. Nothing else:
+# the gateway's own settings (HIGGS_GATEWAY_*: the admin token, the Redis password) and any
+# other secret of its environment stay out of processes that run --trust-remote-code and
+# parse untrusted audio. Anything more goes in launch.env, by name.
+INHERITED_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+    "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "OMP_NUM_THREADS",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+})  # fmt: skip
+INHERITED_ENV_PREFIXES = (
+    "LC_", "XDG_", "PYTHON", "CUDA_", "NVIDIA_", "NCCL_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "VLLM_",
+    "TORCH", "TRITON_", "SPEAKER_",
+)
+NEVER_INHERITED_PREFIX = "HIGGS_GATEWAY_"
+
+
+def inherited_env(base: Mapping[str, str]) -> dict[str, str]:
+    """The part of the gateway's environment a worker may see (INHERITED_ENV_*)."""
+    return {
+        name: value
+        for name, value in base.items()
+        if not name.startswith(NEVER_INHERITED_PREFIX)
+        and (name in INHERITED_ENV_NAMES or name.startswith(INHERITED_ENV_PREFIXES))
+    }
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """Everything needed to (re)start one worker; fixed for the worker's lifetime."""
@@ -75,8 +103,9 @@ def render_command(
 def worker_env(
     launch: LaunchConfig, gpu: str, base: Mapping[str, str] | None = None, speaker_dir: Path | None = None
 ) -> dict[str, str]:
-    """Inherited env, the worker defaults, launch.env; the GPU pin and speaker dir always win."""
-    env = dict(os.environ if base is None else base)
+    """The allowed part of the inherited env, the worker defaults, launch.env; the GPU pin
+    and speaker dir always win."""
+    env = inherited_env(os.environ if base is None else base)
     env.update(WORKER_ENV_DEFAULTS)
     env.update(launch.env)
     # Both stages say devices: "0", an index into CUDA_VISIBLE_DEVICES: this is the GPU choice.

@@ -403,6 +403,8 @@ def scrape_targets(config: dict[str, Any]) -> dict[str, list[tuple[str, dict[str
 
 
 COMPOSE_FILES = ["compose.yaml", "compose.demo.yaml"]
+# What compose files require (${VAR:?...}): a Grafana password, the gateway's API keys.
+REQUIRED_COMPOSE_ENV = {"GRAFANA_ADMIN_PASSWORD": "not-a-real-password", "HIGGS_API_KEY_SHA256": '["' + "0" * 64 + '"]'}
 
 
 @pytest.mark.parametrize("name", COMPOSE_FILES)
@@ -421,7 +423,7 @@ def test_compose_common(name: str) -> None:
             assert (REPO / service["build"]["dockerfile"]).exists()
             assert (DOCKER / service["build"]["context"]).resolve() == REPO
     gateway = services["gateway"]
-    assert f"{GATEWAY_PORT}:{GATEWAY_PORT}" in gateway["ports"]
+    assert any(str(p).endswith(f"{GATEWAY_PORT}:{GATEWAY_PORT}") for p in gateway["ports"])
     assert named_volumes(gateway).get(DATA_DIR)
     assert "HIGGS_GATEWAY_ADMIN_TOKEN" in gateway["environment"]
 
@@ -501,7 +503,7 @@ def test_compose_grafana_and_alerts(name: str) -> None:
         for source in yaml.safe_load(source_file.read_text())["datasources"]:
             if source["type"] == "prometheus":
                 assert source["url"] == "http://prometheus:9090"
-    assert "9090:9090" in services["prometheus"]["ports"]
+    assert "127.0.0.1:9090:9090" in services["prometheus"]["ports"]
 
 
 def compose_cli() -> list[str] | None:
@@ -517,7 +519,7 @@ def test_compose_config_validates(name: str) -> None:
     cli = compose_cli()
     if cli is None:
         pytest.skip("neither `docker compose` nor `docker-compose` is installed")
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **REQUIRED_COMPOSE_ENV}
     done = subprocess.run(
         [*cli, "-f", str(DOCKER / name), "config", "-q"],
         capture_output=True,
@@ -555,7 +557,7 @@ def test_compose_replicas_share_state_through_redis() -> None:
         pytest.skip("neither `docker compose` nor `docker-compose` is installed")
     env_vars = {
         "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "GATEWAY_PORTS": "8000-8002",
-        "HIGGS_REDIS_PASSWORD": "not-a-real-password",
+        "HIGGS_REDIS_PASSWORD": "not-a-real-password", **REQUIRED_COMPOSE_ENV,
     }  # fmt: skip
     done = subprocess.run(
         [*cli, "-f", str(DOCKER / "compose.yaml"), "-f", str(DOCKER / "compose.replicas.yaml"), "config", "-q"],
@@ -580,7 +582,7 @@ def test_compose_tracing_sends_the_gateways_spans_to_jaeger(monkeypatch: pytest.
     jaeger, gateway = services["jaeger"], services["gateway"]
     assert jaeger["image"].startswith("jaegertracing/all-in-one:") and not jaeger["image"].endswith(":latest")
     assert jaeger["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
-    assert "16686:16686" in jaeger["ports"]
+    assert "127.0.0.1:16686:16686" in jaeger["ports"]
     assert "jaeger" in gateway["depends_on"]
     # The variables reach real config keys: the mounted config plus them turns tracing on.
     for key, value in gateway["environment"].items():
@@ -593,7 +595,7 @@ def test_compose_tracing_sends_the_gateways_spans_to_jaeger(monkeypatch: pytest.
     cli = compose_cli()
     if cli is None:
         pytest.skip("neither `docker compose` nor `docker-compose` is installed")
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **REQUIRED_COMPOSE_ENV}
     for base_file in COMPOSE_FILES:
         done = subprocess.run(
             [*cli, "-f", str(DOCKER / base_file), "-f", str(DOCKER / "compose.tracing.yaml"), "config", "-q"],
@@ -1080,6 +1082,7 @@ def test_k8s_network_policies_select_the_right_pods(target: str) -> None:
     local, elsewhere = policy_peers(worker_policy)
     assert set().union(*(selected(p["podSelector"]) for p in local)) == {"higgs-gateway"}
     assert [p["podSelector"] for p in elsewhere] == [{"matchLabels": {"app.kubernetes.io/name": "prometheus"}}]
+    assert [p["namespaceSelector"] for p in elsewhere] == [{"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}]
     assert {port["port"] for rule in worker_policy["spec"]["ingress"] for port in rule["ports"]} == {WORKER_PORT}
 
     if target == "overlays/demo":

@@ -97,3 +97,18 @@ def test_load_tracking_is_added_to_a_command_that_forgot_it(tmp_path: Path) -> N
 def test_a_command_that_is_not_a_vllm_omni_worker_is_left_alone(tmp_path: Path) -> None:
     (spec, _) = specs(tmp_path, command=["sleep", "1000"])
     assert spec.argv == ("sleep", "1000")
+
+
+def test_only_the_allow_listed_environment_is_inherited(tmp_path: Path) -> None:
+    base = {
+        "PATH": "/bin", "HOME": "/home/gw", "LANG": "C.UTF-8", "LC_ALL": "C", "HF_HOME": "/cache",
+        "PYTHONPATH": "/src", "NVIDIA_VISIBLE_DEVICES": "all", "TMPDIR": "/scratch",
+        "HIGGS_GATEWAY_ADMIN_TOKEN": "secret", "HIGGS_GATEWAY_STATE__REDIS_URL": "redis://:pw@r/0",
+        "AWS_SECRET_ACCESS_KEY": "secret", "DATABASE_URL": "postgres://u:pw@db/x",
+    }  # fmt: skip
+    launch = LaunchConfig(gpus=["0"], port_start=9100, env={"EXTRA": "1"})
+    (spec,) = build_specs(PoolName.LOW_LATENCY, launch, PROFILE, "higgs", tmp_path / "logs", base_env=base)
+    inherited = {"PATH", "HOME", "LANG", "LC_ALL", "HF_HOME", "PYTHONPATH", "NVIDIA_VISIBLE_DEVICES", "TMPDIR"}
+    assert {name: spec.env[name] for name in inherited} == {name: base[name] for name in inherited}
+    assert not {"HIGGS_GATEWAY_ADMIN_TOKEN", "HIGGS_GATEWAY_STATE__REDIS_URL", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL"} & set(spec.env)
+    assert spec.env["EXTRA"] == "1"
