@@ -356,6 +356,7 @@ def create_app(
         recorder=recorder,
         max_body_bytes=config.server.max_body_bytes,
         tracing=tracing,
+        allow_pool_pin=config.routing.allow_pool_pin,
     )
 
     # Voice sessions: every sentence goes through the same admission and relay as a request.
