@@ -133,9 +133,11 @@ class GatewayApp:
         control_client: httpx.AsyncClient,
         performance: PerformanceModel,
         planner: FleetPlanner,
+        availability: PoolAvailability,
         tracer_shutdown: Callable[[], object] | None = None,
     ) -> None:
         self._stack = stack
+        self._availability = availability
         self.api = api  # the framework app inside the stack: routes and the OpenAPI schema
         self.fleet = fleet
         self.admission = admission
@@ -191,6 +193,7 @@ class GatewayApp:
     async def stop(self) -> None:
         """Stop admitting, let in-flight requests finish (the server drains them within
         its grace period before calling this), then stop everything started."""
+        self._availability.stopping()  # pools emptied by the stop itself are no outage
         self.admission.close()
         for discovery in self._discoveries:
             await discovery.stop()
@@ -356,6 +359,7 @@ def create_app(
         recorder=recorder,
         max_body_bytes=config.server.max_body_bytes,
         tracing=tracing,
+        allow_pool_pin=config.routing.allow_pool_pin,
     )
 
     # Voice sessions: every sentence goes through the same admission and relay as a request.
@@ -418,6 +422,7 @@ def create_app(
     gateway = GatewayApp(
         stack,
         app,
+        availability=availability,
         fleet=fleet,
         admission=admission,
         recorder=recorder,

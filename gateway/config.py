@@ -290,6 +290,9 @@ class RoutingConfig(Strict):
     # Curves `tune` measured per pool: the adaptive policy's prior for those pools instead
     # of the deploy profile's estimate (its shape still fills loads that were not measured).
     measured: dict[PoolName, MeasuredCurve] = Field(default_factory=dict)
+    # Honour x-gateway-pin-pool (a request routed inside the pool it names, whatever its
+    # class): the demo's Compare plays both profiles with it. Off: such a request is a 400.
+    allow_pool_pin: bool = False
 
 
 DEFAULT_QUEUE_SIZE: dict[str, int] = {"latency": 64, "balanced": 256, "throughput": 512}

@@ -8,6 +8,7 @@ demo worker that dies comes back the way a real one would.
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 import tempfile
 from pathlib import Path
@@ -59,6 +60,9 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
         "server": {"host": args.host, "port": args.port, "playground": True, "ready_requires": ready_requires(args)},
         "logging": {"format": args.log_format},
         "data_dir": str(data_dir),
+        # Compare pins each side to its pool: on an idle demo routing by class sends both to
+        # low-latency (rightly), and the page would compare a pool with itself.
+        "routing": {"allow_pool_pin": True},
         "pools": {
             "low_latency": pool("higgs_multimodal_qwen3_low_latency.yaml", args.low_latency_workers),
             "high_throughput": pool("higgs_multimodal_qwen3_high_throughput.yaml", args.high_throughput_workers),
@@ -69,6 +73,11 @@ def demo_config(args: argparse.Namespace) -> dict[str, Any]:
     if args.allow_anonymous:
         config.setdefault("auth", {})["allow_anonymous"] = True
     return config
+
+
+def playground_link(base: str, admin_token: str | None) -> str:
+    """The playground's address; with a token after '#admin=' the page fills in its fleet panel."""
+    return f"{base}/playground#admin={admin_token}" if admin_token else f"{base}/playground"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,7 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-anonymous", action="store_true",
         help="serve /v1 without API keys on a non-loopback --host (auth.allow_anonymous; refused otherwise)",
     )  # fmt: skip
-    add("--admin-token", metavar="TOKEN", help="enable /admin routes (and the playground's fleet panel) with this bearer token")
+    add(
+        "--admin-token", metavar="TOKEN",
+        help="bearer token for /admin routes and the playground's fleet panel (default: a fresh one, printed at start)",
+    )  # fmt: skip
     add("--data-dir", metavar="DIR", help="where voices and thresholds are kept (default: a fresh temporary folder)")
     add("--config", metavar="FILE", help="optional gateway config merged under the demo's settings")
     parser.add_argument(
@@ -99,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    generated_token = not args.admin_token
+    if generated_token:
+        args.admin_token = secrets.token_urlsafe(24)
     if args.low_latency_workers < 0 or args.high_throughput_workers < 0 or args.time_scale <= 0:
         print("higgs-gateway demo: worker counts must be >= 0 and --time-scale > 0", file=sys.stderr)
         return 2
@@ -108,10 +123,14 @@ def main(argv: list[str]) -> int:
         print(f"higgs-gateway demo: {exc}", file=sys.stderr)
         return 2
     base = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
+    # The link carries the token after '#': the page fills in the fleet panel's token from it,
+    # and a fragment is never sent to the server, so it reaches no log.
+    link = playground_link(base, args.admin_token if generated_token else None)
+    token_line = f"  admin token (fleet panel, /admin): {args.admin_token}\n" if generated_token else ""
     print(
         "\nHiggs-Audio gateway demo starting (emulated workers, no GPU). The workers start and warm up\n"
         "first; the log says \"every pool has a routable worker\" and /ready answers 200 once they have.\n"
-        f"Then open\n\n  {base}/playground\n\nor try:\n\n"
+        f"Then open\n\n  {link}\n\n{token_line}or try:\n\n"
         f"  curl -sS {base}/v1/audio/speech -H 'Content-Type: application/json' \\\n"
         "    -d '{\"model\": \"tts-1\", \"voice\": \"alloy\", \"input\": \"Hello from the Higgs gateway!\", "
         "\"response_format\": \"wav\"}' -o hello.wav\n\n"

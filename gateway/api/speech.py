@@ -74,6 +74,7 @@ class SpeechPipeline:
         recorder: Recorder,
         max_body_bytes: int,
         tracing: SpeechTracing | None = None,
+        allow_pool_pin: bool = False,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -82,6 +83,7 @@ class SpeechPipeline:
         self._encoders = encoders
         self._recorder = recorder
         self._max_body_bytes = max_body_bytes
+        self._allow_pool_pin = allow_pool_pin
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
 
@@ -129,7 +131,7 @@ class SpeechPipeline:
         self, request: Request, record: RequestRecord, key_stream: KeyStream, trace: RequestTrace
     ) -> Response:
         headers = request.headers
-        sla = parse_sla_headers(headers)
+        sla = parse_sla_headers(headers, self._allow_pool_pin)
         record.sla_class = sla.sla_class
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
         self._admission.precheck(sla.sla_class)
@@ -139,7 +141,7 @@ class SpeechPipeline:
         fields = speech.fields
         self._payloads.check(fields)
         payload = self._payloads.build(fields, speech.input)
-        info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input))
+        info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin)
         watch = DisconnectWatch(request.receive)
         stream: OpenStream | None = None
         try:

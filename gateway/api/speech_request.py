@@ -111,4 +111,36 @@ def _first_error(exc: ValidationError) -> GatewayError:
         return bad_request("voice must be a string or an object {\"id\": \"...\"}.", param)
     if param == "max_new_tokens" and error["type"] == "greater_than_equal":
         return bad_request(min_new_tokens_message(), param)
-    return bad_request(f"{param}: {error['msg']}" if param else str(error["msg"]), param)
+    return bad_request(plain_message(param, error["type"], error.get("ctx") or {}, error["msg"]), param)
+
+
+def plain_message(param: str | None, kind: str, ctx: dict[str, Any], fallback: str) -> str:
+    """The project's own sentence for a field pydantic refused ("'speed' must be at most 4."),
+    not pydantic's wording ("Value error, ...", "String should have at most ...")."""
+    field = f"'{param}'" if param else "The request"
+    match kind:
+        case "string_too_long":
+            return f"{field} must be at most {ctx['max_length']} characters."
+        case "string_too_short":
+            return f"{field} must not be empty." if ctx.get("min_length") == 1 else f"{field} must be at least {ctx['min_length']} characters."
+        case "greater_than_equal":
+            return f"{field} must be at least {ctx['ge']}."
+        case "greater_than":
+            return f"{field} must be greater than {ctx['gt']}."
+        case "less_than_equal":
+            return f"{field} must be at most {ctx['le']}."
+        case "less_than":
+            return f"{field} must be less than {ctx['lt']}."
+        case "string_type":
+            return f"{field} must be a string."
+        case "int_type" | "int_parsing" | "int_from_float":
+            return f"{field} must be an integer."
+        case "float_type" | "float_parsing" | "finite_number":
+            return f"{field} must be a number."
+        case "bool_type" | "bool_parsing":
+            return f"{field} must be true or false."
+        case "literal_error":
+            return f"{field} must be one of {ctx['expected']}."
+        case "value_error":
+            return f"{field} {ctx['error']}."  # our own validators' sentences
+    return f"{field}: {fallback}."

@@ -69,6 +69,7 @@ function resultCard(title) {
 const REASON_NOTES = {
   no_ht_workers: "no high-throughput worker is routable yet (still starting or warming up), so low-latency served it",
   no_ll_workers: "no low-latency worker is routable yet (still starting or warming up), so high-throughput served it",
+  pinned_pool: "Compare pinned it to this pool, so both profiles play even when routing by class would pick one",
 };
 
 // The adaptive policy's forecast for the pool it chose; other policies predict nothing.
@@ -149,7 +150,11 @@ async function playWhole(bytes, pan) {
 }
 
 // Sends one speech request, plays it and fills ``view`` as the response arrives.
-async function speak(sla, view, pan = 0) {
+// Whether the gateway honours x-gateway-pin-pool (routing.allow_pool_pin; on in the demo).
+// Unknown until Compare tries; a gateway that refuses it compares the SLA classes instead.
+let pinAllowed = true;
+
+async function speak(sla, view, pan = 0, pool = null) {
   const format = $("format").value;
   const speed = parseFloat($("speed").value) || 1;
   const body = { model: "tts-1", input: $("text").value, voice: $("voice").value, response_format: format, speed };
@@ -162,7 +167,14 @@ async function speak(sla, view, pan = 0) {
   const started = performance.now();
   let response;
   try {
-    response = await fetch("/v1/audio/speech", { method: "POST", headers, body: JSON.stringify(body) });
+    if (pool && pinAllowed) {
+      response = await fetch("/v1/audio/speech", { method: "POST", headers: { ...headers, "X-Gateway-Pin-Pool": pool }, body: JSON.stringify(body) });
+      if (response.status === 400 && (await response.clone().json().catch(() => ({}))).error?.code === "pool_pin_not_allowed") {
+        pinAllowed = false;
+        response = null;
+      }
+    }
+    if (!response) response = await fetch("/v1/audio/speech", { method: "POST", headers, body: JSON.stringify(body) });
   } catch (err) {
     view.set("state", "failed");
     throw new Error(`Network error: ${err.message}`);
@@ -221,10 +233,10 @@ async function run(requests) {
   results.innerHTML = "";
   for (const button of ["speak", "compare"]) $(button).disabled = true;
   try {
-    const runs = requests.map(([title, sla, pan]) => {
+    const runs = requests.map(([title, sla, pan, pool]) => {
       const view = resultCard(title);
       results.appendChild(view.card);
-      return speak(sla, view, pan);
+      return speak(sla, view, pan, pool);
     });
     const outcomes = await Promise.allSettled(runs);
     const failed = outcomes.find((o) => o.status === "rejected");
@@ -620,13 +632,20 @@ function stopAll() {
 }
 
 $("speak").addEventListener("click", () => run([["Speak", $("sla").value, 0]]));
-$("compare").addEventListener("click", () => run([["latency", "latency", -0.7], ["throughput", "throughput", 0.7]]));
+// Both profiles side by side: low-latency in the left ear, high-throughput in the right.
+$("compare").addEventListener("click", () => run([
+  ["low-latency", "latency", -0.7, "low_latency"], ["high-throughput", "throughput", 0.7, "high_throughput"],
+]));
 $("stop").addEventListener("click", stopAll);
 $("converse").addEventListener("click", startConversation);
 $("interrupt").addEventListener("click", () => { if (conversation) conversation.interrupt(); });
 $("record").addEventListener("click", toggleRecording);
 $("clone").addEventListener("click", registerVoice);
 $("api-key").addEventListener("change", () => loadVoices());
+// The demo prints its playground link with the admin token after '#admin=': the fleet panel
+// works out of the box, and the token never leaves the browser in a request line.
+const linked = new URLSearchParams(location.hash.slice(1)).get("admin");
+if (linked) { $("admin-token").value = linked; history.replaceState(null, "", location.pathname); }
 loadVoices();
 refreshFleet();
 setInterval(refreshFleet, 1500);

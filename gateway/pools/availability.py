@@ -80,7 +80,13 @@ class PoolAvailability:
         self._empty_since: dict[PoolName, float | None] = dict.fromkeys(PoolName, now)
         self._ever_served: set[PoolName] = set()
         self._announced_whole_fleet = False
+        self._stopping = False
         self._start_wall = wall_clock() - now  # monotonic -> Unix time
+
+    def stopping(self) -> None:
+        """The gateway stops its workers: the pools that empty now are not logged as lost (a
+        clean Ctrl-C logged a warning and an error, "no pool can serve")."""
+        self._stopping = True
 
     def refresh(self) -> None:
         """Cheap (a count per pool); logs only on a transition."""
@@ -90,6 +96,8 @@ class PoolAvailability:
             since = self._empty_since[pool]
             if routable == 0 and since is None:
                 self._empty_since[pool] = now
+                if self._stopping:
+                    continue
                 others = [p.value for p in PoolName if p is not pool and self._routable_count(p) > 0]
                 if others:
                     log.warning(

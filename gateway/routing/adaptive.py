@@ -12,9 +12,11 @@ Deterministic: no I/O, no clock; the same calls in the same order give the same 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gateway.config import RoutingThresholds
 from gateway.routing.classes import Context, SlaRules
-from gateway.routing.classes import balanced, deadline, latency, throughput
+from gateway.routing.classes import balanced, deadline, latency, pinned, throughput
 from gateway.routing.filters import PREDICTABLE, Untried
 from gateway.routing.outcomes import reject
 from gateway.routing.picker import TieBreak
@@ -45,12 +47,23 @@ class AdaptivePolicy:
         if not workers:
             return reject(reasons.NO_WORKERS)
         context = Context(workers, fleet, thresholds, latency_reserve(thresholds, view, fleet))
-        # A voice session's later sentence is placed by its deadline, whatever its class.
-        rules = deadline.RULES if request.deadline_s is not None else CLASSES[request.sla_class]
+        rules = _rules(request, fleet)
         decision = place(rules.plan(request, context), workers, self._ties, FLEET_SCOPE)
-        if decision.action is Action.ROUTE:
+        if decision.action is Action.ROUTE and rules is not pinned.RULES:
             decision = _degraded_reason(decision, fleet)
         return decision
+
+
+def _rules(request: RequestInfo, fleet: Sequence[WorkerLoad]) -> SlaRules:
+    pin = request.pool_pin
+    # The demo's Compare: one pool, whatever the class. A pool with no routable worker (still
+    # warming) would hold the request until it timed out: routed by its class instead, with
+    # the degraded reason that says why.
+    if pin is not None and any(w.pool is pin for w in fleet):
+        return pinned.RULES
+    if request.deadline_s is not None:  # a voice session's later sentence: by its deadline
+        return deadline.RULES
+    return CLASSES[request.sla_class]
 
 
 def _degraded_reason(decision: Decision, workers: list[WorkerLoad] | tuple[WorkerLoad, ...]) -> Decision:

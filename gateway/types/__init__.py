@@ -48,6 +48,8 @@ class WorkerState(StrEnum):
 SLA_CLASS_HEADER = "x-sla-class"
 SLA_TTFP_HEADER = "x-sla-ttfp-ms"
 POOL_HEADER = "x-gateway-pool"
+# Asks for one pool by name; honoured only where routing.allow_pool_pin is on (the demo).
+PIN_POOL_HEADER = "x-gateway-pin-pool"
 ROUTE_REASON_HEADER = "x-gateway-route-reason"
 # What the routing predicted for this placement (adaptive policy only).
 PREDICTED_TTFP_HEADER = "x-gateway-predicted-ttfp-ms"

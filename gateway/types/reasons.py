@@ -34,6 +34,9 @@ LEAST_LOADED: Final = "least_loaded"
 DEADLINE_MET: Final = "deadline_met"  # the cheapest worker for the fleet whose first audio comes before playback needs it
 DEADLINE_MISSED: Final = "deadline_missed"  # no worker meets its deadline: the earliest first audio anywhere
 
+# --- ROUTE: a request pinned to a pool (x-gateway-pin-pool, where routing.allow_pool_pin is on)
+PINNED_POOL: Final = "pinned_pool"  # the pinned pool's worker with the lowest predicted TTFP
+
 # --- ROUTE: a retry after a failed first byte (the policy chose the worker, tried ones excluded)
 RETRY_OTHER_WORKER: Final = "retry_other_worker"
 
@@ -52,6 +55,7 @@ ROUTE_REASONS: Final = (
     FASTEST_TTFP, FASTEST_FINISH, MOST_THROUGHPUT, LL_SLOT_FREE, SPILL_LL_FULL, BALANCED_UNDER_THRESHOLD, BALANCED_OVER_THRESHOLD, SPILL_HT_FULL,
     THROUGHPUT_DEFAULT, BORROW_LL, NO_LL_WORKERS, NO_HT_WORKERS,
     LOW_LATENCY_ONLY, HIGH_THROUGHPUT_ONLY, ROUND_ROBIN, LEAST_LOADED, RETRY_OTHER_WORKER, DEADLINE_MET, DEADLINE_MISSED,
+    PINNED_POOL,
 )  # fmt: skip
 WAIT_REASONS: Final = (QUEUED_LL_FULL, QUEUED_ALL_FULL, QUEUED_LL_RESERVED)
 REJECT_REASONS: Final = (NO_WORKERS, QUEUE_FULL, WAIT_TIMEOUT, SHUTTING_DOWN)

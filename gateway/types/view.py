@@ -29,6 +29,9 @@ class RequestInfo:
     # A later sentence of a voice session: seconds from now until a real-time player reaches
     # it (negative: it is already late). Routed by the `deadline` rules, not by its class's.
     deadline_s: float | None = None
+    # The pool the client pinned (x-gateway-pin-pool, where allowed): routed by the `pinned`
+    # rules, inside that pool only, whatever its class.
+    pool_pin: PoolName | None = None
 
 
 @dataclass(frozen=True, slots=True)

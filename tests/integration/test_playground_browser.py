@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gateway.demo import build_parser, demo_config
 from tests.support.audio import reference_wav
 from tests.support.chromium import chromium_paths
 from tests.support.stack import ADMIN_TOKEN, Stack, running_stack
@@ -35,8 +36,9 @@ WAIT_S = 60
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    # `throughput` never takes low-latency places here, so Compare shows each class on its own pool.
-    extra = {"server": {"playground": True}, "routing": {"thresholds": {"reserve_for_latency": 16, "adaptive_latency_reserve": False}}}
+    # The demo's routing settings (Compare may pin each side to its pool) and default thresholds:
+    # on this idle fleet routing by class alone would send both sides to low-latency.
+    extra = {"server": {"playground": True}, "routing": demo_config(build_parser().parse_args([]))["routing"]}
     with running_stack(tmp_path_factory.mktemp("playground"), time_scale=0.05, extra=extra) as running:
         yield running
 
@@ -91,8 +93,8 @@ def fleet_panel(driver: WebDriver) -> dict[str, str]:
     return {part: driver.find_element(By.ID, part).text for part in ("fleet", "decisions", "fleet-status")}
 
 
-def open_page(driver: WebDriver, stack: Stack) -> None:
-    driver.get(f"{stack.url}/playground")
+def open_page(driver: WebDriver, stack: Stack, fragment: str = "") -> None:
+    driver.get(f"{stack.url}/playground{fragment}")
     WebDriverWait(driver, WAIT_S).until(lambda d: len(Select(d.find_element(By.ID, "voice")).options) > 0)
     text = driver.find_element(By.ID, "text")
     text.clear()
@@ -100,7 +102,9 @@ def open_page(driver: WebDriver, stack: Stack) -> None:
 
 
 def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_path: Path) -> None:
-    open_page(browser, stack)
+    # As the demo prints it: the link hands the fleet panel its admin token.
+    open_page(browser, stack, f"#admin={ADMIN_TOKEN}")
+    assert "admin" not in browser.current_url  # dropped from the address bar once read
 
     browser.find_element(By.ID, "speak").click()
     (card,) = played_cards(browser, 1)
@@ -129,11 +133,11 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
 
     browser.find_element(By.ID, "compare").click()  # with the cloned voice still selected
     cards = {c["title"]: c for c in played_cards(browser, 2)}
-    assert cards["latency"]["pool"] == "low_latency"
-    assert cards["throughput"]["pool"] == "high_throughput"
+    assert cards["low-latency"]["pool"] == "low_latency"
+    assert cards["high-throughput"]["pool"] == "high_throughput"
+    assert {c["reason"] for c in cards.values()} == {"pinned_pool"}
     assert all(float(c["ttfpMs"]) > 0 for c in cards.values())
 
-    browser.find_element(By.ID, "admin-token").send_keys(ADMIN_TOKEN)
     try:
         WebDriverWait(browser, WAIT_S).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#fleet tr[data-worker]")) == 2)
         WebDriverWait(browser, WAIT_S).until(
@@ -154,9 +158,11 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
 
 
 def test_a_pool_that_cannot_serve_yet_is_explained_on_the_page(browser: WebDriver, tmp_path: Path) -> None:
-    """As while the demo's high-throughput worker still warms: Compare sends both sides to
-    low-latency, and the page says why instead of leaving it to the route reason."""
-    with running_stack(tmp_path, ll_workers=1, ht_workers=0, extra={"server": {"playground": True}}) as only_ll:
+    """As while the demo's high-throughput worker still warms: Compare's high-throughput side
+    is routed by its class to low-latency, and the page says why instead of leaving it to the
+    route reason."""
+    extra = {"server": {"playground": True}, "routing": {"allow_pool_pin": True}}
+    with running_stack(tmp_path, ll_workers=1, ht_workers=0, extra=extra) as only_ll:
         open_page(browser, only_ll)
         notice = WebDriverWait(browser, WAIT_S).until(
             lambda d: d.find_element(By.ID, "readiness") if d.find_element(By.ID, "readiness").is_displayed() else None
@@ -164,7 +170,7 @@ def test_a_pool_that_cannot_serve_yet_is_explained_on_the_page(browser: WebDrive
         assert "high-throughput pool has no routable worker yet" in notice.text
         browser.find_element(By.ID, "compare").click()
         cards = {c["title"]: c for c in played_cards(browser, 2)}
-        assert cards["throughput"]["pool"] == "low_latency" and cards["throughput"]["reason"] == "no_ht_workers"
+        assert cards["high-throughput"]["pool"] == "low_latency" and cards["high-throughput"]["reason"] == "no_ht_workers"
         shown = browser.find_element(By.CSS_SELECTOR, '.result[data-reason="no_ht_workers"] [data-field="reason"]').text
         assert "no high-throughput worker is routable yet" in shown
         assert console_errors(browser) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.config import load_config
-from gateway.demo import build_parser, demo_config
+from gateway.demo import build_parser, demo_config, playground_link
 
 
 def test_the_demo_serves_the_playground_and_picks_log_lines_by_terminal(tmp_path: Path) -> None:
@@ -25,3 +25,15 @@ def test_the_demo_is_ready_only_once_every_pool_is_warm(tmp_path: Path) -> None:
     # A pool left empty on purpose would otherwise never let the demo be ready.
     one = build_parser().parse_args(["--data-dir", str(tmp_path), "--high-throughput-workers", "0"])
     assert load_config(None, demo_config(one)).server.ready_requires == "any_pool"
+
+
+def test_compare_may_pin_each_side_to_its_pool(tmp_path: Path) -> None:
+    # On an idle demo routing by class sends `latency` and `throughput` alike to low-latency.
+    config = load_config(None, demo_config(build_parser().parse_args(["--data-dir", str(tmp_path)])))
+    assert config.routing.allow_pool_pin is True
+    assert load_config(None, {}).routing.allow_pool_pin is False  # never outside the demo unless asked
+
+
+def test_the_printed_link_hands_the_page_its_admin_token() -> None:
+    assert playground_link("http://127.0.0.1:8000", "tok") == "http://127.0.0.1:8000/playground#admin=tok"
+    assert playground_link("http://127.0.0.1:8000", None) == "http://127.0.0.1:8000/playground"

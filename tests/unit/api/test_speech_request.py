@@ -119,3 +119,23 @@ def test_budgets_past_2048_tokens_are_allowed_up_to_the_profiles_model_length() 
     assert parse_speech_request(body(max_new_tokens=5000)).max_new_tokens == 5000  # ~200 s of audio
     assert max_new_tokens_limit([8192, None, 4096]) == 4096
     assert max_new_tokens_limit([None]) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (body(input="   "), "'input' must contain text to speak."),
+        (body(input="x" * 4097), "'input' must be at most 4096 characters."),
+        (body(speed=5), "'speed' must be at most 4.0."),
+        (body(speed=0.1), "'speed' must be at least 0.25."),
+        (body(speed="fast"), "'speed' must be a number."),
+        (body(seed=-1), "'seed' must be at least 0."),
+        (body(stream_format="chunks"), "'stream_format' must be one of 'audio' or 'sse'."),
+        (body(input=["a", "b"]), "'input' must be a string."),
+    ],
+)
+def test_validation_messages_are_plain_sentences(raw: bytes, message: str) -> None:
+    # Not pydantic's wording ("Value error, ...", "String should have at most ..."): clients show these.
+    with pytest.raises(GatewayError) as caught:
+        parse_speech_request(raw)
+    assert caught.value.message == message

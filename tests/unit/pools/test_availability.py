@@ -98,3 +98,19 @@ def test_the_first_moment_every_pool_serves_is_logged_once(caplog: pytest.LogCap
         pools.routable[HT] = 2
         state.refresh()
     assert len(announced()) == 1  # later recoveries have their own line
+
+
+def test_pools_emptied_by_a_stop_are_not_logged_as_lost(caplog: pytest.LogCaptureFixture) -> None:
+    # A clean Ctrl-C stopped the workers, then logged a warning and "no pool can serve" as an error.
+    pools = Pools()
+    state = availability(pools)
+    pools.routable = {LL: 1, HT: 1}
+    state.refresh()
+    state.stopping()
+    with caplog.at_level(logging.INFO, logger="higgs_gateway.availability"):
+        pools.routable[LL] = 0
+        state.refresh()
+        pools.routable[HT] = 0
+        state.refresh()
+    assert caplog.records == []
+    assert state.current().status == "not_ready"  # /ready still tells the truth

@@ -11,7 +11,7 @@ from gateway.deploy_profile import load_deploy_profile
 from gateway.routing.adaptive import CLASSES, AdaptivePolicy
 from gateway.routing.classes.latency import queue_budget_s
 from gateway.routing.prior import prior_curve
-from gateway.types import SlaClass
+from gateway.types import PoolName, SlaClass
 from gateway.types import reasons as r
 from gateway.types.decision import Action
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
@@ -33,6 +33,10 @@ def ht(worker_id: str = "ht-a", load: int = 0, routable: bool = True) -> WorkerL
 def sentence(deadline_s: float) -> RequestInfo:
     """A later sentence of a voice session, due in ``deadline_s`` seconds."""
     return replace(req(), deadline_s=deadline_s)
+
+
+def pinned(request: RequestInfo, pool: PoolName) -> RequestInfo:
+    return replace(request, pool_pin=pool)
 
 
 def retry(request: RequestInfo, *tried: str) -> RequestInfo:
@@ -80,6 +84,12 @@ CASES = [
     Case("deadline/already late: the earliest start anywhere", sentence(-0.5), (ll(), ht(load=8)), (ROUTE, r.DEADLINE_MISSED, "ll-a")),
     Case("deadline/everything full: waits", sentence(1.0), (ll(load=16), ht(load=64)), (WAIT, r.QUEUED_ALL_FULL, None)),
     Case("deadline/no high-throughput", sentence(2.0), (ll(load=3), ht(routable=False)), (ROUTE, r.DEADLINE_MET, "ll-a")),
+    # --- pinned (x-gateway-pin-pool, where allowed): that pool only, whatever the class ------
+    Case("pinned/throughput to high-throughput on an idle fleet", pinned(req("throughput"), HT), (ll(), ht()), (ROUTE, r.PINNED_POOL, "ht-a")),
+    Case("pinned/latency to low-latency, the fastest there", pinned(req("latency"), LL), (ll("ll-a", 3), ll("ll-b", 1), ht()), (ROUTE, r.PINNED_POOL, "ll-b")),
+    Case("pinned/its pool full: waits, never spills", pinned(req("latency", waited_out=True), LL), (ll(load=16), ht()), (WAIT, r.QUEUED_ALL_FULL, None)),
+    Case("pinned/the other pool gone: no degraded reason", pinned(req(), HT), (ll(routable=False), ht()), (ROUTE, r.PINNED_POOL, "ht-a")),
+    Case("pinned/its own pool gone: by class, saying why", pinned(req("throughput"), HT), (ll(), ht(routable=False)), (ROUTE, r.NO_HT_WORKERS, "ll-a")),
     Case("throughput/retry with nothing untried", retry(req("throughput"), "ll-a", "ht-a"), (ll(), ht()), (REJECT, r.NO_WORKERS, None)),
 ]  # fmt: skip
 
