@@ -254,11 +254,11 @@ class Relay:
                 while not first:
                     first = await anext(rest)
         except TimeoutError as exc:
-            raise _AttemptFailed(blame.judge_silence(payload)) from exc
+            raise _AttemptFailed(blame.judge_silence()) from exc
         except StopAsyncIteration as exc:
             raise _AttemptFailed(blame.judge_no_audio()) from exc
         except UpstreamError as exc:
-            raise _AttemptFailed(blame.judge_transport(exc, payload)) from exc
+            raise _AttemptFailed(blame.judge_transport(exc)) from exc
         trace.first_byte()
         stream.first_chunk = first
         stream.rest = rest
