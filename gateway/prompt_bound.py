@@ -18,7 +18,8 @@ codec frames (24 kHz / 960 samples: 25 per second) plus 7 rows of the 8-codebook
 pattern (``apply_delay_pattern``, lines 46-61). An uploaded voice is a reference clip with
 its stored ``ref_text`` unless the request sends one (``serving_speech.py``
 ``_apply_uploaded_speaker`` 749-804); the worker takes clips of at most 30 s
-(``serving_speech.py`` 110), so a clip the gateway has not measured counts as 30 s.
+(``serving_speech.py`` 110), so a clip the gateway has not measured counts as 30 s (an
+inline WAV is measured from its header when 30 s would not fit).
 
 vLLM refuses a prompt of ``max_model_len`` tokens or more (vllm 0.30.0
 ``v1/engine/input_processor.py`` 440-485) and stops generating when prompt plus output
@@ -29,14 +30,15 @@ reach it (``v1/core/sched/utils.py`` ``check_stop``), so what is left for audio 
 from __future__ import annotations
 
 import base64
+import binascii
+import io
 import math
+import wave
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.errors import GatewayError, bad_request
 from gateway.types.codec import FRAMES_PER_SECOND, MIN_AUDIO_TOKENS
-from gateway.voices.errors import VoiceError
-from gateway.voices.probe import probe_audio
 
 TEMPLATE_TOKENS = 3  # <|tts|> <|text|> <|audio|>
 REF_AUDIO_TOKENS = 1  # <|ref_audio|>
@@ -46,8 +48,9 @@ DELAY_ROWS = 7  # 8 codebooks, each delayed one row more than the last
 CLIP_SPARE_FRAMES = 1
 MAX_CLIP_S = 30.0  # the worker refuses longer reference clips
 
-# Seconds of audio in a data: URI, or None when it cannot be measured (not audio).
+# Seconds of audio from the first bytes of a clip, or None when they do not say exactly.
 ClipSeconds = Callable[[bytes], float | None]
+HEADER_BASE64_CHARS = 8192  # 6 KiB of the clip: a WAV header and the chunks before its data
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +72,14 @@ def clip_tokens(seconds: float) -> int:
     return REF_AUDIO_TOKENS + math.ceil(seconds * FRAMES_PER_SECOND) + CLIP_SPARE_FRAMES + DELAY_ROWS
 
 
-def measured_seconds(audio: bytes) -> float | None:
-    """How long a clip is (decoded, up to just past the longest the worker takes)."""
+def wav_header_seconds(head: bytes) -> float | None:
+    """A WAV clip's length from its header alone (its data chunk's size): exact, and read
+    without decoding, so the request path never stalls on it. Other containers only say
+    an estimate there, which could be short: they stay at 30 s."""
     try:
-        return probe_audio(audio, stop_after_s=MAX_CLIP_S).duration_s
-    except VoiceError:
+        with wave.open(io.BytesIO(head)) as clip:
+            return clip.getnframes() / clip.getframerate()
+    except (wave.Error, EOFError, ZeroDivisionError):
         return None
 
 
@@ -81,7 +87,7 @@ class PromptBound:
     """Refuses a prompt that cannot fit the smallest Stage 0 ``max_model_len`` of the pools,
     and says how many tokens are surely left for audio when it fits."""
 
-    def __init__(self, max_model_len: int, clip_seconds: ClipSeconds = measured_seconds) -> None:
+    def __init__(self, max_model_len: int, clip_seconds: ClipSeconds = wav_header_seconds) -> None:
         self._max_model_len = max_model_len
         self._clip_seconds = clip_seconds
 
@@ -101,13 +107,12 @@ class PromptBound:
             raise self._too_long("input", f"input is {text_tokens(text)} bytes of UTF-8", budget - TEMPLATE_TOKENS)
         if reference is None:
             return self._max_model_len - used
-        clip = clip_tokens(MAX_CLIP_S if reference.seconds is None else reference.seconds)
-        if used + clip > budget and reference.seconds is None and reference.data_uri is not None:
-            measured = _measure(reference.data_uri, self._clip_seconds)
-            if measured is not None:  # not audio: the ref_audio policy has already said so
-                clip = clip_tokens(measured)
+        seconds = reference.seconds
+        if seconds is None and reference.data_uri is not None and used + clip_tokens(MAX_CLIP_S) > budget:
+            seconds = _measure(reference.data_uri, self._clip_seconds)  # only when 30 s would not fit
+        clip = clip_tokens(MAX_CLIP_S if seconds is None else seconds)
         if used + clip > budget:
-            clip_words = "a reference clip of up to 30 s" if reference.seconds is None else "the reference clip"
+            clip_words = "a reference clip of up to 30 s" if seconds is None else "the reference clip"
             raise self._too_long(
                 reference.field,
                 f"{clip_words} takes up to {clip} tokens beside the input's {text_tokens(text)} bytes",
@@ -144,9 +149,11 @@ class PromptBound:
 
 
 def _measure(data_uri: str, clip_seconds: ClipSeconds) -> float | None:
-    _, _, payload = data_uri.partition(",")
+    """The clip's length from the head of its base64, never the whole payload."""
+    start = data_uri.find(",") + 1  # a slice, not a copy of a clip of megabytes
+    head = "".join(data_uri[start : start + HEADER_BASE64_CHARS].split())
     try:
-        audio = base64.b64decode("".join(payload.split()), validate=True)
-    except ValueError:
+        audio = base64.b64decode(head[: len(head) // 4 * 4])
+    except (ValueError, binascii.Error):
         return None
     return clip_seconds(audio)

@@ -76,17 +76,19 @@ def test_an_unmeasured_clip_counts_as_30_s_and_a_data_uri_is_measured_only_when_
 
     bound = PromptBound(MODEL_LEN, seconds)
     assert bound.room_for_audio("Hi.", None, Reference(None, DATA_URI)) == MODEL_LEN - 6 - clip_tokens(30.0)
-    assert measured == [], "a short prompt fits whatever the clip: nothing decoded"
+    assert measured == [], "a short prompt fits whatever the clip: nothing read"
     near = "a" * (MODEL_LEN - 8 - 3 - clip_tokens(2.5))
     assert bound.room_for_audio(near, None, Reference(None, DATA_URI)) == 8
-    assert measured == [len(CLIP)]
+    assert measured == [min(len(CLIP), 6144)], "only the clip's head is decoded"
     url = Reference(None)  # a URL: the gateway cannot measure it
     assert refused(lambda: bound.room_for_audio(near, None, url)).param == "ref_audio"
 
 
-def test_the_real_probe_measures_a_data_uri() -> None:
+def test_a_wav_is_measured_from_its_header_and_other_containers_count_as_30_s() -> None:
     near = "a" * (MODEL_LEN - 8 - 3 - clip_tokens(2.5))
     assert PromptBound(MODEL_LEN).room_for_audio(near, None, Reference(None, DATA_URI)) == 8
+    not_a_wav = "data:audio/flac;base64," + base64.b64encode(b"fLaC" + bytes(200)).decode()
+    assert refused(lambda: PromptBound(MODEL_LEN).room_for_audio(near, None, Reference(None, not_a_wav))).param == "ref_audio"
 
 
 # ---- through the worker payload: HTTP requests and session sentences alike ------------------
