@@ -14,8 +14,9 @@ Higgs-Audio V3's prompt (vllm-omni 0.30.0
     <|tts|> [<|ref_text|> {ref_text}] [<|ref_audio|> {clip codes}] <|text|> {input} <|audio|>
 
 ``ref_text`` is in it only with a reference clip (line 142). The clip's codes are its
-codec frames (24 kHz / 960 samples: 25 per second) plus 7 rows of the 8-codebook delay
-pattern (``apply_delay_pattern``, lines 46-61). An uploaded voice is a reference clip with
+codec frames (25 per second: ``models/higgs_audio_v2/configuration_higgs_audio_v2.py`` 63,
+72, 8 codebooks at ``frame_rate`` 25) plus 7 rows of the 8-codebook delay pattern
+(``apply_delay_pattern``, tokenizer lines 46-61). An uploaded voice is a reference clip with
 its stored ``ref_text`` unless the request sends one (``serving_speech.py``
 ``_apply_uploaded_speaker`` 749-804); the worker takes clips of at most 30 s
 (``serving_speech.py`` 110), so a clip the gateway has not measured counts as 30 s (an
@@ -91,10 +92,6 @@ class PromptBound:
         self._max_model_len = max_model_len
         self._clip_seconds = clip_seconds
 
-    @property
-    def max_model_len(self) -> int:
-        return self._max_model_len
-
     def room_for_audio(
         self, text: str, ref_text: str | None, reference: Reference | None, ref_text_field: str = "ref_text"
     ) -> int:
@@ -134,8 +131,9 @@ class PromptBound:
 
     def _too_long(self, field: str, what: str, room: int, limit_of: str | None = None) -> GatewayError:
         shorten = limit_of or field
+        split = ", or split the text into several requests" if shorten == "input" else ""
         hint = (
-            f"Shorten {shorten} to at most {max(room, 0)} bytes of UTF-8, or split the text into several requests."
+            f"Shorten {shorten} to at most {room} bytes of UTF-8{split}."
             if room > 0
             else f"Use a shorter reference clip or less {shorten}."
         )
