@@ -29,7 +29,7 @@ import pytest
 
 from gateway.bench.leaks import LeakCheck
 from tests.integration.conftest import ADMIN, SHORT_TEXT, gateway_metric, pools, set_faults, speech_body, wait_idle, worker_entry
-from tests.integration.reliability_support import StubBehaviour, StubWorker, stub_worker, worker_counters
+from tests.integration.reliability_support import StubWorker, stub_worker, worker_counters
 from tests.support.audio import reference_wav
 from tests.support.clip_server import ClipServer, clip_server
 from tests.support.procs import Proc, free_port
