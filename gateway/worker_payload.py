@@ -3,8 +3,9 @@ sentence of a voice session alike.
 
 Both paths run the same checks on what only the gateway can judge (the model name, the
 ``max_new_tokens`` budget against the workers' profiles, the ``ref_audio`` policy, the
-voice) and forward the same fields; each renders a refusal its own way (an HTTP error
-envelope, a session ``error`` message).
+voice, the prompt's bound against the workers' model length: ``gateway.prompt_bound``) and
+forward the same fields; each renders a refusal its own way (an HTTP error envelope, a
+session ``error`` message).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from gateway.config import ModelsConfig, VoicesConfig
 from gateway.errors import GatewayError, bad_request
+from gateway.prompt_bound import PromptBound, Reference
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types.codec import MIN_AUDIO_TOKENS
 from gateway.voices.resolve import resolve_voice
@@ -75,6 +77,7 @@ class WorkerPayloads:
         # The smallest Stage 0 max_model_len of the pools (a request may land in either);
         # None when no profile says.
         self._max_new_tokens = max_new_tokens
+        self._prompt = PromptBound(max_new_tokens) if max_new_tokens is not None else None
 
     def serves(self, model: str) -> bool:
         return model in self._aliases
@@ -101,7 +104,8 @@ class WorkerPayloads:
 
     def build(self, fields: SpeechFields, text: str) -> dict[str, Any]:
         """The worker's request for ``text``; raises a 400 ``GatewayError`` for a voice that
-        names none. Always raw PCM as a stream: the gateway encodes for the client."""
+        names none or a prompt no worker can hold. Always raw PCM as a stream: the gateway
+        encodes for the client."""
         payload: dict[str, Any] = {"model": self._served_model, "input": text, "response_format": "pcm", "stream_format": "audio"}
         voice = resolve_voice(fields.voice, self._voices, self._store)
         if voice is not None:
@@ -110,4 +114,24 @@ class WorkerPayloads:
             value = getattr(fields, field)
             if value is not None:
                 payload[field] = value
+        if self._prompt is not None:
+            room = self._room_for_audio(self._prompt, fields, voice, text)
+            if fields.max_new_tokens is not None and fields.max_new_tokens > room:
+                # What the worker would do (it stops at max_model_len), on the bound: the
+                # budget forwarded is one the worker can always spend in full.
+                payload["max_new_tokens"] = room
         return payload
+
+    def _room_for_audio(self, prompt: PromptBound, fields: SpeechFields, voice: str | None, text: str) -> int:
+        """The prompt as the worker builds it: a reference clip (``ref_audio``, else an
+        uploaded voice's clip) brings ``ref_text`` (the request's, else the voice's)."""
+        if fields.ref_audio is not None:
+            inline = fields.ref_audio if fields.ref_audio[:5].lower() == "data:" else None
+            return prompt.room_for_audio(text, fields.ref_text, Reference(None, inline))
+        uploaded = self._store.get(voice) if voice is not None else None
+        if uploaded is None:
+            return prompt.room_for_audio(text, None, None)  # no clip: the worker ignores ref_text
+        own = fields.ref_text if fields.ref_text and fields.ref_text.strip() else None
+        return prompt.room_for_audio(
+            text, own or uploaded.ref_text, Reference(uploaded.duration_s, field="voice"), "ref_text" if own else "voice"
+        )

@@ -1,12 +1,15 @@
 """Whose fault a failed worker attempt was, and what the client is told about it.
 
-A failure counts toward a worker's ejection only when it is the worker's. Otherwise any
-client could take the fleet down: a real worker answers some bad requests (a reference
-URL it cannot fetch, a budget too small for any audio) the way it answers its own
-breakdowns, and three such requests retried on a second worker would eject both.
+One rule: **a failure that follows the request is the request's.** A failure counts toward a
+worker's ejection only when it does not follow the request. Otherwise any client could
+take the fleet down: a real worker answers some bad requests (a prompt over its model
+length, a reference URL it cannot fetch, a budget too small for any audio) the way it
+answers its own breakdowns, and three such requests retried on a second worker would eject
+both.
 
-* **worker**: a transport fault (refused, reset, cut, silent, a proxy's 502/504): counted
-  now; another worker may serve the request.
+* **worker**: the request never reached a worker process (refused, unreachable, closed
+  before any answer, a proxy's 502/504): it cannot follow the request. Counted now;
+  another worker may serve the request.
 * **moment**: 503 (starting, overloaded): another worker may serve it; never counted.
 * **request**: the worker refused the request (400, 413, 422), or failed on what the
   request brought (a ``ref_audio`` URL it could not fetch, a clip over its size limit):
@@ -15,11 +18,14 @@ breakdowns, and three such requests retried on a second worker would eject both.
   another worker may serve it while this one is prepared again (the fleet's job).
 * **configuration**: 404 (model name) or any other 4xx: the gateway and its workers
   disagree; the client gets a 502; no retry; never counted.
-* **undecided**: what one answer cannot settle: any other 500, a 200 with no audio, and
-  silence from a worker that had to fetch a ``ref_audio`` URL first. Another worker tries;
+* **undecided**: the request reached the worker, which failed before any audio in a way
+  one answer cannot settle: a 500 (its engine's death included), a 200 with no audio, a
+  200 cut before the first byte, silence. Its count is deferred: another worker tries;
   if it serves the request the first worker is counted (``Relay`` does it); if it fails
-  the same way (``repeated``), the request is to blame: a 4xx, nobody counted; if nothing
-  settles it, nobody is counted either.
+  the same way (``repeated``), the failure followed the request: nobody is counted, no
+  third attempt, and the client gets a 4xx (or the 5xx of a fleet in trouble where the
+  failure says nothing against the request: silence, dead engines); if nothing settles
+  it, nobody is counted either.
 
 What the client is told never includes a worker id, a worker's address or what a worker
 said: ``Verdict.detail`` keeps that for the log (``GatewayError.log_detail``).
@@ -37,12 +43,20 @@ from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.worker_errors import (
     FetchFailure,
+    engine_died,
+    prompt_over_model_length,
     ref_audio_fetch_failure,
     worker_error_message,
     worker_lost_a_voice,
 )
 
 RETRY_AFTER_S = 1
+
+# Signatures of undecided failures: two attempts that fail with equal ones "failed the same way".
+NO_AUDIO = "no audio"
+CUT = "cut before audio"
+SILENCE = "silence"
+ENGINE_DEAD = "engine dead"
 
 
 class Blame(Enum):
@@ -82,7 +96,9 @@ def judge_status(status: int, body: bytes, payload: dict[str, Any]) -> Verdict:
         failure = ref_audio_fetch_failure(message) if _fetches_ref_audio(payload) else None
         if failure is not None:
             return Verdict(UpstreamErrorKind.REQUEST_FAULT, Blame.REQUEST, detail, _unusable_ref_audio(failure))
-        return Verdict(UpstreamErrorKind.STATUS_5XX, Blame.UNDECIDED, detail, _generation_failed(), f"500 {message}")
+        # The message, not the body: the body's request_id differs between two workers.
+        signature = ENGINE_DEAD if engine_died(message) else f"500 {message}"
+        return Verdict(UpstreamErrorKind.STATUS_5XX, Blame.UNDECIDED, detail, _generation_failed(), signature)
     if status >= 500 and status != 503:
         return Verdict(UpstreamErrorKind.STATUS_5XX, Blame.WORKER, detail, _generation_failed())
     if status == 503:
@@ -105,23 +121,29 @@ def judge_status(status: int, body: bytes, payload: dict[str, Any]) -> Verdict:
 def judge_no_audio() -> Verdict:
     """A 200 whose stream ended without a byte of audio."""
     return Verdict(
-        UpstreamErrorKind.STREAM_ERROR, Blame.UNDECIDED, "the worker ended the stream without audio", _generation_failed(), "no audio"
+        UpstreamErrorKind.STREAM_ERROR, Blame.UNDECIDED, "the worker ended the stream without audio", _generation_failed(), NO_AUDIO
     )
 
 
-def judge_silence(payload: dict[str, Any], detail: str = "no audio before the first-byte timeout") -> Verdict:
-    """No audio before ``upstream.first_byte_timeout_s``. A worker that fetches a reference
-    URL first may be waiting on that URL's host (vLLM tries it three times), not stuck."""
-    blame = Blame.UNDECIDED if _fetches_ref_audio(payload) else Blame.WORKER
+def judge_silence(detail: str = "no audio before the first-byte timeout") -> Verdict:
+    """No audio before ``upstream.first_byte_timeout_s``. It may follow the request (a
+    reference URL whose host does not answer, a prompt slow to prefill), so it is undecided."""
     error = GatewayError(504, "No worker produced audio in time.", code="upstream_timeout")
-    return Verdict(UpstreamErrorKind.FIRST_BYTE_TIMEOUT, blame, detail, error, "silence")
+    return Verdict(UpstreamErrorKind.FIRST_BYTE_TIMEOUT, Blame.UNDECIDED, detail, error, SILENCE)
 
 
-def judge_transport(error: UpstreamError, payload: dict[str, Any]) -> Verdict:
-    """Refused, reset, cut or silent before the first byte: the worker's (or its network's)."""
-    if error.kind is UpstreamErrorKind.READ_TIMEOUT:  # silence, whoever noticed it
-        return judge_silence(payload, error.detail or "the worker went silent")
-    return Verdict(error.kind, Blame.WORKER, error.detail or error.kind.value, _generation_failed())
+def judge_transport(error: UpstreamError) -> Verdict:
+    """A transport failure before the first byte. Refused or closed before any answer: the
+    worker's (the request never reached it). Cut after its answer began, or silent: the
+    request reached the worker, which may have failed on it (the released worker answers a
+    prompt over its model length with a 200 and then a stream cut before any byte), so
+    undecided."""
+    detail = error.detail or error.kind.value
+    if error.kind in (UpstreamErrorKind.READ_TIMEOUT, UpstreamErrorKind.FIRST_BYTE_TIMEOUT):  # silence, whoever noticed it
+        return judge_silence(detail)
+    if error.kind is UpstreamErrorKind.STREAM_ERROR:
+        return Verdict(error.kind, Blame.UNDECIDED, detail, _generation_failed(), CUT)
+    return Verdict(error.kind, Blame.WORKER, detail, _generation_failed())
 
 
 def repeated(earlier: list[Verdict], latest: Verdict, payload: dict[str, Any]) -> Verdict:
@@ -158,6 +180,9 @@ def _unusable_ref_audio(failure: FetchFailure) -> GatewayError:
 
 
 def _failed_twice(verdict: Verdict, payload: dict[str, Any]) -> GatewayError:
+    if verdict.signature == ENGINE_DEAD:
+        # Dead engines are the fleet's trouble whatever killed them: a 5xx, no third try.
+        return GatewayError(502, "Two workers stopped while serving this request; retry shortly.", code="upstream_error")
     if _fetches_ref_audio(payload):
         return bad_request(
             "ref_audio: two workers failed on this request while fetching or reading the reference audio at that URL. "
@@ -165,7 +190,20 @@ def _failed_twice(verdict: Verdict, payload: dict[str, Any]) -> GatewayError:
             "ref_audio",
             code="ref_audio_unusable",
         )
-    if verdict.signature == "no audio":
+    if verdict.signature == SILENCE:
+        # Two workers slow past the first-byte timeout says more about the fleet's load
+        # than about the request: the fleet's 504, but still no third try and no count.
+        return GatewayError(
+            504, "Two workers produced no audio for this request in time; retry shortly.", code="upstream_timeout"
+        )
+    if verdict.signature == CUT:
+        return bad_request(
+            "Two workers broke off this request before any audio, as they do with a prompt longer than "
+            "their model length: shorten input or ref_text, or use a shorter reference clip.",
+            None,
+            code="unservable_request",
+        )
+    if verdict.signature == NO_AUDIO:
         param = "max_new_tokens" if payload.get("max_new_tokens") is not None else "input"
         return bad_request(
             "Two workers produced no audio for this request. Give it more text to speak"
@@ -188,6 +226,13 @@ def _refused(message: str, param: str | None, payload: dict[str, Any]) -> Gatewa
     lowered = message.lower()
     if lowered.startswith("reference audio too"):
         return bad_request("ref_audio must hold 1-30 s of speech.", "ref_audio", code="invalid_ref_audio")
+    if prompt_over_model_length(message):
+        return bad_request(
+            "The prompt is longer than the workers' model length: shorten input or ref_text, "
+            "or use a shorter reference clip.",
+            "input",
+            code="prompt_too_long",
+        )
     if field is None and "ref_audio" in payload and "ref_audio" in lowered:
         field = "ref_audio"
     named = f" (check {field})" if field else ""

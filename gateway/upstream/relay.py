@@ -16,7 +16,10 @@ Every attempt sends the request's ``x-request-id`` and ``traceparent`` (its ``At
 
 Whose fault a failed attempt was (and so whether it counts toward the worker's ejection,
 whether another worker may try, and what the client is told) is ``upstream.blame``'s
-call; the relay only acts on it.
+call; the relay only acts on it. A failure that may follow the request (undecided) is
+reported to the worker's health only once another worker served the same request; if the
+next worker fails the same way, ``blame.repeated`` makes it the request's and nobody is
+counted.
 """
 
 from __future__ import annotations
@@ -254,11 +257,11 @@ class Relay:
                 while not first:
                     first = await anext(rest)
         except TimeoutError as exc:
-            raise _AttemptFailed(blame.judge_silence(payload)) from exc
+            raise _AttemptFailed(blame.judge_silence()) from exc
         except StopAsyncIteration as exc:
             raise _AttemptFailed(blame.judge_no_audio()) from exc
         except UpstreamError as exc:
-            raise _AttemptFailed(blame.judge_transport(exc, payload)) from exc
+            raise _AttemptFailed(blame.judge_transport(exc)) from exc
         trace.first_byte()
         stream.first_chunk = first
         stream.rest = rest

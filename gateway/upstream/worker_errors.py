@@ -73,3 +73,22 @@ def ref_audio_fetch_failure(message: str) -> FetchFailure | None:
         if marker in message:
             return failure
     return None
+
+
+# vllm 0.30.0 ``v1/engine/exceptions.py`` (``EngineDeadError``): the message every dead
+# engine answers with, as a 500 (vllm-omni ``entrypoints/serve/utils/errors.py`` 24-64, which
+# adds ``request_id`` and ``error_stage_id`` beside it); the worker then shuts down.
+ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue"
+
+
+def engine_died(message: str) -> bool:
+    """A worker's 500 saying its engine is dead (it serves nothing more)."""
+    return message.startswith(ENGINE_DEAD_MESSAGE)
+
+
+def prompt_over_model_length(message: str) -> bool:
+    """A worker's 400 from vLLM's prompt length check (vllm 0.30.0
+    ``v1/engine/input_processor.py`` ``_validate_prompt_len``): "The decoder prompt (length
+    N) is longer than the maximum model length of M", or "... plus the number of requested
+    output tokens (at least 1) is longer than the maximum model length"."""
+    return "longer than the maximum model length" in message

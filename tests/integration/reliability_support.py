@@ -80,6 +80,9 @@ class Seen:
 @dataclass
 class StubBehaviour:
     speech_status: int = 500  # what POST /v1/audio/speech answers
+    # With speech_status 200: "empty" (a stream that ends without audio) or "cut" (the
+    # headers promise audio, then the connection closes before any byte).
+    speech_body: str = "empty"
     hang_s: float = 0.0  # send nothing at all for this long first
     health_status: int = 200
 
@@ -124,6 +127,17 @@ def _handler(stub: StubWorker) -> type[BaseHTTPRequestHandler]:
             except OSError:
                 pass  # the gateway gave up on us (first-byte timeout): nobody to answer
 
+        def _no_audio(self, how: str) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "audio/pcm")
+                self.send_header("content-length", "0" if how == "empty" else str(BYTES_PER_SECOND))
+                self.end_headers()
+                self.wfile.flush()
+            except OSError:
+                pass
+            self.close_connection = True  # "cut": fewer bytes than promised, then the close
+
         def do_GET(self) -> None:  # noqa: N802 - stdlib naming
             self._record()
             path = self.path.split("?", 1)[0]
@@ -149,6 +163,9 @@ def _handler(stub: StubWorker) -> type[BaseHTTPRequestHandler]:
             if behaviour.hang_s:
                 time.sleep(behaviour.hang_s)  # accepted, sends nothing: a wedged engine
             status = behaviour.speech_status
+            if status == 200:
+                self._no_audio(behaviour.speech_body)
+                return
             kind = {500: "InternalServerError", 502: "BadGateway", 503: "ServiceUnavailable"}.get(status, "Error")
             error = {"message": f"stub worker answers {status}", "type": kind, "param": None, "code": status}
             self._json(status, {"error": error})

@@ -91,15 +91,42 @@ def test_fetch_words_without_a_url_in_the_request_settle_nothing() -> None:
     assert judge_status(500, worker_body(500, said), PLAIN).blame is Blame.UNDECIDED
 
 
-def test_silence_is_the_workers_unless_it_had_a_url_to_fetch() -> None:
-    assert judge_silence(PLAIN).blame is Blame.WORKER
-    assert judge_silence(WITH_URL).blame is Blame.UNDECIDED
-    silent = UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker sent no answer in time")
-    assert judge_transport(silent, WITH_URL).blame is Blame.UNDECIDED
-    assert judge_transport(silent, PLAIN).kind is UpstreamErrorKind.FIRST_BYTE_TIMEOUT
-    refused = judge_transport(UpstreamError(UpstreamErrorKind.CONNECT, "refused 10.0.0.7:8091"), WITH_URL)
+def test_what_reached_the_worker_is_undecided_what_never_did_is_the_workers() -> None:
+    # Silence and a stream cut before any audio may follow the request (the released worker
+    # cuts a 200 for a prompt over its model length): undecided. A refused or unanswered
+    # connection cannot: the request never reached a worker process.
+    assert judge_silence().blame is Blame.UNDECIDED and judge_silence().client_error.status == 504
+    silent = judge_transport(UpstreamError(UpstreamErrorKind.READ_TIMEOUT, "the worker sent no answer in time"))
+    assert silent.blame is Blame.UNDECIDED and silent.kind is UpstreamErrorKind.FIRST_BYTE_TIMEOUT
+    cut = judge_transport(UpstreamError(UpstreamErrorKind.STREAM_ERROR, "Response payload is not completed"))
+    assert cut.blame is Blame.UNDECIDED and cut.kind is UpstreamErrorKind.STREAM_ERROR and cut.retryable
+    refused = judge_transport(UpstreamError(UpstreamErrorKind.CONNECT, "refused 10.0.0.7:8091"))
     assert refused.blame is Blame.WORKER and refused.client_error.status == 502
     assert_told_nothing_of_the_worker(refused.client_error.message, "10.0.0.7")
+
+
+ENGINE_DEAD_BODY = orjson.dumps(
+    {"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+               "type": "InternalServerError", "param": None, "code": 500, "request_id": "speech-1", "error_stage_id": 0}}
+)  # fmt: skip
+
+
+def test_an_engine_death_is_judged_by_its_message_not_its_request_id() -> None:
+    one = judge_status(500, ENGINE_DEAD_BODY, PLAIN)
+    two = judge_status(500, ENGINE_DEAD_BODY.replace(b"speech-1", b"speech-2"), PLAIN)
+    assert one.blame is Blame.UNDECIDED and one.retryable
+    again = repeated([one], two, PLAIN)
+    assert again.blame is Blame.REQUEST and not again.retryable, "no third engine for this request"
+    assert (again.client_error.status, again.client_error.code) == (502, "upstream_error"), "dead engines are the fleet's"
+
+
+def test_a_worker_400_for_a_prompt_over_the_model_length_names_the_input() -> None:
+    said = "The decoder prompt (length 9001) is longer than the maximum model length of 8192. Make sure..."
+    verdict = judge_status(400, worker_body(400, said), PLAIN)
+    assert verdict.blame is Blame.REQUEST
+    error = verdict.client_error
+    assert (error.status, error.param, error.code) == (400, "input", "prompt_too_long")
+    assert_told_nothing_of_the_worker(error.message, "9001")
 
 
 @pytest.mark.parametrize(
@@ -109,7 +136,9 @@ def test_silence_is_the_workers_unless_it_had_a_url_to_fetch() -> None:
         ({**PLAIN, "max_new_tokens": 9}, lambda p: judge_no_audio(), "max_new_tokens", "no_audio"),
         (PLAIN, lambda p: judge_status(500, worker_body(500, "Speech generation failed: odd"), p), None, "unservable_request"),
         (WITH_URL, lambda p: judge_status(500, worker_body(500, "Speech generation failed:"), p), "ref_audio", "ref_audio_unusable"),
-        (WITH_URL, lambda p: judge_silence(p), "ref_audio", "ref_audio_unusable"),
+        (WITH_URL, lambda p: judge_silence(), "ref_audio", "ref_audio_unusable"),
+        (PLAIN, lambda p: judge_transport(cut_before_audio()), None, "unservable_request"),
+        (PLAIN, lambda p: judge_silence(), None, "upstream_timeout"),  # the fleet's 504: slow, not wrong
     ],
 )
 def test_the_same_failure_on_a_second_worker_is_the_requests(payload: dict[str, Any], first: Any, param: str | None, code: str) -> None:
@@ -118,7 +147,12 @@ def test_the_same_failure_on_a_second_worker_is_the_requests(payload: dict[str, 
     assert repeated([], one, payload) is one, "one worker's answer settles nothing"
     again = repeated([one], two, payload)
     assert again.blame is Blame.REQUEST and again.kind is UpstreamErrorKind.REQUEST_FAULT and not again.retryable
-    assert (again.client_error.status, again.client_error.param, again.client_error.code) == (400, param, code)
+    status = 504 if code == "upstream_timeout" else 400
+    assert (again.client_error.status, again.client_error.param, again.client_error.code) == (status, param, code)
+
+
+def cut_before_audio() -> UpstreamError:
+    return UpstreamError(UpstreamErrorKind.STREAM_ERROR, "Response payload is not completed")
 
 
 def test_a_different_failure_on_the_second_worker_settles_nothing() -> None:
@@ -126,5 +160,6 @@ def test_a_different_failure_on_the_second_worker_settles_nothing() -> None:
     two = judge_status(500, worker_body(500, "Speech generation failed: b"), PLAIN)
     assert repeated([one], two, PLAIN).blame is Blame.UNDECIDED
     assert repeated([one], judge_no_audio(), PLAIN).blame is Blame.UNDECIDED
-    cut = judge_transport(UpstreamError(UpstreamErrorKind.STREAM_ERROR, "reset"), PLAIN)
+    cut = judge_transport(cut_before_audio())
     assert repeated([one], cut, PLAIN) is cut
+    assert repeated([cut], judge_no_audio(), PLAIN).blame is Blame.UNDECIDED

@@ -179,25 +179,44 @@ async def test_a_500_nothing_else_could_settle_counts_against_nobody(tmp_path: P
     assert fleet.members.get("ll-0").consecutive_failures == 0
 
 
+ENGINE_DEAD = (
+    b'{"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.", '
+    b'"type": "InternalServerError", "param": null, "code": 500, "request_id": null, "error_stage_id": 0}}'
+)
+# Every failure that reached the worker and may follow the request, as the fake answers it.
+FOLLOWING_FAILURES = {
+    "500": lambda: FakeResponse(500, body=GENERATION_FAILED),
+    "empty_200": lambda: FakeResponse(200, [b""]),
+    "cut_before_audio": lambda: FakeResponse(200, [b"", cut("Response payload is not completed")]),
+    "silence": lambda: HANG,
+    "engine_dead": lambda: FakeResponse(500, body=ENGINE_DEAD),
+}
+
+
 @pytest.mark.parametrize(
-    ("answer", "code", "param"),
+    ("failure", "status", "code", "param"),
     [
-        (lambda: FakeResponse(500, body=GENERATION_FAILED), "unservable_request", None),
-        (lambda: FakeResponse(200, [b""]), "no_audio", "max_new_tokens"),  # a 200 with no audio
+        ("500", 400, "unservable_request", None),
+        ("empty_200", 400, "no_audio", "max_new_tokens"),
+        ("cut_before_audio", 400, "unservable_request", None),
+        ("silence", 504, "upstream_timeout", None),  # the fleet's answer: slow is not wrong
+        ("engine_dead", 502, "upstream_error", None),  # dead engines are the fleet's trouble
     ],
 )
 async def test_the_same_failure_on_a_second_worker_is_the_requests_and_ejects_nobody(
-    tmp_path: Path, answer: Any, code: str, param: str | None
+    tmp_path: Path, failure: str, status: int, code: str, param: str | None
 ) -> None:
+    answer = FOLLOWING_FAILURES[failure]
     relay, transport, observer, fleet = relay_over(
-        tmp_path, {LL_URL: [answer() for _ in range(3)], LL2_URL: [answer() for _ in range(3)]}, retries=2
-    )
+        tmp_path, {url: [answer() for _ in range(3)] for url in (LL_URL, LL2_URL, HT_URL)}, retries=2,
+        first_byte_timeout_s=0.05,
+    )  # fmt: skip
     payload = {**PAYLOAD, "max_new_tokens": 9}
     for _ in range(3):  # as many as would eject a worker whose fault it was
         with pytest.raises(GatewayError) as caught:
             await relay.open(on_ll0(fleet), INFO, payload, observer)
         error = caught.value
-        assert (error.status, error.code, error.param, error.type) == (400, code, param, "invalid_request_error")
+        assert (error.status, error.code, error.param) == (status, code, param)
         assert "ll-0" not in error.message and "something odd" not in error.message
         assert "ll-0" in (error.log_detail or "") and "ll-1" in (error.log_detail or "")
     assert transport.calls == [LL_URL, LL2_URL] * 3, "a second worker settles it: no third attempt"
@@ -205,6 +224,41 @@ async def test_the_same_failure_on_a_second_worker_is_the_requests_and_ejects_no
     for worker in fleet.members.workers:
         assert (worker.consecutive_failures, worker.state.value, worker.last_error) == (0, "ready", None)
     assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
+
+
+@pytest.mark.parametrize("failure", sorted(FOLLOWING_FAILURES))
+async def test_a_failure_another_worker_hid_counts_against_the_first_worker(tmp_path: Path, failure: str) -> None:
+    relay, _, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [FOLLOWING_FAILURES[failure]()], LL2_URL: [FakeResponse(200, [AUDIO])]}, first_byte_timeout_s=0.05
+    )
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert stream.worker.worker_id == "ll-1"
+    first = fleet.members.get("ll-0")
+    assert first.consecutive_failures == 1 and first.last_error, "the request was fine: the failure was the worker's"
+    await stream.close(StreamOutcome.COMPLETED)
+
+
+@pytest.mark.parametrize("failure", sorted(FOLLOWING_FAILURES))
+async def test_a_failure_nothing_else_could_settle_counts_against_nobody(tmp_path: Path, failure: str) -> None:
+    relay, _, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [FOLLOWING_FAILURES[failure]()]}, retries=0, first_byte_timeout_s=0.05
+    )
+    with pytest.raises(GatewayError) as caught:
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert caught.value.status in (502, 504)
+    assert fleet.members.get("ll-0").consecutive_failures == 0
+
+
+async def test_a_different_failure_on_the_second_worker_lets_a_third_settle_both(tmp_path: Path) -> None:
+    relay, transport, observer, fleet = relay_over(
+        tmp_path,
+        {LL_URL: [FakeResponse(200, [cut()])], LL2_URL: [FakeResponse(500, body=GENERATION_FAILED)], HT_URL: [FakeResponse(200, [AUDIO])]},
+        retries=2,
+    )
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert transport.calls == [LL_URL, LL2_URL, HT_URL]
+    assert [fleet.members.get(w).consecutive_failures for w in ("ll-0", "ll-1", "ht-0")] == [1, 1, 0]
+    await stream.close(StreamOutcome.COMPLETED)
 
 
 async def test_a_reference_url_the_worker_could_not_fetch_is_a_400_at_once(tmp_path: Path) -> None:
