@@ -194,7 +194,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
             seconds = await asyncio.to_thread(probe_audio_seconds, sample)
             # serving_speech.py 948 (soundfile decode) and 985 (safetensors save) run on the
             # event loop, under the upload lock: every stream on this worker pauses meanwhile.
-            time.sleep(driver.model_to_wall(model.voice_upload_block_seconds(seconds or 0.0)))
+            time.sleep(driver.model_to_wall(model.voice_upload_block_seconds(seconds or 0.0)))  # noqa: ASYNC251 (on purpose)
             speech.forget_voice(voice_name.lower())
             voice = voices.add(voice_name, sample, mime_type, consent, lambda _: seconds, ref_text, speaker_description)
         body = {key: voice[key] for key in ("name", "consent", "created_at", "mime_type", "file_size")}

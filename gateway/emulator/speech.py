@@ -294,7 +294,7 @@ class SpeechService:
         if key not in self._loaded_voices:
             # First use: safetensors load, WAV re-encode and base64, all on the event loop.
             seconds = float(meta.get("seconds") or 0.0)
-            time.sleep(self.driver.model_to_wall(self.model.voice_first_use_block_seconds(seconds)))
+            time.sleep(self.driver.model_to_wall(self.model.voice_first_use_block_seconds(seconds)))  # noqa: ASYNC251 (on purpose)
             self._loaded_voices.add(key)
         clip = self.ref_audio.resolved.get(key)
         if clip is None:
