@@ -19,15 +19,16 @@ vllm-omni 0.30.0, once its orchestrator is dead (``engine_client.errored``):
   launcher's watchdog does the same within 5 s when no request comes (launcher.py 187-196);
 * ``/health`` answers ``503 {"status": "unhealthy"}`` meanwhile (api_server.py 1937-1960).
 
-The process does exit (``omni_run_server`` returns): under a supervisor it is restarted like
-any other exit; left alone it stays down.
+The process does exit (``omni_run_server`` returns) unless ``VLLM_KEEP_ALIVE_ON_ENGINE_DEATH``
+is set: under a supervisor it is restarted like any other exit; left alone it stays down.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 
 from gateway.emulator.errors import error_body
 
@@ -62,9 +63,11 @@ class EngineLife:
     sets it to its uvicorn server's. Until then (an app under test without a server) it
     only logs."""
 
-    def __init__(self, time_scale: float = 1.0) -> None:
+    def __init__(self, time_scale: float = 1.0, env: Mapping[str, str] = os.environ) -> None:
         self.dead = False
         self.time_scale = time_scale
+        # vllm envs.py: VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1 keeps a dead server listening.
+        self.keep_alive = bool(int(env.get("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH", "0") or "0"))
         self.stop_serving: Callable[[], None] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self.on_death: list[Callable[[], None]] = []  # fail what is in flight
@@ -81,7 +84,7 @@ class EngineLife:
 
     def terminate(self) -> None:
         """launcher.py terminate_if_errored: stop serving if the engine is dead."""
-        if not self.dead:
+        if not self.dead or self.keep_alive:
             return
         if self.stop_serving is not None:
             self.stop_serving()

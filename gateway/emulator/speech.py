@@ -50,6 +50,7 @@ from gateway.emulator.errors import WorkerError, error_body, error_response, san
 from gateway.emulator.faults import Faults, GenerationFailed, StreamCut
 from gateway.emulator.metrics import (
     ABORT_CANCELLED,
+    ABORT_ENGINE_DEAD,
     ABORT_ERROR,
     FAILED_CLIENT_DISCONNECT,
     FAILED_STAGE_ERROR,
@@ -465,8 +466,8 @@ class SpeechService:
         try:
             async for item in generation.chunks():
                 yield item
-        except (PromptTooLong, EngineDead):
-            outcome.abort_reason = ABORT_ERROR
+        except (PromptTooLong, EngineDead) as exc:
+            outcome.abort_reason = ABORT_ENGINE_DEAD if isinstance(exc, EngineDead) else ABORT_ERROR
             self.metrics.failed_request(FAILED_STAGE_ERROR)
             raise
 

@@ -164,6 +164,17 @@ def test_the_watchdog_stops_a_dead_server_that_gets_no_request() -> None:
     asyncio.run(run())
 
 
+def test_keep_alive_on_engine_death_keeps_the_server_listening() -> None:
+    from gateway.emulator.engine_death import EngineLife
+
+    life = EngineLife(env={"VLLM_KEEP_ALIVE_ON_ENGINE_DEATH": "1"})
+    stops: list[bool] = []
+    life.stop_serving = lambda: stops.append(True)
+    life.dead = True
+    life.terminate()
+    assert stops == []
+
+
 def test_engine_death_fails_the_requests_in_flight(low_latency: DeployProfile, tmp_path: Path) -> None:
     # A whole-file request in flight answers 500 with the stage that died; a raw stream is cut.
     app = create_app(settings(low_latency, tmp_path, time_scale=1.0))
