@@ -40,7 +40,7 @@ import aiohttp
 import av
 
 from gateway.emulator.errors import WorkerError, bad_request, generation_failed
-from gateway.emulator.ref_cache import LruBytesCache, ReferenceCaches, ResolvedClip, artifact_key
+from gateway.emulator.ref_cache import LruBytesCache, ReferenceCaches, ResolvedClip, artifact_key, resolve_cache_key
 
 T = TypeVar("T")
 
@@ -113,11 +113,12 @@ class RefAudioResolver:
 
     async def resolve(self, ref_audio: str) -> ResolvedClip:
         """serving_speech.py _resolve_ref_audio_array 1298-1378: the cache first, then fetch and decode."""
-        cached = self.caches.resolved.get(ref_audio)
+        key = resolve_cache_key(ref_audio)
+        cached = self.caches.resolved.get(key)
         if cached is not None:
             return cached
         clip = await self._fetch_and_decode(ref_audio)
-        self.caches.resolved.put(ref_audio, clip, clip.nbytes)
+        self.caches.resolved.put(key, clip, clip.nbytes)
         return clip
 
     def remember(self, key: str, clip: ResolvedClip) -> None:

@@ -96,6 +96,12 @@ class EncodedCodes:
         return self.rows * CODEBOOKS * CODE_BYTES
 
 
+def resolve_cache_key(ref_audio: str) -> str:
+    """serving_speech.py _get_ref_audio_cache_key 1201-1257: a SHA-1 of the string (no file
+    is ever stat'ed here: local files are refused without --allowed-local-media-path)."""
+    return hashlib.sha1(ref_audio.encode()).hexdigest()
+
+
 def artifact_key(clip: bytes) -> str:
     """Stands in for the hash of the decoded waveform: the same clip, wherever it came from."""
     return hashlib.sha1(clip).hexdigest()
