@@ -97,7 +97,7 @@ class EncodedCodes:
 
 
 def resolve_cache_key(ref_audio: str) -> str:
-    """serving_speech.py _get_ref_audio_cache_key 1202-1257: a SHA-1 of the string (no file
+    """serving_speech.py _get_ref_audio_cache_key 1202-1258: a SHA-1 of the string (no file
     is ever stat'ed here: local files are refused without --allowed-local-media-path)."""
     return hashlib.sha1(ref_audio.encode()).hexdigest()
 
