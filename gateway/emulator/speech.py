@@ -274,7 +274,7 @@ class SpeechService:
             clip = await self.ref_audio.resolve(job.ref_audio)
         elif job.voice is not None and self.voices is not None:
             clip, stored_text = await self._uploaded_clip(job.voice)
-            if not ref_text.strip():  # serving_speech.py 796-799
+            if not ref_text.strip():  # serving_speech.py 797-801
                 ref_text = stored_text
         else:
             return PromptReference(ref_text=ref_text)
