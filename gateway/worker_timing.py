@@ -41,7 +41,14 @@ class TimingParams:
     # Codec frame rate of Higgs-Audio V3 (hop 960 samples at 24 kHz): one frame = 40 ms.
     frames_per_second: int = FRAMES_PER_SECOND
     # English speech runs at 14-16 characters per second of audio (calibration README).
+    # Latin script and the "other" scripts (alphabets and abugidas; no published figure,
+    # so they take the Latin rate) speak at this rate.
     chars_per_second: float = 15.0
+    # Chinese and Japanese: about 4-6 characters per second, clips ~3x an English one of
+    # the same length (Mandarin 5.18 syllables/s, one syllable per Han character:
+    # Pellegrino, Coupe & Marsico 2011, "A cross-language perspective on speech
+    # information rate", Language 87(3)). Korean Hangul is one syllable per character too.
+    cjk_chars_per_second: float = 5.0
     # Higgs decodes 8 codebooks with a delay pattern: codebook k lags k steps, so the first
     # complete frame leaves 7 decode steps after the prefill and every clip costs 7 extra.
     codebook_delay_steps: int = 7
@@ -49,11 +56,25 @@ class TimingParams:
     # async chunk and the whole-clip path trim it (higgs_audio_v3.py: talker2code2wav,
     # talker2code2wav_async_chunk), so every clip costs one decode step more than it plays.
     final_trim_frames: int = 1
-    # Prompt size: chat template + system prompt around the text (tokens), and the text
-    # itself at ~4 characters per token (Qwen3 tokenizer on English).
-    prompt_template_tokens: int = 48
+    # Prompt size, as the released prompt builder lays it out (vllm-omni 0.30.0
+    # higgs_audio_v3_tokenizer.py build_prompt, lines 139-153): <|tts|> [<|ref_text|> ref
+    # text] [<|ref_audio|> one row per reference code row] <|text|> text <|audio|>.
+    prompt_template_tokens: int = 3
+    # The text at ~4 characters per token (Qwen3 tokenizer on English; measured 4.7 on
+    # the calibration sentences with Qwen's byte-level BPE, see docs/emulator.md).
     chars_per_text_token: float = 4.0
-    # A reference clip enters the prompt as codec frames: 25 tokens per second of audio.
+    # Tokens per character of the other scripts, measured on running text with Qwen's
+    # 151,643-token byte-level BPE (the vocabulary Qwen3 and so Higgs V3 keep): Chinese
+    # 0.62, Japanese 0.64, Korean 0.64 (CJK); Russian 0.43, Arabic 0.40, Greek 0.83
+    # (2-byte UTF-8 alphabets); Hindi 0.98, Thai 0.73, Georgian 1.00, Tibetan 1.38 (3-byte);
+    # one character of a 4-byte one alone: the common emoji blocks 1.2-1.5, newer emoji,
+    # CJK extension B and historic scripts 3.0-3.4 (the bytes fall back to 1-2 per token).
+    cjk_tokens_per_char: float = 0.63
+    other_tokens_per_char_by_utf8_len: dict[int, float] = field(default_factory=lambda: {2: 0.5, 3: 1.0, 4: 3.0})
+    emoji_tokens_per_char: float = 1.3  # U+1F300-U+1F9FF, the emoji Qwen's vocabulary holds whole
+    # A reference clip enters the prompt as its codec frames (25 per second of audio) after
+    # the delay pattern: T frames of 8 codebooks become T + 7 rows (higgs_audio_v3_tokenizer.py
+    # apply_delay_pattern 46-61; tts_adapters/higgs_audio_v3.py 78-83 passes the row count).
     ref_audio_tokens_per_second: float = 25.0
 
     # --- API server, before the scheduler sees the request ----------------------------
@@ -62,7 +83,18 @@ class TimingParams:
     # 166 ms LL; CI baseline: 223 ms on an H100 with the eager profile).
     request_overhead_ms: float = 60.0
     # Encoding a reference clip into codec tokens for voice cloning (per second of clip).
+    # Paid only when the encoded codes are not cached (tts_adapters/higgs_audio_v3.py
+    # 96-132: a cached artifact is reused, an in-flight encode awaited).
     ref_audio_encode_ms_per_second: float = 6.0
+    # An upload reads and saves the clip on the worker's event loop (serving_speech.py
+    # upload_voice 948 soundfile decode, 985 safetensors save_file), and the first speech
+    # request with the voice loads it back and re-encodes it as a WAV data URL on the loop
+    # (694-718, memoized per voice). Not measured: sized from decoding and writing ~1 MB of
+    # float32 per 10 s of 24 kHz audio, "tens of milliseconds per clip".
+    voice_upload_block_ms: float = 8.0
+    voice_upload_block_ms_per_second: float = 2.0
+    voice_first_use_block_ms: float = 2.0
+    voice_first_use_block_ms_per_second: float = 1.0
 
     # --- Stage 0 step: parts every step pays ------------------------------------------
     # Host work per step outside the model forward: scheduler, input preparation, output
@@ -207,7 +239,7 @@ class StepModel:
         the token budget: ``max_new_tokens`` replaces Stage 0's ``max_tokens`` (vllm-omni
         tts_adapters/base.py apply_max_new_tokens), and no request outgrows max_model_len."""
         p = self.params
-        natural = max(1, math.ceil(len(text.strip()) / p.chars_per_second * p.frames_per_second))
+        natural = max(1, math.ceil(self.speech_seconds_for(text.strip()) * p.frames_per_second))
         budget = self.max_tokens if max_new_tokens is None else max_new_tokens
         if self.max_model_len is not None:
             budget = min(budget, max(0, self.max_model_len - prompt_tokens))
@@ -248,22 +280,98 @@ class StepModel:
         return self.params.codebook_delay_steps + target_frames + self.holdback_frames
 
     def ref_audio_tokens_for(self, ref_audio_seconds: float) -> int:
-        return math.ceil(ref_audio_seconds * self.params.ref_audio_tokens_per_second)
+        """Prompt rows of a reference clip: its codec frames plus the 7 of the delay pattern."""
+        if ref_audio_seconds <= 0:
+            return 0
+        frames = math.ceil(ref_audio_seconds * self.params.ref_audio_tokens_per_second)
+        return frames + self.params.codebook_delay_steps
 
     def text_tokens_for(self, text: str) -> int:
-        """Tokens of a text (the Qwen3 tokenizer on English: ~4 characters each)."""
-        return math.ceil(len(text) / self.params.chars_per_text_token)
+        """Tokens of a text under the per-script model (byte-level BPE; see TimingParams)."""
+        p = self.params
+        counts = script_counts(text)
+        tokens = counts.latin / p.chars_per_text_token + counts.cjk * p.cjk_tokens_per_char
+        tokens += counts.emoji * p.emoji_tokens_per_char
+        for utf8_len, chars in counts.other_by_utf8_len.items():
+            tokens += chars * p.other_tokens_per_char_by_utf8_len[utf8_len]
+        return math.ceil(tokens)
+
+    def speech_seconds_for(self, text: str) -> float:
+        """Seconds of audio a text speaks: CJK at its own rate, everything else at Latin's."""
+        counts = script_counts(text)
+        p = self.params
+        return counts.cjk / p.cjk_chars_per_second + (counts.total - counts.cjk) / p.chars_per_second
 
     def prompt_tokens_for(self, text: str, ref_audio_seconds: float = 0.0, ref_text: str = "") -> int:
+        """Stage 0's prompt length, laid out as build_prompt does (higgs_audio_v3_tokenizer.py 139-153):
+        the reference text and its marker only come with a reference clip."""
         p = self.params
-        text_tokens = self.text_tokens_for(text)
-        ref_tokens = self.ref_audio_tokens_for(ref_audio_seconds)
-        ref_tokens += math.ceil(len(ref_text) / p.chars_per_text_token)
-        return p.prompt_template_tokens + text_tokens + ref_tokens
+        tokens = p.prompt_template_tokens + self.text_tokens_for(text)
+        if ref_audio_seconds > 0:
+            tokens += 1 + self.ref_audio_tokens_for(ref_audio_seconds)  # <|ref_audio|> + rows
+            if ref_text:
+                tokens += 1 + self.text_tokens_for(ref_text)  # <|ref_text|> + its tokens
+        return tokens
 
-    def overhead_seconds(self, ref_audio_seconds: float = 0.0) -> float:
+    def prompt_fits(self, prompt_tokens: int) -> bool:
+        """vllm 0.30.0 v1/engine/input_processor.py _validate_prompt_len 457-485: a prompt of
+        max_model_len tokens or more is refused (equal leaves no room for one output token)."""
+        return self.max_model_len is None or prompt_tokens < self.max_model_len
+
+    def overhead_seconds(self, ref_audio_seconds: float = 0.0, encode: bool = True) -> float:
+        """Model seconds in the API server; a clip whose codes are cached costs no encode."""
         p = self.params
-        return (p.request_overhead_ms + p.ref_audio_encode_ms_per_second * ref_audio_seconds) / 1000.0
+        encode_ms = p.ref_audio_encode_ms_per_second * ref_audio_seconds if encode else 0.0
+        return (p.request_overhead_ms + encode_ms) / 1000.0
+
+    def voice_upload_block_seconds(self, clip_seconds: float) -> float:
+        p = self.params
+        return (p.voice_upload_block_ms + p.voice_upload_block_ms_per_second * clip_seconds) / 1000.0
+
+    def voice_first_use_block_seconds(self, clip_seconds: float) -> float:
+        p = self.params
+        return (p.voice_first_use_block_ms + p.voice_first_use_block_ms_per_second * clip_seconds) / 1000.0
+
+
+@dataclass(frozen=True)
+class ScriptCounts:
+    """Characters of a text by script: what its token count and spoken length depend on."""
+
+    latin: int = 0  # ASCII, Latin-1, Latin Extended, general punctuation, whitespace
+    cjk: int = 0  # Han (BMP), kana, Hangul, CJK punctuation, full-width forms
+    emoji: int = 0  # U+1F300-U+1F9FF
+    other_by_utf8_len: dict[int, int] = field(default_factory=dict)  # every other character
+
+    @property
+    def total(self) -> int:
+        return self.latin + self.cjk + self.emoji + sum(self.other_by_utf8_len.values())
+
+
+_CJK_RANGES = ((0x2E80, 0x2FDF), (0x3000, 0x30FF), (0x3100, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+               (0xAC00, 0xD7AF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF), (0x1100, 0x11FF), (0x3130, 0x318F))  # fmt: skip
+
+
+def _is_latin(code: int) -> bool:
+    return code < 0x250 or 0x1E00 <= code <= 0x1EFF or 0x2000 <= code <= 0x206F
+
+
+def script_counts(text: str) -> ScriptCounts:
+    if text.isascii():
+        return ScriptCounts(latin=len(text))
+    latin = cjk = emoji = 0
+    other: dict[int, int] = {}
+    for char in text:
+        code = ord(char)
+        if _is_latin(code):
+            latin += 1
+        elif any(lo <= code <= hi for lo, hi in _CJK_RANGES):
+            cjk += 1
+        elif 0x1F300 <= code <= 0x1F9FF:
+            emoji += 1
+        else:
+            utf8_len = 2 if code < 0x800 else 3 if code < 0x10000 else 4
+            other[utf8_len] = other.get(utf8_len, 0) + 1
+    return ScriptCounts(latin, cjk, emoji, other)
 
 
 def _interpolate(table: dict[int, float], batch: int) -> float:

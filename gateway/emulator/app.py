@@ -21,6 +21,7 @@ from gateway.deploy_profile import DeployProfile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine
+from gateway.emulator.engine_death import EngineLife
 from gateway.emulator.errors import WorkerError, bad_request, error_body, error_response, validation_error
 from gateway.emulator.faults import FaultUpdate, Faults
 from gateway.emulator.metrics import EmulatorMetrics
@@ -84,6 +85,8 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     load = LoadCounter(settings.load_tracking)
     audio = settings.audio()
     ref_audio = RefAudioResolver(settings.time_scale)
+    life = EngineLife(settings.time_scale)
+    life.on_death.append(driver.kill)
     speech = SpeechService(
         served_names=settings.names,
         model=model,
@@ -95,11 +98,14 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
         default_seed=settings.seed if settings.seed is not None else model.default_seed,
         audio=audio,
         ref_audio=ref_audio,
+        voices=voices,
+        life=life,
     )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        life.close()
         driver.close()
         audio.close()
         await ref_audio.close()
@@ -107,6 +113,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     app = FastAPI(title="higgs-gateway worker emulator", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.settings = settings
     app.state.engine = engine
+    app.state.engine_life = life  # the CLI hands it its server's stop (terminate_if_errored)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -129,7 +136,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        if faults.unhealthy:
+        if faults.unhealthy or life.dead:  # api_server.py health 1953-1960: EngineDeadError -> 503
             return JSONResponse({"status": "unhealthy"}, status_code=503)
         return JSONResponse({"status": "healthy", "details": {"speech_audio": audio.description}})
 
@@ -185,6 +192,10 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
         mime_type = upload_mime_type(audio_sample.content_type, audio_sample.filename)
         async with upload_lock:
             seconds = await asyncio.to_thread(probe_audio_seconds, sample)
+            # serving_speech.py 948 (soundfile decode) and 985 (safetensors save) run on the
+            # event loop, under the upload lock: every stream on this worker pauses meanwhile.
+            time.sleep(driver.model_to_wall(model.voice_upload_block_seconds(seconds or 0.0)))  # noqa: ASYNC251 (on purpose)
+            speech.forget_voice(voice_name.lower())
             voice = voices.add(voice_name, sample, mime_type, consent, lambda _: seconds, ref_text, speaker_description)
         body = {key: voice[key] for key in ("name", "consent", "created_at", "mime_type", "file_size")}
         for optional in ("ref_text", "speaker_description"):
@@ -195,6 +206,7 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
     @app.delete("/v1/audio/voices/{name}")
     async def delete_voice(name: str) -> JSONResponse:
         voices.delete(name)
+        speech.forget_voice(name.lower())
         return JSONResponse({"success": True, "message": f"Voice '{name}' deleted successfully"})
 
     @app.get("/emulator/faults")
@@ -208,6 +220,8 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
         except ValidationError as exc:
             return JSONResponse(error_body(400, f"Invalid fault update: {exc.errors()[0]['msg']}"), status_code=400)
         faults.apply(update)
+        if faults.engine_dead:
+            life.die()
         log.warning("faults now %s", faults.as_dict())
         return JSONResponse(faults.as_dict())
 
@@ -228,6 +242,9 @@ def create_app(settings: EmulatorSettings) -> FastAPI:
                 "running": counts.running,
                 "waiting": counts.waiting,
                 "steps": engine.steps_done,
+                # The emulator's own view: the real worker exposes neither cache (ref_cache.py).
+                "reference_caches": ref_audio.caches.state(),
+                "engine_dead": life.dead,
             }
         )
 

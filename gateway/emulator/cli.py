@@ -124,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             timeout_graceful_shutdown=2,
         )  # fmt: skip
         server = uvicorn.Server(config)
+        # terminate_if_errored (vllm launcher.py 199-209): engine death stops the server.
+        app.state.engine_life.stop_serving = lambda: setattr(server, "should_exit", True)
         logging.getLogger("gateway.emulator").warning(
             "emulated worker %s on http://%s:%d (profile %s, time scale %g)",
             settings.names[0], args.host, args.port, profile.source, args.time_scale,

@@ -18,15 +18,27 @@ class EngineDriver:
     def __init__(self, engine: Engine, clock: ScaledClock) -> None:
         self.engine = engine
         self.clock = clock
-        self._queues: dict[EngineRequest, asyncio.Queue[ChunkEvent]] = {}
+        self._queues: dict[EngineRequest, asyncio.Queue[ChunkEvent | None]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self.dead = False
 
-    def submit(self, request: EngineRequest) -> asyncio.Queue[ChunkEvent]:
-        queue: asyncio.Queue[ChunkEvent] = asyncio.Queue()
+    def submit(self, request: EngineRequest) -> asyncio.Queue[ChunkEvent | None]:
+        """The request's chunks as they become ready; ``None`` means the engine died."""
+        queue: asyncio.Queue[ChunkEvent | None] = asyncio.Queue()
+        if self.dead:
+            queue.put_nowait(None)
+            return queue
         self._queues[request] = queue
         self.engine.submit(request)
         self.pump()
         return queue
+
+    def kill(self) -> None:
+        """The engine died: every request waiting for a chunk gets ``None``, nothing runs on."""
+        self.dead = True
+        self.close()
+        for queue in self._queues.values():
+            queue.put_nowait(None)
 
     def release(self, request: EngineRequest) -> None:
         """The response is over, whatever happened: stop delivering, free the slot."""
@@ -48,6 +60,8 @@ class EngineDriver:
 
     def pump(self) -> None:
         """Advance the engine to now, deliver ready chunks, re-arm the timer."""
+        if self.dead:
+            return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -28,6 +28,14 @@ class FaultUpdate(BaseModel):
     hang_seconds: float | None = Field(None, ge=0)
     # GET /health answers 503 {"status": "unhealthy"}.
     unhealthy: bool | None = None
+    # The engine dies now, as the released worker's does (gateway.emulator.engine_death):
+    # in-flight requests fail, the next one answers 500, then the server stops listening
+    # and the process exits. There is no coming back: only a restart revives it.
+    engine_dead: bool | None = None
+    # /load keeps counting a request in the two windows where the released worker's
+    # load_aware_call never decrements (gateway.emulator.speech.LoadCounter): the client
+    # left before the handler returned, or a raw stream failed after its 200.
+    leak_load: bool | None = None
 
 
 @dataclass
@@ -37,11 +45,14 @@ class Faults:
     error_after_chunks: int | None = None
     hang_seconds: float | None = None
     unhealthy: bool = False
+    engine_dead: bool = False
+    leak_load: bool = False
 
     def apply(self, update: FaultUpdate) -> None:
         if update.clear:
             self.fail_next, self.cut_after_chunks, self.error_after_chunks = 0, None, None
-            self.hang_seconds, self.unhealthy = None, False
+            self.hang_seconds, self.unhealthy, self.leak_load = None, False, False
+            # A dead engine stays dead: clearing faults does not revive it.
         fields = update.model_fields_set
         if "fail_next" in fields:
             self.fail_next = update.fail_next or 0
@@ -53,6 +64,10 @@ class Faults:
             self.hang_seconds = update.hang_seconds or None
         if "unhealthy" in fields:
             self.unhealthy = bool(update.unhealthy)
+        if update.engine_dead:
+            self.engine_dead = True
+        if "leak_load" in fields:
+            self.leak_load = bool(update.leak_load)
 
     def take_failure(self) -> bool:
         """True if this request must fail (and count it off)."""
@@ -68,6 +83,8 @@ class Faults:
             "error_after_chunks": self.error_after_chunks,
             "hang_seconds": self.hang_seconds,
             "unhealthy": self.unhealthy,
+            "engine_dead": self.engine_dead,
+            "leak_load": self.leak_load,
         }
 
 

@@ -65,6 +65,7 @@ FAILED_STAGE_ERROR = "stage_error"
 ABORT_CANCELLED = "cancelled"  # the client went away (CancelledError)
 ABORT_CLOSED = "closed"  # the response iterator was closed (GeneratorExit)
 ABORT_ERROR = "error"  # generation failed mid-stream
+ABORT_ENGINE_DEAD = "engine_dead"  # serving_speech.py 1776-1777: the engine died mid-stream
 
 
 class EmulatorMetrics:

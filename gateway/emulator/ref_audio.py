@@ -17,6 +17,9 @@ prompt (``serving_speech.py`` ``_resolve_ref_audio_array``; vllm 0.30.0
 * any other scheme: ``ValueError`` "The URL must be either a HTTP, data or file URL." (400).
 
 Then the clip must be 1-30 s (``_finalize_fetched_ref_audio``: a ``ValueError``, 400).
+A resolved clip is cached under its ``ref_audio`` string (``gateway.emulator.ref_cache``):
+a repeat is neither fetched nor decoded, so a cached URL keeps working after its host went
+down; errors are never cached.
 The back-off between tries is multiplied by ``--time-scale`` like every other wait the
 emulator models; the fetch's own timeout is not: it bounds real network time, which a faster
 emulated GPU does not shorten (scaled, a local fetch on a busy machine timed out at 10 ms).
@@ -37,6 +40,7 @@ import aiohttp
 import av
 
 from gateway.emulator.errors import WorkerError, bad_request, generation_failed
+from gateway.emulator.ref_cache import LruBytesCache, ReferenceCaches, ResolvedClip, artifact_key, resolve_cache_key
 
 T = TypeVar("T")
 
@@ -92,12 +96,36 @@ class _RemoteRefused(Exception):
 class RefAudioResolver:
     """Turns a request's ``ref_audio`` into the clip's length in seconds, or the worker's error."""
 
-    def __init__(self, time_scale: float = 1.0, settings: FetchSettings | None = None) -> None:
+    def __init__(
+        self, time_scale: float = 1.0, settings: FetchSettings | None = None, caches: ReferenceCaches | None = None
+    ) -> None:
         self._scale = time_scale
         self._settings = settings or FetchSettings.from_env()
         self._session: aiohttp.ClientSession | None = None
+        self.caches = caches or ReferenceCaches()
+
+    @property
+    def resolved(self) -> LruBytesCache[str, ResolvedClip]:
+        return self.caches.resolved
 
     async def seconds(self, ref_audio: str) -> float:
+        return (await self.resolve(ref_audio)).seconds
+
+    async def resolve(self, ref_audio: str) -> ResolvedClip:
+        """serving_speech.py _resolve_ref_audio_array 1298-1378: the cache first, then fetch and decode."""
+        key = resolve_cache_key(ref_audio)
+        cached = self.caches.resolved.get(key)
+        if cached is not None:
+            return cached
+        clip = await self._fetch_and_decode(ref_audio)
+        self.caches.resolved.put(key, clip, clip.nbytes)
+        return clip
+
+    def remember(self, key: str, clip: ResolvedClip) -> None:
+        """Cache a clip resolved some other way (an uploaded voice's stored sample)."""
+        self.caches.resolved.put(key, clip, clip.nbytes)
+
+    async def _fetch_and_decode(self, ref_audio: str) -> ResolvedClip:
         if ref_audio[:5].lower() == "data:":
             data = _data_uri_bytes(ref_audio)
         else:
@@ -112,7 +140,7 @@ class RefAudioResolver:
             raise generation_failed(
                 f"Maximum file size exceeded (parameter=audio_filesize_mb, value={len(data) / MIB})"
             )
-        return _checked_duration(await asyncio.to_thread(probe_audio_seconds, data))
+        return decoded_clip(data, await asyncio.to_thread(probe_audio, data))
 
     async def close(self) -> None:
         if self._session is not None:
@@ -189,8 +217,19 @@ def _data_uri_bytes(uri: str) -> bytes:
         raise bad_request(str(exc)) from None
 
 
+def decoded_clip(data: bytes, probed: tuple[float, int] | None) -> ResolvedClip:
+    seconds = _checked_duration(None if probed is None else probed[0])
+    return ResolvedClip(seconds, probed[1] if probed else 24000, artifact_key(data))
+
+
 def probe_audio_seconds(data: bytes) -> float | None:
     """Duration of an encoded audio file (any format PyAV reads), or None if unreadable."""
+    probed = probe_audio(data)
+    return None if probed is None else probed[0]
+
+
+def probe_audio(data: bytes) -> tuple[float, int] | None:
+    """(seconds, sample rate) of an encoded audio file, or None if unreadable."""
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             if not container.streams.audio:
@@ -201,7 +240,7 @@ def probe_audio_seconds(data: bytes) -> float | None:
             for frame in container.decode(stream):
                 samples += frame.samples
                 rate = frame.sample_rate or rate
-            return samples / rate if rate else None
+            return (samples / rate, int(rate)) if rate else None
     except (av.error.FFmpegError, ValueError, UnicodeDecodeError):
         return None
 
@@ -219,4 +258,4 @@ def _checked_duration(seconds: float | None) -> float:
     return seconds
 
 
-__all__ = ["FetchSettings", "RefAudioResolver", "WorkerError", "probe_audio_seconds"]
+__all__ = ["FetchSettings", "RefAudioResolver", "WorkerError", "decoded_clip", "probe_audio", "probe_audio_seconds"]

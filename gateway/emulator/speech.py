@@ -9,6 +9,19 @@ A budget that ends before the first audio frame (``max_new_tokens`` below 8) giv
 the released worker gives: one empty chunk, so a 200 with no audio (a raw WAV stream
 sends its header with that chunk, as it does with the first audio of any stream).
 
+A prompt of ``max_model_len`` tokens or more fails as on the released worker: vLLM checks
+its length when the engine generator first runs (vllm-omni ``entrypoints/async_omni.py``
+283-291 -> ``engine/async_omni_engine.py`` 330-352 -> vllm ``v1/engine/input_processor.py``
+440-485), which for a stream is after the ``200`` went out (``serving_speech.py`` 2064,
+2576-2591). A raw stream is then cut with no byte (1796-1806: re-raised inside the body),
+an SSE stream sends ``speech.audio.error`` (1876-1890), a whole-file request answers 500
+"Speech generation failed: ..." (``VLLMValidationError`` is no ``ValueError``, so it falls
+to the last ``except``, 2720-2733).
+
+An uploaded voice is a voice clone (``serving_speech.py`` 749-804): its clip is the
+``ref_audio`` and its ``ref_text`` the reference text unless the request brings one, and it
+goes through the reference caches (``gateway.emulator.ref_cache``) like any clip.
+
 Like the real worker, it accepts a caller's ``x-request-id`` and ``traceparent`` and acts on
 neither; at ``--log-level debug`` it logs them, to show what a gateway passed on.
 """
@@ -32,18 +45,22 @@ from gateway.emulator.audio import BYTES_PER_FRAME, SAMPLES_PER_FRAME
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.encode import CONTENT_TYPES, encode_whole, streaming_wav_header
 from gateway.emulator.engine import ChunkEvent, EngineRequest
-from gateway.emulator.errors import WorkerError, error_body, error_response, validation_error
+from gateway.emulator.engine_death import DEAD_STAGE, EngineDead, EngineLife, engine_dead_body
+from gateway.emulator.errors import WorkerError, error_body, error_response, sanitize_message, validation_error
 from gateway.emulator.faults import Faults, GenerationFailed, StreamCut
 from gateway.emulator.metrics import (
     ABORT_CANCELLED,
+    ABORT_ENGINE_DEAD,
     ABORT_ERROR,
     FAILED_CLIENT_DISCONNECT,
     FAILED_STAGE_ERROR,
     EmulatorMetrics,
 )
 from gateway.emulator.protocol import SpeechJob, parse_speech_request, validate_speech
-from gateway.emulator.ref_audio import RefAudioResolver
+from gateway.emulator.ref_audio import RefAudioResolver, decoded_clip, probe_audio
+from gateway.emulator.ref_cache import ResolvedClip
 from gateway.emulator.spoken import SpeechAudio
+from gateway.emulator.voices import VoiceStore
 from gateway.types.codec import BYTES_PER_SECOND, SAMPLE_RATE
 from gateway.worker_timing import StepModel
 
@@ -52,7 +69,20 @@ log = logging.getLogger("gateway.emulator.speech")
 
 
 class LoadCounter:
-    """``GET /load``: speech requests in flight, counted from arrival to the last byte."""
+    """``GET /load``: speech requests in flight, counted from arrival to the last byte.
+
+    vllm ``entrypoints/serve/utils/api_utils.py`` ``load_aware_call`` 100-145 counts a request
+    in, and out only when the handler raises an ``Exception`` (120-122) or when its
+    response's background task runs (124-139). It leaks in two windows, which the
+    ``leak_load`` fault reproduces (off by default: the fleet's replicas work needs it):
+
+    * the client leaves before the handler returns: ``with_cancellation`` cancels the
+      handler, and a ``CancelledError`` is no ``Exception`` (nor does anyone send the
+      response it may still return, so its background never runs);
+    * a raw stream fails after its 200: the body raises out of Starlette's
+      ``StreamingResponse.__call__`` before it reaches ``await self.background()``.
+      (An SSE stream turns its error into an event and ends normally: no leak.)
+    """
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
@@ -82,6 +112,7 @@ class _Outcome:
     completed: bool = False
     abort_reason: str = ABORT_CANCELLED  # the client left, unless something else is recorded
     first_audio_at: float | None = None
+    raised: bool = False  # the body raised: the connection was dropped mid-response
     chunk_times: list[tuple[float, float]] = field(default_factory=list)  # (wall time, audio seconds)
 
 
@@ -104,6 +135,33 @@ class ClosingStreamingResponse(StreamingResponse):
             self._on_close()
 
 
+@dataclass(frozen=True)
+class PromptReference:
+    """The reference a voice-clone prompt carries, and the model seconds its codes cost."""
+
+    seconds: float = 0.0
+    ref_text: str = ""
+    encode_seconds: float = 0.0  # 0 when the codes were cached
+
+
+class PromptTooLong(Exception):
+    """vllm input_processor.py _validate_prompt_len 440-485 (a VLLMValidationError)."""
+
+    def __init__(self, prompt_tokens: int, max_model_len: int) -> None:
+        if prompt_tokens > max_model_len:
+            text = (
+                f"The decoder prompt (length {prompt_tokens}) is longer than the maximum model length of "
+                f"{max_model_len}. Make sure that `max_model_len` is no smaller than the number of text tokens."
+            )
+        else:
+            text = (
+                f"The decoder prompt (length {prompt_tokens}) plus the number of requested output tokens "
+                f"(at least 1) is longer than the maximum model length of {max_model_len}. Make sure that "
+                "`max_model_len` is no smaller than the number of text tokens (prompt + requested output tokens)."
+            )
+        super().__init__(text)
+
+
 class Generation:
     """One request in the engine plus its audio; chunks arrive as the model schedules them."""
 
@@ -115,18 +173,20 @@ class Generation:
         audio: SpeechAudio,
         default_seed: int,
         arrived_at: float,
-        ref_audio_seconds: float = 0.0,
+        reference: PromptReference | None = None,
     ) -> None:
         self.job = job
         self.arrived_at = arrived_at  # wall clock (monotonic) when the request came in
         self.driver = driver
-        prompt_tokens = model.prompt_tokens_for(job.text, ref_audio_seconds, job.ref_text)
+        reference = reference or PromptReference(ref_text=job.ref_text)
+        prompt_tokens = model.prompt_tokens_for(job.text, reference.seconds, reference.ref_text)
+        self.too_long = None if model.prompt_fits(prompt_tokens) else PromptTooLong(prompt_tokens, model.max_model_len or 0)
         plan = model.plan(job.text, job.max_new_tokens, prompt_tokens)
         self.request = EngineRequest(
             request_id=f"speech-{uuid.uuid4().hex}",
             prompt_tokens=prompt_tokens,
             total_frames=plan.frames,
-            overhead_seconds=model.overhead_seconds(ref_audio_seconds),
+            overhead_seconds=model.overhead_seconds(reference.seconds, encode=False) + reference.encode_seconds,
             total_steps=plan.decode_steps,
         )
         self.output_tokens = plan.decode_steps
@@ -156,9 +216,16 @@ class Generation:
         return self.request.total_frames * BYTES_PER_FRAME / BYTES_PER_SECOND
 
     async def chunks(self) -> AsyncIterator[tuple[ChunkEvent, bytes]]:
+        if self.too_long is not None:
+            # Refused when the engine generator first runs: after the API server's work
+            # (prompt building, the reference's encode), before the scheduler.
+            await asyncio.sleep(self.driver.model_to_wall(self.request.overhead_seconds))
+            raise self.too_long
         queue = self.driver.submit(self.request)
         while True:
             event = await queue.get()
+            if event is None:
+                raise EngineDead(DEAD_STAGE)
             # Rendered off the event loop, phrase by phrase; only this request waits for it.
             await self.synth.ready((event.first_frame + event.frames) * SAMPLES_PER_FRAME)
             yield event, self.synth.frames_pcm(event.first_frame, event.frames)
@@ -183,6 +250,8 @@ class SpeechService:
         default_seed: int,
         audio: SpeechAudio,
         ref_audio: RefAudioResolver | None = None,
+        voices: VoiceStore | None = None,
+        life: EngineLife | None = None,
     ) -> None:
         self.served_names = served_names
         self.model = model
@@ -194,6 +263,49 @@ class SpeechService:
         self.default_seed = default_seed
         self.audio = audio
         self.ref_audio = ref_audio or RefAudioResolver()
+        self.voices = voices
+        self.life = life or EngineLife()
+        self._loaded_voices: set[str] = set()  # serving_speech.py _ref_audio_data_url_cache
+
+    async def reference_for(self, job: SpeechJob) -> PromptReference:
+        """The clip and text the prompt carries (resolved, and its codes cached or encoded)."""
+        ref_text = job.ref_text
+        if job.ref_audio is not None:
+            clip = await self.ref_audio.resolve(job.ref_audio)
+        elif job.voice is not None and self.voices is not None:
+            clip, stored_text = await self._uploaded_clip(job.voice)
+            if not ref_text.strip():  # serving_speech.py 797-801
+                ref_text = stored_text
+        else:
+            return PromptReference(ref_text=ref_text)
+        rows = self.model.ref_audio_tokens_for(clip.seconds)
+        encode_seconds = self.model.params.ref_audio_encode_ms_per_second * clip.seconds / 1000.0
+        wait = self.ref_audio.caches.encode_wait(clip, rows, self.driver.clock.now(), encode_seconds)
+        return PromptReference(clip.seconds, ref_text, wait)
+
+    async def _uploaded_clip(self, voice: str) -> tuple[ResolvedClip, str]:
+        """An uploaded voice as its WAV data URL (serving_speech.py 694-718, 788-799)."""
+        assert self.voices is not None
+        voice = voice.lower()
+        stored = self.voices.stored(voice)
+        if stored is None:
+            raise WorkerError(400, f"Audio file for uploaded voice '{voice}' is missing")
+        sample, meta = stored
+        key = f"voice:{voice}:{meta.get('created_at', 0)}"  # stands for the memoized data URL
+        if key not in self._loaded_voices:
+            # First use: safetensors load, WAV re-encode and base64, all on the event loop.
+            seconds = float(meta.get("seconds") or 0.0)
+            time.sleep(self.driver.model_to_wall(self.model.voice_first_use_block_seconds(seconds)))  # noqa: ASYNC251 (on purpose)
+            self._loaded_voices.add(key)
+        clip = self.ref_audio.resolved.get(key)
+        if clip is None:
+            clip = decoded_clip(sample, await asyncio.to_thread(probe_audio, sample))
+            self.ref_audio.remember(key, clip)
+        return clip, str(meta.get("ref_text") or "")
+
+    def forget_voice(self, voice: str) -> None:
+        """Delete or re-upload drops the memoized data URL (serving_speech.py 852, 1116)."""
+        self._loaded_voices = {key for key in self._loaded_voices if not key.startswith(f"voice:{voice}:")}
 
     async def handle(self, request: Request) -> Response:
         arrived_at = time.monotonic()
@@ -208,25 +320,32 @@ class SpeechService:
         try:
             try:
                 job = validate_speech(parse_speech_request(await _json(request)), self.served_names, self.voice_names())
-                # Fetched, decoded and measured while the prompt is built, before the engine sees it.
-                ref_seconds = await self.ref_audio.seconds(job.ref_audio) if job.ref_audio is not None else 0.0
+                if self.life.dead:
+                    return self._engine_dead(None)
+                # Fetched, decoded and encoded while the prompt is built, before the engine sees it.
+                reference = await self.reference_for(job)
             except WorkerError as exc:
                 return error_response(exc)
             await self._hang_if_asked()
             if self.faults.take_failure():
                 self.metrics.failed_request(FAILED_STAGE_ERROR)
                 return JSONResponse(error_body(500, "Speech generation failed: injected fault"), status_code=500)
-            generation = Generation(job, self.model, self.driver, self.audio, self.default_seed, arrived_at, ref_seconds)
+            generation = Generation(job, self.model, self.driver, self.audio, self.default_seed, arrived_at, reference)
             if job.mode == "file" and self.faults.cut_after_chunks is None:
                 try:
                     response = await _unless_disconnected(request, self._whole_file(generation))
-                except GenerationFailed as exc:
+                except (GenerationFailed, PromptTooLong) as exc:
                     self.metrics.failed_request(FAILED_STAGE_ERROR)
-                    return JSONResponse(error_body(500, f"Speech generation failed: {exc}"), status_code=500)
+                    message = sanitize_message(f"Speech generation failed: {exc}")
+                    return JSONResponse(error_body(500, message), status_code=500)
+                except EngineDead as exc:
+                    return self._engine_dead(exc.error_stage_id)
                 finally:
                     generation.close()
                 if response is None:
                     self.metrics.failed_request(FAILED_CLIENT_DISCONNECT)
+                    # with_cancellation dropped the handler: load_aware_call never counts it out.
+                    handed_over = self.faults.leak_load
                     return Response(status_code=499)  # nobody is listening any more
                 return response
             response = self._stream(generation, release_load)
@@ -235,6 +354,12 @@ class SpeechService:
         finally:
             if not handed_over:
                 release_load()
+
+    def _engine_dead(self, error_stage_id: int | None) -> JSONResponse:
+        """errors.py _create_engine_error_json_response: terminate_if_errored, then the 500."""
+        self.metrics.failed_request(FAILED_STAGE_ERROR)
+        self.life.terminate()
+        return JSONResponse(engine_dead_body(error_stage_id), status_code=500)
 
     async def _hang_if_asked(self) -> None:
         """The hang fault: silence until it expires or is cleared (clearing frees hung requests)."""
@@ -283,7 +408,10 @@ class SpeechService:
 
         def on_close() -> None:
             generation.close()
-            release_load()
+            # A raw stream that failed after its 200 never reaches Starlette's background
+            # task, so load_aware_call's decrement never runs (LoadCounter).
+            if not (self.faults.leak_load and outcome.raised):
+                release_load()
             if not outcome.completed:
                 self.metrics.aborted_stream(outcome.abort_reason)
                 if outcome.abort_reason == ABORT_CANCELLED:
@@ -293,6 +421,7 @@ class SpeechService:
 
     async def _cut_body(self, outcome: _Outcome) -> AsyncIterator[bytes]:
         outcome.abort_reason = ABORT_ERROR
+        outcome.raised = True
         self.metrics.failed_request(FAILED_STAGE_ERROR)
         raise StreamCut("injected fault: connection cut")
         yield b""  # pragma: no cover  (makes this an async generator)
@@ -306,27 +435,41 @@ class SpeechService:
             self.metrics.failed_request(FAILED_STAGE_ERROR)
             raise StreamCut("injected fault: connection cut")
         sent = 0
-        async for event, pcm in generation.chunks():
-            if failing_after is not None and sent >= failing_after:
-                outcome.abort_reason = ABORT_ERROR
-                self.metrics.failed_request(FAILED_STAGE_ERROR)
-                raise GenerationFailed("injected fault")
-            now = time.monotonic()
-            if pcm:  # serving_speech.py record_audio_chunk: an empty chunk is not audio
-                if outcome.first_audio_at is None:
-                    outcome.first_audio_at = now
-                    self.metrics.first_audio(now - generation.arrived_at)
-                outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / SAMPLE_RATE))
-            yield pcm, event.final
-            sent += 1
-            if cut is not None and sent >= cut and not event.final:
-                outcome.abort_reason = ABORT_ERROR
-                self.metrics.failed_request(FAILED_STAGE_ERROR)
-                raise StreamCut("injected fault: connection cut")
+        try:
+            async for event, pcm in self._chunks_or_failure(generation, outcome):
+                if failing_after is not None and sent >= failing_after:
+                    outcome.abort_reason = ABORT_ERROR
+                    self.metrics.failed_request(FAILED_STAGE_ERROR)
+                    raise GenerationFailed("injected fault")
+                now = time.monotonic()
+                if pcm:  # serving_speech.py record_audio_chunk: an empty chunk is not audio
+                    if outcome.first_audio_at is None:
+                        outcome.first_audio_at = now
+                        self.metrics.first_audio(now - generation.arrived_at)
+                    outcome.chunk_times.append((now, event.frames * SAMPLES_PER_FRAME / SAMPLE_RATE))
+                yield pcm, event.final
+                sent += 1
+                if cut is not None and sent >= cut and not event.final:
+                    outcome.abort_reason = ABORT_ERROR
+                    self.metrics.failed_request(FAILED_STAGE_ERROR)
+                    raise StreamCut("injected fault: connection cut")
+        except EngineDead:
+            self.life.terminate()  # serving_speech.py 1789-1793
+            raise
         outcome.completed = True
         if outcome.chunk_times:
             self.metrics.underrun(_worst_underrun(outcome.chunk_times))
         self._completed(generation, streamed=True)
+
+    async def _chunks_or_failure(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[tuple[ChunkEvent, bytes]]:
+        """The generation's chunks; a failure of the engine is recorded as the stream's error."""
+        try:
+            async for item in generation.chunks():
+                yield item
+        except (PromptTooLong, EngineDead) as exc:
+            outcome.abort_reason = ABORT_ENGINE_DEAD if isinstance(exc, EngineDead) else ABORT_ERROR
+            self.metrics.failed_request(FAILED_STAGE_ERROR)
+            raise
 
     async def _raw_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
         # serving_speech.py _generate_audio_chunks: the WAV header goes out with the first
@@ -338,9 +481,14 @@ class SpeechService:
                     header = False
                     yield streaming_wav_header()
                 yield pcm
-        except GenerationFailed:
-            # A raw stream has no error channel: the worker ends the chunked body early.
-            raise StreamCut("generation failed mid-stream") from None
+        except (GenerationFailed, PromptTooLong, EngineDead) as exc:
+            # A raw stream has no error channel: the worker re-raises inside the body
+            # (serving_speech.py 1796-1806) and the chunked body ends early, after its 200.
+            outcome.raised = True
+            raise StreamCut(f"generation failed mid-stream: {exc}") from None
+        except StreamCut:
+            outcome.raised = True
+            raise
 
     async def _sse_body(self, generation: Generation, outcome: _Outcome) -> AsyncIterator[bytes]:
         # serving_speech.py: _generate_audio_sse_events. The WAV header is its own chunk in
@@ -357,8 +505,10 @@ class SpeechService:
                     yield delta(streaming_wav_header())
                 emitted_audio = True
                 yield delta(pcm)
-        except GenerationFailed as exc:
-            error: dict[str, object] = {"message": f"Speech generation failed: {exc}", "type": "server_error", "param": None, "code": 500}
+        except (GenerationFailed, PromptTooLong, EngineDead) as exc:
+            # serving_speech.py 1876-1890: the error as an event, "message": str(e).
+            message = f"Speech generation failed: {exc}" if isinstance(exc, GenerationFailed) else str(exc)
+            error: dict[str, object] = {"message": message, "type": "server_error", "param": None, "code": 500}
             if emitted_audio:
                 error.update(partial_audio=True, action="discard")  # what was played must be thrown away
             yield _sse("speech.audio.error", {"type": "speech.audio.error", "error": error})

@@ -218,13 +218,13 @@ class SpeechStreamHandler:
         if voice is not None and voice.lower() not in speech.voice_names():
             raise ValueError(unknown_voice(voice))
         job = _job(config, text, voice, speech)
-        # Fetched or decoded and measured as for the HTTP endpoint (the same prompt builder).
-        ref_seconds = await speech.ref_audio.seconds(job.ref_audio) if job.ref_audio is not None else 0.0
+        # Resolved, cached and encoded as for the HTTP endpoint (the same prompt builder).
+        reference = await speech.reference_for(job)
         await speech._hang_if_asked()
         if speech.faults.take_failure():
             speech.metrics.failed_request(FAILED_STAGE_ERROR)
             raise GenerationFailed("injected fault")
-        return Generation(job, speech.model, speech.driver, speech.audio, speech.default_seed, started, ref_seconds)
+        return Generation(job, speech.model, speech.driver, speech.audio, speech.default_seed, started, reference)
 
     async def _stream(self, websocket: WebSocket, generation: Generation, progress: _Progress) -> None:
         """Headerless PCM frames as the engine makes them (SSS:370–381)."""

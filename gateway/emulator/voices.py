@@ -160,6 +160,7 @@ class VoiceStore:
             "created_at": created,
             "mime_type": mime_type,
             "file_size": len(sample),
+            "seconds": seconds,  # the emulator's own: what a clone of it costs
         }
         if ref_text:
             meta["ref_text"] = ref_text
@@ -168,6 +169,17 @@ class VoiceStore:
         write_atomically(self.directory / f"{stem}.json", json.dumps(meta))
         self._voices[key] = meta
         return meta
+
+    def stored(self, name: str) -> tuple[bytes, dict[str, Any]] | None:
+        """An uploaded voice's clip and metadata, or None when it (or its file) is gone."""
+        key = name.lower()
+        meta = self._voices.get(key)
+        if meta is None:
+            return None
+        try:
+            return (self.directory / f"{_UNSAFE.sub('_', key)}.audio").read_bytes(), meta
+        except OSError:
+            return None
 
     def delete(self, name: str) -> None:
         key = name.lower()

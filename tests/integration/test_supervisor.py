@@ -136,3 +136,35 @@ async def test_worker_that_exits_at_once_fails_after_the_crash_loop_limit(tmp_pa
         assert sup.workers[0].last_exit_code not in (None, 0)
     finally:
         await sup.stop()
+
+
+async def test_a_worker_whose_engine_died_exits_and_is_restarted_with_its_voices(tmp_path: Path) -> None:
+    # The released worker stops serving after engine death (terminate_if_errored) and its
+    # process exits cleanly: the supervisor restarts it like any other exit, and the new
+    # process restores the uploaded voices from its speaker directory.
+    from tests.support.clip_server import tone_wav
+
+    sink = RecordingSink()
+    ll = pool(tmp_path, PoolName.LOW_LATENCY, LL_PROFILE, sink, emulator_command(tmp_path, 0.02))
+    try:
+        await ll.start()
+        await until(lambda: ll.workers[0].state is RunState.RUNNING, timeout=90)
+        url, old_pid = ll.workers[0].url, ll.workers[0].pid
+        async with httpx.AsyncClient(timeout=60, trust_env=False) as client:
+            upload = await client.post(
+                f"{url}/v1/audio/voices", data={"name": "Anna", "consent": "ok"},
+                files={"audio_sample": ("a.wav", tone_wav(2.0), "audio/wav")},
+            )  # fmt: skip
+            assert upload.status_code == 200
+            await client.post(f"{url}/emulator/faults", json={"engine_dead": True})
+            dead = await client.post(f"{url}/v1/audio/speech", json={"model": SERVED, "input": "Hello."})
+            assert dead.status_code == 500 and dead.json()["error"]["error_stage_id"] is None
+            await until(lambda: sink.of("low_latency-0")[-1:] == ["restarting"], timeout=30)
+            await until(lambda: ll.workers[0].state is RunState.RUNNING and ll.workers[0].pid != old_pid, timeout=90)
+            voices = (await client.get(f"{url}/v1/audio/voices")).json()["voices"]
+            assert "anna" in voices
+            speech = await client.post(f"{url}/v1/audio/speech", json={"model": SERVED, "input": "Back.", "voice": "anna"})
+            assert speech.status_code == 200
+    finally:
+        await ll.stop()
+    assert "exited with code 0" in (tmp_path / "logs" / "low_latency-0.log").read_text()

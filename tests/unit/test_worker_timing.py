@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 
@@ -100,3 +101,48 @@ def test_start_up_takes_minutes_and_longer_with_decode_graphs(low_latency: Deplo
     assert ht.startup_seconds() == p.startup_init_s >= 60.0  # loads, no compile: graphs come lazily
     assert ll.startup_seconds() == p.startup_init_s + p.startup_compile_s + p.startup_graph_capture_s * len(ll.capture_sizes)
     assert ll.startup_seconds() > ht.startup_seconds()
+
+
+# ---- the per-script length model -------------------------------------------------------------
+def test_english_keeps_15_characters_a_second_and_4_a_token(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    text = "a" * 300
+    assert model.speech_seconds_for(text) == pytest.approx(20.0)
+    assert model.text_tokens_for(text) == 75
+
+
+def test_chinese_and_japanese_speak_5_characters_a_second_at_about_0_6_tokens_each(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    chinese = "今天天气很好我们一起去公园散步吧" * 10  # 160 Han characters
+    japanese = "きょうはとてもよいてんきですね" * 10  # 150 kana
+    assert model.speech_seconds_for(chinese) == pytest.approx(32.0)  # ~3x an English clip of the same length
+    assert model.speech_seconds_for(japanese) == pytest.approx(30.0)
+    assert model.text_tokens_for(chinese) == math.ceil(160 * 0.63)
+    assert model.frames_for(chinese) == 32 * 25
+
+
+def test_rare_scripts_and_new_emoji_cost_up_to_3_tokens_a_character(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    assert model.text_tokens_for("\U00020000" * 100) == 300  # CJK extension B: byte fallback
+    assert model.text_tokens_for("\U0001fae0" * 100) == 300  # U+1FAE0, newer than the vocabulary
+    assert model.text_tokens_for("\U0001f600" * 100) == 130  # the common emoji are whole tokens
+    assert model.text_tokens_for("Быстрая лиса") == math.ceil(11 * 0.5 + 1 / 4)
+    assert model.text_tokens_for("तेज़") == 4
+
+
+@pytest.mark.parametrize(
+    "text", ["hello world", "今天天气很好", "Быстрая", "तेज़ भूरी", "😀🫠𠀀", "mixed 中文 and русский 🙂"]
+)
+def test_tokens_never_exceed_utf8_bytes(low_latency: DeployProfile, text: str) -> None:
+    # Byte-level BPE spends at most one token per byte: the gateway's safe bound holds here too.
+    assert StepModel(low_latency).text_tokens_for(text) <= len(text.encode())
+
+
+def test_a_voice_clone_prompt_is_laid_out_as_build_prompt_does(low_latency: DeployProfile) -> None:
+    model = StepModel(low_latency)
+    plain = model.prompt_tokens_for("hello there")
+    assert plain == 3 + model.text_tokens_for("hello there")
+    assert model.prompt_tokens_for("hello there", ref_text="ignored without a clip") == plain
+    clone = model.prompt_tokens_for("hello there", ref_audio_seconds=6.0, ref_text="reference words")
+    assert clone == plain + 1 + (150 + 7) + 1 + model.text_tokens_for("reference words")
+    assert model.overhead_seconds(6.0, encode=False) == model.overhead_seconds()

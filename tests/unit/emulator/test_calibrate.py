@@ -83,3 +83,21 @@ def test_table_prints(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "| low_latency | 1 |" in out and "| high_throughput | 1 |" in out and "0.276" in out
     assert format_table([]).count("\n") == 1
+
+
+@pytest.mark.parametrize(("profile", "concurrency"), sorted(PUBLISHED_MEAN_RTF))
+def test_the_cjk_row_speaks_5_characters_a_second_at_the_english_rtf(points: dict, profile: str, concurrency: int) -> None:
+    # No published Chinese RTF: the row holds the length model (4-6 characters a second)
+    # and the per-step cost, which does not depend on the language, to the English run.
+    (point,) = sweep(profiles=(profile,), concurrencies=(concurrency,), cjk=True)
+    assert 4.0 <= point.chars_per_second <= 6.0
+    english = rtf(points, profile, concurrency)
+    assert abs(point.mean_rtf - english) / english <= TOLERANCE
+
+
+@pytest.mark.parametrize("profile", [LL, HT])
+def test_one_repeated_voice_saves_the_encode_on_every_request_but_the_first(profile: str) -> None:
+    (every,) = sweep(profiles=(profile,), concurrencies=(1,), voice_clone=True)
+    (repeated,) = sweep(profiles=(profile,), concurrencies=(1,), repeat_voice=True)
+    saved = every.median_ttfp - repeated.median_ttfp
+    assert saved == pytest.approx(6.0 * 0.006, abs=0.002)  # 6 s of clip at 6 ms a second
