@@ -273,9 +273,11 @@ class InProcessGateway:
 def fuzz_config(data_dir: Path) -> dict[str, Any]:
     return {
         "server": {
-            "max_body_bytes": MAX_BODY_BYTES, "max_header_bytes": MAX_HEADER_BYTES,
-            "header_timeout_s": HEADER_TIMEOUT_S, "body_timeout_s": BODY_TIMEOUT_S,
-        },  # fmt: skip
+            "max_body_bytes": MAX_BODY_BYTES,
+            "max_header_bytes": MAX_HEADER_BYTES,
+            "header_timeout_s": HEADER_TIMEOUT_S,
+            "body_timeout_s": BODY_TIMEOUT_S,
+        },
         "data_dir": str(data_dir),
         "pools": {
             "low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]},

@@ -475,7 +475,7 @@ def _multipart(boundary: str, sample: bytes, name: str = "chunked-voice") -> byt
     parts = [
         f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n',
         f'--{boundary}\r\nContent-Disposition: form-data; name="consent"\r\n\r\ntrue\r\n',
-        f'--{boundary}\r\nContent-Disposition: form-data; name="audio_sample"; filename="a.wav"\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="audio_sample"; filename="a.wav"\r\n',
         "Content-Type: audio/wav\r\n\r\n",
     ]
     return "".join(parts).encode() + sample + f"\r\n--{boundary}--\r\n".encode()
