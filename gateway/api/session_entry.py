@@ -237,12 +237,14 @@ def take_query_key(scope: Scope) -> str | None:
     """The ``api_key`` query parameter, removed from the scope's query string: the servers'
     handshake log lines (and anything else) then see the path without it."""
     query: bytes = scope.get("query_string", b"")
-    if KEY_QUERY.encode() not in query:
-        return None
+    if not query:
+        return None  # parsed whenever there is one: ``api%5Fkey`` is the same parameter
     pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
     keys = [value for name, value in pairs if name == KEY_QUERY]
+    if not keys:
+        return None  # left exactly as sent
     scope["query_string"] = urlencode([(name, value) for name, value in pairs if name != KEY_QUERY]).encode("latin-1")
-    return keys[0] if keys else None
+    return keys[0]
 
 
 async def _deny(websocket: WebSocket, error: GatewayError, request_id: str) -> None:

@@ -15,7 +15,9 @@ import re
 
 MASK = "***"
 # Query parameters that carry credentials: the gateway's ``api_key`` and the usual others.
-_SECRET_QUERY = re.compile(r"(?i)([?&;](?:api[_-]?key|access[_-]?token|token|key|password|secret)=)[^&;#\s\"'\]\)]*")
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&;](?:api(?:[_-]|%5f)?key|access(?:[_-]|%5f)?token|token|key|password|secret)=)[^&;#\s\"'\]\)]*"
+)
 # ``Authorization: Bearer <token>`` and the WebSocket subprotocol form ``bearer.<token>``;
 # 8+ characters so prose such as "Bearer token" stays readable.
 _BEARER = re.compile(r"(?i)(\bbearer[ .])[A-Za-z0-9._~+/=-]{8,}")

@@ -26,6 +26,7 @@ KEY = "hgw-alice-0f3b9c2e7a51d84c6e1a9d4c"
         f"/v1/audio/speech/stream?api_key={KEY}",
         f"/v1/audio/speech/stream?lang=en&api_key={KEY}&x=1",
         f"/x?token={KEY}",
+        f"/v1/audio/speech/stream?api%5Fkey={KEY}",
         f"Authorization: Bearer {KEY}",
         f"offered bearer.{KEY}",
         f"http://collector/?access_token={KEY}",
@@ -61,5 +62,7 @@ def test_the_query_key_is_taken_out_of_the_scope() -> None:
     scope = {"query_string": f"lang=en&api_key={KEY}".encode()}
     assert take_query_key(scope) == KEY
     assert scope["query_string"] == b"lang=en"
+    encoded = {"query_string": f"api%5Fkey={KEY}".encode()}
+    assert take_query_key(encoded) == KEY and encoded["query_string"] == b""
     untouched = {"query_string": b"lang=en"}
     assert take_query_key(untouched) is None and untouched["query_string"] == b"lang=en"
