@@ -358,6 +358,7 @@ def create_app(
         encoders=open_encoder,
         recorder=recorder,
         max_body_bytes=config.server.max_body_bytes,
+        body_timeout_s=config.server.body_timeout_s,
         tracing=tracing,
         allow_pool_pin=config.routing.allow_pool_pin,
     )
@@ -405,7 +406,9 @@ def create_app(
         availability=availability, decision_totals=metrics.routing_decision_totals, planner=planner,
         profile_changes=profile_changer.describe if profile_changer is not None else None,
     )  # fmt: skip
-    app.include_router(admin_router)
+    # Not in /openapi.json, /docs or /redoc: the control surface is documented for operators
+    # (README, docs/routing.md), not advertised to every client that can reach the API.
+    app.include_router(admin_router, include_in_schema=False)
     if config.server.playground:
         app.include_router(playground.create_router())
     app.add_middleware(RequestIdMiddleware)

@@ -68,6 +68,18 @@ class ServerConfig(Strict):
     # Idle keep-alive connections are closed after this; clients that pool connections
     # longer than it race the close and see "server disconnected" (keep theirs shorter).
     keepalive_timeout_s: float = Field(5.0, gt=0)
+    # Request line + headers larger than this are refused with 431 and the connection closed
+    # (the HTTP parser would otherwise buffer a header of any size).
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    # From connecting (or a request's first byte) to the end of its headers; a client that
+    # sends nothing or trickles headers is cut off after this (408).
+    header_timeout_s: float = Field(10.0, gt=0)
+    # A whole JSON request body must arrive within this once its headers have (408 after):
+    # a stalled or trickled body would otherwise hold its key's stream slot indefinitely.
+    body_timeout_s: float = Field(60.0, gt=0)
+    # Open connections (HTTP and WebSocket) and requests in progress this replica accepts;
+    # past it, new requests get a plain 503 from the server. None = unlimited.
+    max_connections: int | None = Field(1024, gt=0)
     # GET /playground: a page to type, listen, compare pools and watch the fleet. On in `demo`.
     playground: bool = False
     # /ready answers 200 while any pool has a routable worker (the other serves every
@@ -441,6 +453,9 @@ class ApiKeyConfig(Strict):
         return _sha256_hex(digest)
 
 
+MIN_ADMIN_TOKEN_CHARS = 16
+
+
 class AuthConfig(Strict):
     # sha256 hex digests of accepted API keys, unnamed, in the default tier; empty (and no
     # `keys`) = /v1 open.
@@ -456,7 +471,7 @@ class AuthConfig(Strict):
     # Usage series per key (labelled by its configured name) as well as per tier. Off: one
     # series per tier, however many keys there are.
     per_key_metrics: bool = False
-    admin_token: SecretStr | None = None  # admin routes are off without one
+    admin_token: SecretStr | None = None  # admin routes are off without one; >= 16 characters
     # No API keys on an address other than loopback is refused at start-up unless this says
     # so: an open /v1 (and its GPUs) on a network must be a choice, not a default.
     allow_anonymous: bool = False
@@ -473,6 +488,18 @@ class AuthConfig(Strict):
     @classmethod
     def _hex_digests(cls, digests: list[str]) -> list[str]:
         return [_sha256_hex(digest) for digest in digests]
+
+    @field_validator("admin_token")
+    @classmethod
+    def _long_admin_token(cls, token: SecretStr | None) -> SecretStr | None:
+        # A short token can be guessed online, and it unlocks routing, drains and every voice.
+        value = "" if token is None else token.get_secret_value()
+        if value and len(value) < MIN_ADMIN_TOKEN_CHARS:
+            raise ValueError(
+                f"the admin token must be at least {MIN_ADMIN_TOKEN_CHARS} characters (this one has {len(value)}); "
+                "`python -m gateway.security.keys new` makes a suitable one"
+            )
+        return token
 
     @field_validator("ref_audio_url_hosts")
     @classmethod

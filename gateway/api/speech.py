@@ -73,6 +73,7 @@ class SpeechPipeline:
         encoders: EncoderFactory,
         recorder: Recorder,
         max_body_bytes: int,
+        body_timeout_s: float | None = None,
         tracing: SpeechTracing | None = None,
         allow_pool_pin: bool = False,
     ) -> None:
@@ -84,6 +85,7 @@ class SpeechPipeline:
         self._recorder = recorder
         self._max_body_bytes = max_body_bytes
         self._allow_pool_pin = allow_pool_pin
+        self._body_timeout_s = body_timeout_s
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
 
@@ -135,7 +137,7 @@ class SpeechPipeline:
         record.sla_class = sla.sla_class
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
         self._admission.precheck(sla.sla_class)
-        speech = parse_speech_request(await read_json_body(request, self._max_body_bytes))
+        speech = parse_speech_request(await read_json_body(request, self._max_body_bytes, self._body_timeout_s))
         record.model, record.input_text = speech.model, speech.input
         record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
         fields = speech.fields
