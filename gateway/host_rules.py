@@ -36,10 +36,10 @@ def canonical_host(host: str) -> str | None:
 
     Names go through IDNA2008 with UTS #46 mapping (the ``idna`` package), as the worker's
     HTTP client (yarl, urllib3) encodes them: "straße" is ``xn--strae-oqa``, not "strasse"
-    (IDNA2003's answer, Python's ``"idna"`` codec), fullwidth letters and dots map to ASCII
-    ones. A host whose last label is a number is an IPv4 address in another spelling
-    (``127.1``, ``2130706433``, ``0x7f.1`` all resolve to 127.0.0.1) and is refused, as are
-    IPv6 zone ids (an interface, not a host).
+    (IDNA2003's answer, Python's ``"idna"`` codec); fullwidth letters and dots map to ASCII
+    ones; characters the mapping would delete are refused. A host whose last label is a
+    number is an IPv4 address in another spelling (``127.1``, ``2130706433``, ``0x7f.1``
+    all resolve to 127.0.0.1) and is refused, as are IPv6 zone ids (an interface, not a host).
     """
     try:
         ip = ipaddress.ip_address(host)
@@ -51,6 +51,10 @@ def canonical_host(host: str) -> str | None:
         name = host.lower()
     else:
         try:
+            # UTS #46 deletes some characters (zero-width space, soft hyphen, variation
+            # selectors): "e<ZWSP>vil.com" would be "evil.com". Refused, as yarl refuses them.
+            if any(not c.isascii() and not idna.uts46_remap(c, std3_rules=False) for c in host):
+                return None
             name = idna.encode(host, uts46=True).decode("ascii")
         except (idna.IDNAError, UnicodeError):
             return None

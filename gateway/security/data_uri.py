@@ -97,8 +97,8 @@ def scan(uri: DataUri) -> None:
             raise RefAudioError("ref_audio data: URI is not valid base64.") from exc
         if stop < end and len(decoded) != (stop - begin) // 4 * 3:
             raise RefAudioError("ref_audio data: URI is not valid base64 (padding before its end).")
-        if not head:
-            head = decoded[:SNIFF_BYTES]
+        if len(head) < SNIFF_BYTES:
+            head += decoded[: SNIFF_BYTES - len(head)]
     if sniff_format(head) is None:
         raise RefAudioError(f"ref_audio data is not a recognised audio file (accepted: {SUPPORTED_NAMES}).")
 
