@@ -58,8 +58,7 @@ def canonical_host(host: str) -> str | None:
             name = idna.encode(host, uts46=True).decode("ascii")
         except (idna.IDNAError, UnicodeError):
             return None
-    if name.endswith("."):
-        name = name[:-1]  # "example.com." is the same DNS name
+    name = name.removesuffix(".")  # "example.com." is the same DNS name
     if len(name) > MAX_NAME_CHARS or not DNS_NAME.fullmatch(name) or NUMERIC_LABEL.fullmatch(name.rsplit(".", 1)[-1]):
         return None  # "%2e", "_", empty labels and friends: not a name every resolver agrees on
     return name

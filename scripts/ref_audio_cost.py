@@ -45,7 +45,7 @@ def send(url: str, body: bytes, key: str | None) -> tuple[int, float]:
     """The answer's status and the seconds from the body's last byte (or from the moment
     the answer came, if it came first) to the answer."""
     parts = urlsplit(url)
-    head = [f"POST /v1/audio/speech HTTP/1.1", f"Host: {parts.netloc}", "Content-Type: application/json",
+    head = ["POST /v1/audio/speech HTTP/1.1", f"Host: {parts.netloc}", "Content-Type: application/json",
             f"Content-Length: {len(body)}", "Connection: close"]  # fmt: skip
     if key:
         head.append(f"Authorization: Bearer {key}")

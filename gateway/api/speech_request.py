@@ -12,8 +12,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gateway.errors import GatewayError, bad_request
 from gateway.audio.formats import AudioFormat
+from gateway.errors import GatewayError, bad_request
 from gateway.security.data_uri import MAX_HEADER_CHARS, max_payload_chars
 from gateway.types.codec import MIN_AUDIO_TOKENS
 from gateway.worker_payload import SpeechFields, min_new_tokens_message

@@ -131,7 +131,7 @@ def test_every_slice_is_strict_base64_and_padding_only_ends_the_payload(
     payload: str, accepted: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(data_uri, "SLICE_CHARS", 8)
-    check = lambda: RefAudioPolicy(AuthConfig()).check("data:audio/wav;base64," + payload)  # noqa: E731
+    check = lambda: RefAudioPolicy(AuthConfig()).check("data:audio/wav;base64," + payload)
     if accepted:
         check()
     else:
