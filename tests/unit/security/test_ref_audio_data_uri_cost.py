@@ -143,9 +143,9 @@ async def test_a_large_payload_is_scanned_off_the_event_loop(monkeypatch: pytest
     threads: list[int] = []
     scan = data_uri.scan
 
-    def recording_scan(uri: data_uri.DataUri) -> None:
+    def recording_scan(uri: data_uri.DataUri, in_thread: bool = False) -> None:
         threads.append(threading.get_ident())
-        scan(uri)
+        scan(uri, in_thread)
 
     monkeypatch.setattr(data_uri, "scan", recording_scan)
     policy = RefAudioPolicy(AuthConfig())
