@@ -105,12 +105,22 @@ def test_the_header_is_looked_for_only_within_its_cap() -> None:
     assert policy.check(longest + base64.b64encode(wav_bytes(0.1)).decode())
 
 
-def test_a_clip_at_the_limit_is_scanned_in_slices_never_copied_whole() -> None:
+def test_a_clip_at_the_limit_is_scanned_in_slices_never_copied_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     audio = wav_bytes(1.0)
     audio += b"\x00" * (LIMIT - len(audio))
     value = data_uri_of(audio)
     policy = RefAudioPolicy(AuthConfig(ref_audio_max_bytes=LIMIT))
+    decoded: list[int] = []
+    decode = data_uri.binascii.a2b_base64
+
+    def recording_decode(text: str, **kwargs: bool) -> bytes:
+        decoded.append(len(text))
+        return decode(text, **kwargs)
+
+    monkeypatch.setattr(data_uri.binascii, "a2b_base64", recording_decode)
     assert policy.check(value) == value
+    assert decoded and max(decoded) <= data_uri.SNIFF_CHARS  # its head and its last quad, nothing else
+    monkeypatch.undo()
     # One slice of text and its decoded bytes at a time; before: the payload joined, then decoded (~24 MB).
     assert peak_allocation(lambda: policy.check(value)) < 3 * data_uri.SLICE_CHARS
     with pytest.raises(RefAudioError, match="larger than"):
