@@ -41,6 +41,7 @@ from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
+from gateway.api.speech_request import max_speech_body_bytes
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
@@ -357,7 +358,8 @@ def create_app(
         relay=relay,
         encoders=open_encoder,
         recorder=recorder,
-        max_body_bytes=config.server.max_body_bytes,
+        # A body no valid speech request needs is refused as it is read, before parsing.
+        max_body_bytes=min(config.server.max_body_bytes, max_speech_body_bytes(config.auth.ref_audio_max_bytes)),
         body_timeout_s=config.server.body_timeout_s,
         tracing=tracing,
         allow_pool_pin=config.routing.allow_pool_pin,

@@ -60,6 +60,7 @@ class ServerConfig(Strict):
     port: int = Field(8000, ge=0, le=65535)
     # Largest request body accepted: a speech request carrying a 10 MB ref_audio clip as a
     # base64 data: URI is ~13.4 MB; voice uploads are at most 10 MB of audio + form fields.
+    # Speech bodies are also capped at what auth.ref_audio_max_bytes needs (docs/security.md).
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     # CORS stays off unless origins are listed.
     cors_origins: list[str] = Field(default_factory=list)

@@ -140,8 +140,7 @@ class SpeechPipeline:
         speech = parse_speech_request(await read_json_body(request, self._max_body_bytes, self._body_timeout_s))
         record.model, record.input_text = speech.model, speech.input
         record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
-        fields = speech.fields
-        self._payloads.check(fields)
+        fields = await self._payloads.check(speech.fields)
         payload = self._payloads.build(fields, speech.input)
         info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin)
         watch = DisconnectWatch(request.receive)

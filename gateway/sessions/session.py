@@ -158,7 +158,7 @@ class Session:
             return
         try:
             fields = {key: value for key, value in message.items() if key != "type"}
-            config = self._voices.accept(StreamingSpeechSessionConfig(**fields))  # type: ignore[arg-type]
+            config = await self._voices.accept(StreamingSpeechSessionConfig(**fields), self._config)  # type: ignore[arg-type]
         except ValidationError as exc:
             await self._refuse_config(f"Invalid session config: {exc}")
             return

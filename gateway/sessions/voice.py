@@ -39,17 +39,25 @@ class SessionVoices:
         self._payloads = payloads
         self._new_seed = new_seed
 
-    def accept(self, config: StreamingSpeechSessionConfig) -> StreamingSpeechSessionConfig:
-        """The config the session keeps (its seed fixed), or ``ConfigRefused``."""
+    async def accept(
+        self, config: StreamingSpeechSessionConfig, previous: StreamingSpeechSessionConfig | None = None
+    ) -> StreamingSpeechSessionConfig:
+        """The config the session keeps (its seed fixed, its ``ref_audio`` as a worker gets
+        it), or ``ConfigRefused``. A ``ref_audio`` equal to the ``previous`` config's was
+        judged when that one was accepted: a client resending its config (a multi-MB data
+        URI) costs a comparison, not a decode."""
         if config.model and not self._payloads.serves(config.model):
             raise ConfigRefused(model_not_found(config.model))  # the worker's own text
         try:
-            self._payloads.check(_fields(config))
+            fields = await self._payloads.check(_fields(config), previous.ref_audio if previous else None)
         except GatewayError as exc:  # the HTTP path's 400 text, as the worker words a bad config
             raise ConfigRefused(f"Invalid session config: {exc.message}") from None
+        update: dict[str, object] = {}
+        if fields.ref_audio != config.ref_audio:
+            update["ref_audio"] = fields.ref_audio
         if config.seed is None:
-            config = config.model_copy(update={"seed": self._new_seed()})
-        return config
+            update["seed"] = self._new_seed()
+        return config.model_copy(update=update) if update else config
 
     def payload(self, config: StreamingSpeechSessionConfig, text: str) -> dict[str, Any]:
         """One sentence's worker request; raises ``GatewayError`` for a voice that names none."""

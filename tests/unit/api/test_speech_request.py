@@ -73,14 +73,13 @@ def payloads(tmp_path: Path) -> WorkerPayloads:
     return WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
 
 
-def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> None:
+async def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> None:
     speech = parse_speech_request(
         body(voice={"id": "narrator"}, seed=7, max_new_tokens=100, ref_text="hi", language="en", instructions="calm", speed=1.5)
     )
     assert speech.voice_name == "narrator"
     builder = payloads(tmp_path)
-    builder.check(speech.fields)
-    payload = builder.build(speech.fields, speech.input)
+    payload = builder.build(await builder.check(speech.fields), speech.input)
     assert payload == {
         "model": load_config().models.served_model_name,
         "input": "Hello there.",
