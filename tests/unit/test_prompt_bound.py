@@ -133,9 +133,9 @@ def test_without_a_known_model_length_nothing_is_bounded(tmp_path: Path) -> None
     assert payload["max_new_tokens"] == 9000
 
 
-def test_a_voice_session_sentence_is_bounded_like_a_request(tmp_path: Path) -> None:
+async def test_a_voice_session_sentence_is_bounded_like_a_request(tmp_path: Path) -> None:
     voices = SessionVoices(payloads(tmp_path), new_seed=lambda: 42)
-    config = voices.accept(StreamingSpeechSessionConfig(max_new_tokens=8000))
+    config = await voices.accept(StreamingSpeechSessionConfig(max_new_tokens=8000))
     assert voices.payload(config, "Hello there.")["max_new_tokens"] == 8000
     assert voices.payload(config, "a" * 1000)["max_new_tokens"] == MODEL_LEN - 3 - 1000
     error = refused(lambda: voices.payload(config, CJK * 4096))
