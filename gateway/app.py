@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import __version__
 from gateway.access_log import AccessLog
-from gateway.api import admin, health, models, playground, voices
+from gateway.api import admin, admin_voices, health, models, playground, voices
 from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
 from gateway.api.fast_path import SpeechEntry, speech_route
@@ -393,7 +393,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(speech_route(speech))
-    app.include_router(voices.create_router(config.voices, config.server.max_body_bytes, api_keys, voice_registry))
+    app.include_router(voices.create_router(config.voices, config.auth, config.server.max_body_bytes, api_keys, voice_registry))
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
@@ -402,6 +402,7 @@ def create_app(
         profile_changes=profile_changer.describe if profile_changer is not None else None,
     )  # fmt: skip
     app.include_router(admin_router)
+    app.include_router(admin_voices.create_router(config.voices, config.server.max_body_bytes, AdminAuth(config.auth), voice_registry))
     if config.server.playground:
         app.include_router(playground.create_router())
     app.add_middleware(RequestIdMiddleware)

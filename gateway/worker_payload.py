@@ -99,11 +99,12 @@ class WorkerPayloads:
         if fields.ref_audio is not None:
             self._ref_audio.check(fields.ref_audio)  # never let a client make a worker fetch any URL
 
-    def build(self, fields: SpeechFields, text: str) -> dict[str, Any]:
+    def build(self, fields: SpeechFields, text: str, *, owner: str) -> dict[str, Any]:
         """The worker's request for ``text``; raises a 400 ``GatewayError`` for a voice that
-        names none. Always raw PCM as a stream: the gateway encodes for the client."""
+        names none of ``owner``'s (the caller's: ``gateway.voices.owners``). Always raw PCM
+        as a stream: the gateway encodes for the client."""
         payload: dict[str, Any] = {"model": self._served_model, "input": text, "response_format": "pcm", "stream_format": "audio"}
-        voice = resolve_voice(fields.voice, self._voices, self._store)
+        voice = resolve_voice(fields.voice, self._voices, self._store, owner=owner)
         if voice is not None:
             payload["voice"] = voice
         for field in FORWARDED_FIELDS:

@@ -11,6 +11,13 @@ from gateway.security.errors import AuthError
 from gateway.state.stream_limit import StreamSlot
 from gateway.types import SlaClass
 from gateway.types.labels import KeyResult
+from gateway.voices.owners import ANONYMOUS
+
+
+def voice_owner(key: KeyIdentity | None) -> str:
+    """Whose voices a caller reaches (``gateway.voices.owners``): its key's, by key id (never
+    the key), or ``anonymous`` when no keys are configured."""
+    return key.key_id if key is not None and key.authenticated else ANONYMOUS
 
 
 class KeyStream:
@@ -44,6 +51,10 @@ class ApiKeyGate:
         self._keys = keys
         self._open_listings = open_listings
         self._recorder = recorder
+
+    @property
+    def open_listings(self) -> bool:
+        return self._open_listings
 
     async def check(self, headers: Headers, listing: bool = False) -> KeyIdentity | None:
         """The request's API key (None when keys are off or the listing is open); raises
@@ -85,7 +96,7 @@ class ApiKeyGate:
                 self._recorder.key_checked(key, KeyResult.SESSION_LIMITED, None)
                 raise
             self._recorder.key_checked(key, KeyResult.ADMITTED, None)
-        return KeySession(slot)
+        return KeySession(key, slot)
 
     async def _spend(self, authorization: str | None, sla: SlaClass | None) -> KeyIdentity | None:
         key = self._keys.authenticate(authorization)
@@ -102,7 +113,8 @@ class ApiKeyGate:
 class KeySession:
     """A voice session's hold on its key's session places; ``close`` once (again: nothing)."""
 
-    def __init__(self, slot: StreamSlot | None) -> None:
+    def __init__(self, key: KeyIdentity | None, slot: StreamSlot | None) -> None:
+        self.key = key
         self._slot = slot
 
     async def close(self) -> None:
