@@ -11,13 +11,14 @@ from gateway.security.errors import AuthError
 from gateway.state.stream_limit import StreamSlot
 from gateway.types import SlaClass
 from gateway.types.labels import KeyResult
-from gateway.voices.owners import ANONYMOUS
+from gateway.voices.owners import ADMIN
 
 
 def voice_owner(key: KeyIdentity | None) -> str:
     """Whose voices a caller reaches (``gateway.voices.owners``): its key's, by key id (never
-    the key), or ``anonymous`` when no keys are configured."""
-    return key.key_id if key is not None and key.authenticated else ANONYMOUS
+    the key); with no keys configured (``key`` None or anonymous) the admin's, as ``/v1``
+    then has one tenant, the operator's."""
+    return key.key_id if key is not None and key.authenticated else ADMIN
 
 
 class KeyStream:

@@ -1,6 +1,6 @@
 """``/admin/voices``: every owner's voices, for the operator.
 
-The admin lists every voice with its owner (a key id, ``anonymous`` or ``admin``), deletes
+The admin lists every voice with its owner (a key id or ``admin``), deletes
 any of them, and uploads the admin's own: the house voices that ``voices.aliases`` hand
 to every caller. Here, unlike ``/v1/audio/voices``, responses name the workers.
 """

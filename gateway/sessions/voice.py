@@ -14,7 +14,7 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, model_not_found
-from gateway.voices.owners import ANONYMOUS
+from gateway.voices.owners import NOBODY
 from gateway.worker_payload import SpeechFields, WorkerPayloads
 
 SEED_BITS = 31
@@ -36,7 +36,7 @@ class SessionVoices:
         self,
         payloads: WorkerPayloads,
         new_seed: Callable[[], int] = lambda: secrets.randbits(SEED_BITS),
-        owner: str = ANONYMOUS,
+        owner: str = NOBODY,  # no registered voice until bound to a caller (for_owner)
     ) -> None:
         self._payloads = payloads
         self._new_seed = new_seed

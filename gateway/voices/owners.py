@@ -1,9 +1,11 @@
 """Who a voice belongs to, and the name workers and the store know it by.
 
 Every voice has one owner: an API key (by its key id, the short digest prefix that is
-safe to log), ``anonymous`` (uploaded while no keys are configured) or ``admin`` (the
-operator: uploaded through ``/admin/voices``, and every voice stored before voices had
-owners). Each owner has its own namespace, so two keys may both register ``narrator``.
+safe to log) or ``admin``, the operator: voices uploaded through ``/admin/voices``, every
+voice stored before voices had owners, and every voice uploaded while no keys are
+configured (then ``/v1`` is open and its callers are the operator's one tenant; they
+act in the admin's namespace). Each owner has its own namespace, so two keys may both
+register ``narrator``.
 
 Workers have one flat namespace, so a voice is uploaded to them (and kept on disk and in
 the shared store) under its *worker name*: the admin's voices keep their own name (voices
@@ -20,10 +22,9 @@ import re
 from gateway.voices.names import NAME_PATTERN, is_valid_name
 
 ADMIN = "admin"
-ANONYMOUS = "anonymous"
-# The caller of an open listing (``auth.open_listings``, no key sent): owns no voice.
+# Owns no voice: the caller of an open listing (``auth.open_listings``, no key sent).
 NOBODY = ""
-# A key id (hex), "anonymous" or "admin": lower-case letters and digits only.
+# A key id (hex) or "admin": lower-case letters and digits only.
 OWNER_PATTERN = re.compile(r"[a-z0-9]{1,32}")
 WORKER_NAME_PATTERN = re.compile(rf"_(?P<owner>{OWNER_PATTERN.pattern})\.(?P<name>{NAME_PATTERN.pattern})")
 

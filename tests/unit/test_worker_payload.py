@@ -15,7 +15,7 @@ from gateway.errors import GatewayError
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.sessions.voice import ConfigRefused, SessionVoices
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
-from gateway.voices.owners import ANONYMOUS
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
 
@@ -61,7 +61,7 @@ def test_a_request_and_a_session_sentence_send_the_worker_the_same_payload(tmp_p
     shared = {"seed": 11, "max_new_tokens": 300, "language": "en", "instructions": "calm", "ref_text": "A reference."}
     speech = parse_speech_request(orjson.dumps({"model": "tts-1", "input": "Hello.", "voice": "alloy", **shared}))
     builder.check(speech.fields)
-    over_http = builder.build(speech.fields, speech.input, owner=ANONYMOUS)
+    over_http = builder.build(speech.fields, speech.input, owner=ADMIN)
     voices = SessionVoices(builder)
     in_session = voices.payload(voices.accept(StreamingSpeechSessionConfig(voice="alloy", **shared)), "Hello.")  # type: ignore[arg-type]
     assert in_session == over_http
