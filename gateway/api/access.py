@@ -57,6 +57,14 @@ class ApiKeyGate:
     def open_listings(self) -> bool:
         return self._open_listings
 
+    def identify(self, headers: Headers) -> KeyIdentity | None:
+        """Who sent an open listing, spending nothing: None when keys are configured and none
+        was sent; 401 for a wrong key (``ANONYMOUS`` when no keys are configured)."""
+        authorization = headers.get("authorization")
+        if self._keys.enabled and authorization is None:
+            return None
+        return self._keys.authenticate(authorization)
+
     async def check(self, headers: Headers, listing: bool = False) -> KeyIdentity | None:
         """The request's API key (None when keys are off or the listing is open); raises
         AuthError 401/429 when keys are configured and this request fails them (and

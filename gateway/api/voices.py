@@ -38,10 +38,12 @@ def create_router(
 
     @router.get("/v1/audio/voices")
     async def list_voices(request: Request) -> dict[str, Any]:
-        if auth.open_listings and request.headers.get("authorization") is None:
-            # An open listing shows no one's voices: they hold consent records and transcripts.
-            return voice_listing(voices_config, voices.store, owner=NOBODY)
-        key = await auth.check(request.headers)
+        if auth.open_listings:
+            key = auth.identify(request.headers)
+            if key is None:  # no key sent: no one's voices (they hold consent records, transcripts)
+                return voice_listing(voices_config, voices.store, owner=NOBODY)
+        else:
+            key = await auth.check(request.headers)
         return voice_listing(voices_config, voices.store, owner=voice_owner(key))
 
     @router.post("/v1/audio/voices")
