@@ -19,8 +19,8 @@ from websockets.sync.client import connect
 
 from gateway.security.auth import hash_key
 from tests.integration.conftest import ADMIN, speech_body
-from tests.support.audio import reference_wav
 from tests.integration.test_emulator_speech_stream import Session
+from tests.support.audio import reference_wav
 from tests.support.stack import Stack, running_stack
 
 ALICE = "sk-test-alice-0d6f3b2a9c8e7154"

@@ -2,8 +2,8 @@ import pytest
 
 from gateway.config import VoicesConfig
 from gateway.voices.errors import VoiceError
-from gateway.voices.resolve import list_voices, resolve_voice
 from gateway.voices.owners import ADMIN
+from gateway.voices.resolve import list_voices, resolve_voice
 from gateway.voices.store import VoiceStore
 from tests.unit.voices.samples import wav_bytes
 
