@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import __version__
 from gateway.access_log import AccessLog
-from gateway.api import admin, health, models, playground, voices
+from gateway.api import admin, admin_voices, health, models, playground, voices
 from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
 from gateway.api.fast_path import SpeechEntry, speech_route
@@ -400,7 +400,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(speech_route(speech))
-    app.include_router(voices.create_router(config.voices, config.server.max_body_bytes, api_keys, voice_registry))
+    app.include_router(voices.create_router(config.voices, config.auth, config.server.max_body_bytes, api_keys, voice_registry))
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
@@ -411,6 +411,7 @@ def create_app(
     # Not in /openapi.json, /docs or /redoc: the control surface is documented for operators
     # (README, docs/routing.md), not advertised to every client that can reach the API.
     app.include_router(admin_router, include_in_schema=False)
+    app.include_router(admin_voices.create_router(config.voices, config.server.max_body_bytes, AdminAuth(config.auth), voice_registry), include_in_schema=False)
     if config.server.playground:
         app.include_router(playground.create_router())
     app.add_middleware(RequestIdMiddleware)

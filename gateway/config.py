@@ -439,6 +439,9 @@ class TierConfig(Strict):
     max_concurrent_streams: int | None = Field(None, gt=0)
     # Open voice sessions (WebSocket /v1/audio/speech/stream) per key; None = unlimited.
     max_sessions: int | None = Field(None, gt=0)
+    # Voices one key may have registered (its own; voices.max_voices bounds them all); None = no
+    # per-key quota.
+    max_voices: int | None = Field(None, gt=0)
 
 
 class ApiKeyConfig(Strict):
@@ -528,6 +531,10 @@ class AuthConfig(Strict):
                 problems.append(f"keys.{index}.sha256: the same key is configured twice")
             names.add(key.name)
             digests.add(key.sha256)
+        # A key's voices are owned by its key id (the digest's first 12 characters): two keys
+        # sharing one would share their voices.
+        if len({digest[:12] for digest in digests}) < len(digests):
+            problems.append("two keys' sha256 digests start with the same 12 characters (their key id); replace one")
         if problems:
             raise ValueError("; ".join(problems))
         return self

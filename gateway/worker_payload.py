@@ -109,12 +109,12 @@ class WorkerPayloads:
             fields = replace(fields, ref_audio=await self._ref_audio.accept(fields.ref_audio))
         return fields
 
-    def build(self, fields: SpeechFields, text: str) -> dict[str, Any]:
+    def build(self, fields: SpeechFields, text: str, *, owner: str) -> dict[str, Any]:
         """The worker's request for ``text``; raises a 400 ``GatewayError`` for a voice that
-        names none or a prompt no worker can hold. Always raw PCM as a stream: the gateway
-        encodes for the client."""
+        names none of ``owner``'s (the caller's: ``gateway.voices.owners``) or a prompt no worker
+        can hold. Always raw PCM as a stream: the gateway encodes for the client."""
         payload: dict[str, Any] = {"model": self._served_model, "input": text, "response_format": "pcm", "stream_format": "audio"}
-        voice = resolve_voice(fields.voice, self._voices, self._store)
+        voice = resolve_voice(fields.voice, self._voices, self._store, owner=owner)
         if voice is not None:
             payload["voice"] = voice
         for field in FORWARDED_FIELDS:

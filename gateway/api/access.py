@@ -11,6 +11,14 @@ from gateway.security.errors import AuthError
 from gateway.state.stream_limit import StreamSlot
 from gateway.types import SlaClass
 from gateway.types.labels import KeyResult
+from gateway.voices.owners import ADMIN
+
+
+def voice_owner(key: KeyIdentity | None) -> str:
+    """Whose voices a caller reaches (``gateway.voices.owners``): its key's, by key id (never
+    the key); with no keys configured (``key`` None or anonymous) the admin's, as ``/v1``
+    then has one tenant, the operator's."""
+    return key.key_id if key is not None and key.authenticated else ADMIN
 
 
 class KeyStream:
@@ -44,6 +52,18 @@ class ApiKeyGate:
         self._keys = keys
         self._open_listings = open_listings
         self._recorder = recorder
+
+    @property
+    def open_listings(self) -> bool:
+        return self._open_listings
+
+    def identify(self, headers: Headers) -> KeyIdentity | None:
+        """Who sent an open listing, spending nothing: None when keys are configured and none
+        was sent; 401 for a wrong key (``ANONYMOUS`` when no keys are configured)."""
+        authorization = headers.get("authorization")
+        if self._keys.enabled and authorization is None:
+            return None
+        return self._keys.authenticate(authorization)
 
     async def check(self, headers: Headers, listing: bool = False) -> KeyIdentity | None:
         """The request's API key (None when keys are off or the listing is open); raises
@@ -85,7 +105,7 @@ class ApiKeyGate:
                 self._recorder.key_checked(key, KeyResult.SESSION_LIMITED, None)
                 raise
             self._recorder.key_checked(key, KeyResult.ADMITTED, None)
-        return KeySession(slot)
+        return KeySession(key, slot)
 
     async def _spend(self, authorization: str | None, sla: SlaClass | None) -> KeyIdentity | None:
         key = self._keys.authenticate(authorization)
@@ -102,7 +122,8 @@ class ApiKeyGate:
 class KeySession:
     """A voice session's hold on its key's session places; ``close`` once (again: nothing)."""
 
-    def __init__(self, slot: StreamSlot | None) -> None:
+    def __init__(self, key: KeyIdentity | None, slot: StreamSlot | None) -> None:
+        self.key = key
         self._slot = slot
 
     async def close(self) -> None:

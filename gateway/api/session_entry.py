@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.access import ApiKeyGate
+from gateway.api.access import ApiKeyGate, voice_owner
 from gateway.api.errors import error_response
 from gateway.api.request_id import incoming_request_id
 from gateway.errors import GatewayError
@@ -159,20 +159,20 @@ class SessionEndpoint:
             self.open_sessions += 1
             try:
                 await websocket.accept(subprotocol=chosen, headers=[(REQUEST_ID_HEADER.encode(), request_id.encode())])
-                return await self._run(websocket, request_id, trace)
+                return await self._run(websocket, request_id, trace, self._voices.for_owner(voice_owner(key_hold.key)))
             finally:
                 self.open_sessions -= 1
         finally:
             await key_hold.close()
 
-    async def _run(self, websocket: WebSocket, request_id: str, trace: SessionTrace) -> SessionSummary:
+    async def _run(self, websocket: WebSocket, request_id: str, trace: SessionTrace, voices: SessionVoices) -> SessionSummary:
         socket = StarletteSocket(websocket)
         outbox = Outbox(socket)
         session: Session | None = None
         pipeline = SentencePipeline(
             outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug, trace=trace
         )
-        session = Session(socket, outbox, pipeline, self._voices, self._limits, self._clock, self._observer)
+        session = Session(socket, outbox, pipeline, voices, self._limits, self._clock, self._observer)
         self._observer.session_opened()
         how = SessionEnd.ERROR
         try:

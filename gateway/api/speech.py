@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.api.access import ApiKeyGate, KeyStream
+from gateway.api.access import ApiKeyGate, KeyStream, voice_owner
 from gateway.api.body import read_json_body
 from gateway.api.errors import as_gateway_error, error_response
 from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
@@ -141,7 +141,7 @@ class SpeechPipeline:
         record.model, record.input_text = speech.model, speech.input
         record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
         fields = await self._payloads.check(speech.fields)
-        payload = self._payloads.build(fields, speech.input)
+        payload = self._payloads.build(fields, speech.input, owner=voice_owner(key_stream.key))
         info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin)
         watch = DisconnectWatch(request.receive)
         stream: OpenStream | None = None

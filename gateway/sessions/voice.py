@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, model_not_found
+from gateway.voices.owners import NOBODY
 from gateway.worker_payload import SpeechFields, WorkerPayloads
 
 SEED_BITS = 31
@@ -35,9 +36,15 @@ class SessionVoices:
         self,
         payloads: WorkerPayloads,
         new_seed: Callable[[], int] = lambda: secrets.randbits(SEED_BITS),
+        owner: str = NOBODY,  # no registered voice until bound to a caller (for_owner)
     ) -> None:
         self._payloads = payloads
         self._new_seed = new_seed
+        self._owner = owner  # whose voices the session's ``voice`` names
+
+    def for_owner(self, owner: str) -> SessionVoices:
+        """The same checks for one session, resolving voices among ``owner``'s."""
+        return SessionVoices(self._payloads, self._new_seed, owner)
 
     async def accept(
         self, config: StreamingSpeechSessionConfig, previous: StreamingSpeechSessionConfig | None = None
@@ -61,7 +68,7 @@ class SessionVoices:
 
     def payload(self, config: StreamingSpeechSessionConfig, text: str) -> dict[str, Any]:
         """One sentence's worker request; raises ``GatewayError`` for a voice that names none."""
-        return self._payloads.build(_fields(config), text)
+        return self._payloads.build(_fields(config), text, owner=self._owner)
 
 
 def _fields(config: StreamingSpeechSessionConfig) -> SpeechFields:

@@ -15,6 +15,7 @@ from gateway.errors import GatewayError
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.sessions.voice import ConfigRefused, SessionVoices
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
 
@@ -60,7 +61,7 @@ async def test_a_request_and_a_session_sentence_send_the_worker_the_same_payload
     builder = payloads(tmp_path)
     shared = {"seed": 11, "max_new_tokens": 300, "language": "en", "instructions": "calm", "ref_text": "A reference."}
     speech = parse_speech_request(orjson.dumps({"model": "tts-1", "input": "Hello.", "voice": "alloy", **shared}))
-    over_http = builder.build(await builder.check(speech.fields), speech.input)
+    over_http = builder.build(await builder.check(speech.fields), speech.input, owner=ADMIN)
     voices = SessionVoices(builder)
     in_session = voices.payload(await voices.accept(StreamingSpeechSessionConfig(voice="alloy", **shared)), "Hello.")  # type: ignore[arg-type]
     assert in_session == over_http

@@ -12,6 +12,7 @@ from gateway.errors import GatewayError
 from gateway.api.speech_request import parse_speech_request
 from gateway.audio.formats import AudioFormat
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads, max_new_tokens_limit
 
@@ -79,7 +80,7 @@ async def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> N
     )
     assert speech.voice_name == "narrator"
     builder = payloads(tmp_path)
-    payload = builder.build(await builder.check(speech.fields), speech.input)
+    payload = builder.build(await builder.check(speech.fields), speech.input, owner=ADMIN)
     assert payload == {
         "model": load_config().models.served_model_name,
         "input": "Hello there.",
@@ -95,7 +96,7 @@ async def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> N
 
 def test_default_voice_is_not_sent(tmp_path: Path) -> None:
     speech = parse_speech_request(body())
-    payload = payloads(tmp_path).build(speech.fields, speech.input)
+    payload = payloads(tmp_path).build(speech.fields, speech.input, owner=ADMIN)
     assert "voice" not in payload
     # speed is applied by the gateway's encoder, never sent to the worker (it rejects
     # speed != 1 on streams).
