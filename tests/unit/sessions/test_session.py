@@ -102,8 +102,9 @@ class FakeSocket:
         self.sent.append(data)
         self.changed.set()
 
-    async def close(self, code: int) -> None:
+    async def close(self, code: int, reason: str = "") -> None:
         self.closed_with = code
+        self.close_reason = reason
 
     async def until(self, kind: str) -> dict[str, Any]:
         while True:
