@@ -68,6 +68,8 @@ class Sentence:
     audio: SentenceAudio | None = None
     placement_seen: bool = False
     sent_pcm: int = 0  # PCM bytes of it the client has been sent
+    # Set once it is sent upstream: the delivery may reach it first (it waits for the window).
+    dispatched: asyncio.Event = field(default_factory=asyncio.Event)
 
     def remaining_s(self) -> float:
         """Audio of it not yet sent: what is buffered, plus an estimate of what is not made yet."""
@@ -225,6 +227,7 @@ class SentencePipeline:
         trace = functools.partial(self._trace.sentence, sentence.utterance, sentence.index)
         sentence.audio = audio = SentenceAudio(self._upstream, request, sentence.payload, self._progress, trace, self.budget, self._streams)
         audio.start()
+        sentence.dispatched.set()
 
     def _placed(self, sentence: Sentence, audio: SentenceAudio) -> None:
         sentence.placement_seen = True
@@ -273,8 +276,11 @@ class SentencePipeline:
         if sentence.precheck_error is not None:
             await outbox.send_json(messages.error(sentence.precheck_error))
             return
+        if sentence.audio is None:
+            await sentence.dispatched.wait()  # a player still that far from it: the window opens later
         audio = sentence.audio
         assert audio is not None
+        self.budget.delivering(audio)
         start = messages.audio_start(sentence.utterance, sentence.index, sentence.text, config.response_format, config.stream_audio)
         if self._debug():
             await audio.placed.wait()  # the routing is what the field is for
