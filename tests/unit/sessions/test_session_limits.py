@@ -116,7 +116,7 @@ async def test_a_sentence_is_requested_only_once_a_player_is_within_the_window(t
     assert await run is SessionEnd.CLOSED and rig.inflight() == 0
 
 
-async def test_a_client_that_stops_reading_holds_at_most_the_window_and_pauses_dispatch(tmp_path: Path) -> None:
+async def test_a_client_that_stops_reading_makes_the_session_hold_at_most_the_window(tmp_path: Path) -> None:
     socket = BlockingSocket()
     window_s = 0.5
     rig = Rig(tmp_path, limits=limits(lookahead_s=window_s), socket=socket)
@@ -129,22 +129,40 @@ async def test_a_client_that_stops_reading_holds_at_most_the_window_and_pauses_d
         first.feed.put_nowait(PCM)
     first.feed.put_nowait(None)
     await within(5, socket.blocked.wait())  # the first chunk's send waits for the client
-    limit = round(window_s * BYTES_PER_SECOND)
     await settle()
-    budget = rig.pipeline.budget
+    budget, limit = rig.pipeline.budget, round(window_s * BYTES_PER_SECOND)
     assert limit <= budget.buffered <= limit + CHUNK  # held: the window, plus the chunk that filled it
     assert first.feed.qsize() > total_chunks // 2  # the rest waits at the worker, unread
-    # Sentence two is complete, and sentence one has audio: it would go now, but a send is blocked.
-    socket.client_sends({"type": "input.text", "text": "Two is here. "})
-    await settle()
-    assert len(rig.transport.opened) == 1 and rig.outbox.blocked
-    socket.reading.set()  # the client reads again: everything flows, sentence two goes
-    _, second = await within(5, rig.transport.nth(1))
-    second.feed.put_nowait(PCM)
-    second.feed.put_nowait(None)
+    assert not first.closed and rig.inflight() == 1
+    socket.reading.set()  # the client reads again: the rest flows
     socket.client_sends({"type": "input.done"})
     await socket.until("session.done")
-    assert len(audio_frames(rig)) == total_chunks + 1 and budget.buffered == 0
+    assert len(audio_frames(rig)) == total_chunks and budget.buffered == 0
+    socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED and rig.inflight() == 0
+
+
+async def test_nothing_is_dispatched_while_a_send_to_the_client_is_blocked(tmp_path: Path) -> None:
+    socket = BlockingSocket()
+    rig = Rig(tmp_path, limits=limits(lookahead_s=10.0), socket=socket)
+    run = asyncio.create_task(rig.run())
+    socket.client_sends(CONFIG)
+    socket.client_sends({"type": "input.text", "text": "One. "})
+    _, first = await rig.transport.nth(0)
+    first.feed.put_nowait(PCM)
+    await within(5, socket.blocked.wait())
+    # Sentence two is complete, inside the window, and sentence one has audio: it would go
+    # now, but the client is not taking what it was sent.
+    socket.client_sends({"type": "input.text", "text": "Two. "})
+    await settle()
+    assert len(rig.transport.opened) == 1 and rig.outbox.blocked
+    socket.reading.set()  # the send completes: sentence two goes
+    _, second = await within(5, rig.transport.nth(1))
+    second.feed.put_nowait(PCM)
+    for response in (first, second):
+        response.feed.put_nowait(None)
+    socket.client_sends({"type": "input.done"})
+    await socket.until("session.done")
     socket.client_sends({"type": "session.close"})
     assert await run is SessionEnd.CLOSED and rig.inflight() == 0
 
