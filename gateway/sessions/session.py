@@ -35,10 +35,18 @@ from gateway.sessions import messages
 from gateway.sessions.key import SessionKey, UnlimitedKey
 from gateway.sessions.messages import Refused
 from gateway.sessions.observer import SessionObserver
-from gateway.sessions.outbox import DEFAULT_SEND_TIMEOUT_S, Outbox, SessionSocket, SocketClosed
+from gateway.sessions.outbox import (
+    DEFAULT_SEND_TIMEOUT_S,
+    Outbox,
+    SessionSocket,
+    SocketClosed,
+)
 from gateway.sessions.pipeline import DEFAULT_LOOKAHEAD_S, Sentence, SentencePipeline
 from gateway.sessions.voice import ConfigRefused, SessionVoices
-from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, sentence_request
+from gateway.speech_stream_protocol import (
+    StreamingSpeechSessionConfig,
+    sentence_request,
+)
 from gateway.types.text_limits import MAX_INPUT_CHARS
 
 CLOSE_NORMAL = 1000

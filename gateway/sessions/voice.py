@@ -14,7 +14,12 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, model_not_found
-from gateway.types.text_limits import MAX_INPUT_CHARS, MAX_LANGUAGE_CHARS, MAX_NAME_CHARS, MAX_REF_AUDIO_CHARS
+from gateway.types.text_limits import (
+    MAX_INPUT_CHARS,
+    MAX_LANGUAGE_CHARS,
+    MAX_NAME_CHARS,
+    MAX_REF_AUDIO_CHARS,
+)
 from gateway.worker_payload import SpeechFields, WorkerPayloads
 
 SEED_BITS = 31

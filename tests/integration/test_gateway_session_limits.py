@@ -14,12 +14,10 @@ tests/unit/sessions/test_session_limits.py.)
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -107,10 +105,12 @@ def non_reading_socket(url: str) -> socket.socket:
 
 def http_speech(stack: Stack) -> httpx.Response:
     headers = {"Authorization": f"Bearer {FREE_KEY}"}
-    with httpx.Client(timeout=30) as client:
-        with client.stream("POST", f"{stack.url}/v1/audio/speech", json=speech_body(response_format="pcm"), headers=headers) as response:
-            response.read()
-            return response
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", f"{stack.url}/v1/audio/speech", json=speech_body(response_format="pcm"), headers=headers) as response,
+    ):
+        response.read()
+        return response
 
 
 def test_a_free_session_that_queues_300_sentences_and_reads_nothing_stays_inside_its_limits(stack: Stack) -> None:
