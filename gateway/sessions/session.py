@@ -149,8 +149,9 @@ class Session:
 
     def _stalled(self) -> None:
         """The outbox gave up on a client that stopped reading: stop waiting for its messages."""
-        if self._waiting is not None:
-            self._waiting.reschedule(asyncio.get_running_loop().time())
+        waiting = self._waiting
+        if waiting is not None and not waiting.expired():  # an expiring one ends the wait anyway
+            waiting.reschedule(asyncio.get_running_loop().time())
 
     async def _next_message(self) -> str:
         timeout = self._limits.config_timeout_s if self._config is None else self._limits.idle_timeout_s
