@@ -21,6 +21,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.integration.conftest import (
@@ -147,3 +148,15 @@ def test_a_free_session_that_queues_300_sentences_and_reads_nothing_stays_inside
     assert peaks.buffered <= LOOKAHEAD_S * BYTES_PER_SECOND + WORKER_CHUNK_BYTES
     assert lasted <= MAX_DURATION_S + SEND_TIMEOUT_S + 2  # its bound, plus a close that does not wait long
     assert rss_after - rss_before < 20_000_000
+
+
+def test_a_session_is_told_and_closed_when_it_reaches_its_maximum_duration(stack: Stack) -> None:
+    url = stack.url.replace("http://", "ws://") + "/v1/audio/speech/stream"
+    with connect(url, max_size=None, additional_headers={"Authorization": f"Bearer {FREE_KEY}"}) as ws:
+        ws.send('{"type": "session.config", "response_format": "pcm", "stream_audio": true}')
+        message = ws.recv(timeout=MAX_DURATION_S + 10)
+        assert message == '{"type":"error","message":"Session reached its maximum duration (10 s); open a new one"}'
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd is not None
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "maximum session duration reached")
