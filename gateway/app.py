@@ -373,7 +373,11 @@ def create_app(
         upstream=SentenceUpstream(admission, relay, clock, recorder),
         voices=SessionVoices(payloads),
         encoders=open_encoder,
-        limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
+        limits=SessionLimits(
+            sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars,
+            sessions_config.max_queued_sentences, sessions_config.max_duration_s, sessions_config.lookahead_s,
+            sessions_config.send_timeout_s,
+        ),
         observer=recorder,
         allowed_origins=config.server.cors_origins,
         max_open_per_replica=sessions_config.max_open_per_replica,

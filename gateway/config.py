@@ -734,9 +734,20 @@ class SessionsConfig(Strict):
     # messages (not counted while the session still has audio to deliver).
     config_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(30.0, gt=0)
-    # Text received but not yet cut into a sentence (the worker has no cap); an input.text
-    # that would pass it is refused and dropped.
+    # Text received and not yet sent to a worker (waiting to be cut, or cut and queued; the
+    # worker has no cap); an input.text that would pass it is refused and dropped.
     max_buffered_chars: int = Field(16384, ge=1)
+    # Sentences cut and not yet sent to a worker; an input.text that would pass it is refused.
+    max_queued_sentences: int = Field(256, ge=1)
+    # Seconds of audio a session asks the workers for ahead of a real-time player of what it
+    # sent: a sentence is requested once the player will reach it within this, and the audio a
+    # session holds (received, not yet sent) is capped at as much.
+    lookahead_s: float = Field(10.0, gt=0)
+    # A send to the client that waits this long (it stopped reading) ends the session (1008)
+    # and frees its slots; while a send waits, no sentence is requested.
+    send_timeout_s: float = Field(10.0, gt=0)
+    # The longest a session may last; then it is ended (1008, "maximum session duration reached").
+    max_duration_s: float = Field(3600.0, gt=0)
     # Sessions this replica serves at once (every key together; per key it is
     # auth.tiers.*.max_sessions); None = unlimited.
     max_open_per_replica: int | None = Field(None, gt=0)

@@ -8,7 +8,9 @@ session is an ordinary HTTP answer (the OpenAI envelope, ``x-request-id``,
 - the origin: a browser page may open a session only from the gateway's own origin or
   one of ``server.cors_origins`` (browsers do not apply CORS to WebSockets, so the
   server must; a client that is not a browser sends no ``Origin``);
-- the API key, rate limit and the key's session places (``max_sessions`` of its tier).
+- the API key, rate limit and the key's session places (``max_sessions`` of its tier); the
+  session then spends a rate-limit token per utterance and holds one of the key's streams
+  per sentence in flight (``KeySession``), as HTTP requests do.
   Browsers cannot set ``Authorization`` on a WebSocket: the key may also come as the
   subprotocol ``bearer.<key>``, offered with ``higgs-gateway`` (the one answered: a key is
   never echoed), or as the query parameter ``api_key``, which is taken out of the scope
@@ -35,7 +37,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.access import ApiKeyGate, voice_owner
+from gateway.api.access import ApiKeyGate, KeySession, voice_owner
 from gateway.api.errors import error_response
 from gateway.api.request_id import incoming_request_id
 from gateway.errors import GatewayError
@@ -96,8 +98,8 @@ class StarletteSocket:
     async def send_bytes(self, data: bytes) -> None:
         await self._ws.send_bytes(data)
 
-    async def close(self, code: int) -> None:
-        await self._ws.close(code)
+    async def close(self, code: int, reason: str = "") -> None:
+        await self._ws.close(code, reason or None)
 
 
 class SessionEndpoint:
@@ -159,20 +161,22 @@ class SessionEndpoint:
             self.open_sessions += 1
             try:
                 await websocket.accept(subprotocol=chosen, headers=[(REQUEST_ID_HEADER.encode(), request_id.encode())])
-                return await self._run(websocket, request_id, trace, self._voices.for_owner(voice_owner(key_hold.key)))
+                return await self._run(websocket, request_id, trace, key_hold)
             finally:
                 self.open_sessions -= 1
         finally:
             await key_hold.close()
 
-    async def _run(self, websocket: WebSocket, request_id: str, trace: SessionTrace, voices: SessionVoices) -> SessionSummary:
+    async def _run(self, websocket: WebSocket, request_id: str, trace: SessionTrace, key: KeySession) -> SessionSummary:
         socket = StarletteSocket(websocket)
-        outbox = Outbox(socket)
+        limits = self._limits
+        outbox = Outbox(socket, limits.send_timeout_s)
         session: Session | None = None
         pipeline = SentencePipeline(
-            outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug, trace=trace
-        )
-        session = Session(socket, outbox, pipeline, voices, self._limits, self._clock, self._observer)
+            outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug,
+            trace=trace, lookahead_s=limits.lookahead_s, key=key,
+        )  # fmt: skip
+        session = Session(socket, outbox, pipeline, self._voices.for_owner(voice_owner(key.key)), limits, self._clock, self._observer, key)
         self._observer.session_opened()
         how = SessionEnd.ERROR
         try:

@@ -16,9 +16,9 @@ from gateway.audio.formats import AudioFormat
 from gateway.errors import GatewayError, bad_request
 from gateway.security.data_uri import MAX_HEADER_CHARS, max_payload_chars
 from gateway.types.codec import MIN_AUDIO_TOKENS
+from gateway.types.text_limits import MAX_INPUT_CHARS  # shared with voice sessions
 from gateway.worker_payload import SpeechFields, min_new_tokens_message
 
-MAX_INPUT_CHARS = 4096
 # The worker takes any max_new_tokens (it replaces Stage 0's max_tokens, 2048 = ~82 s by
 # default); the real bound is the workers' max_model_len, checked in
 # gateway.worker_payload.WorkerPayloads.

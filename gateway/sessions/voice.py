@@ -14,10 +14,16 @@ from typing import Any
 
 from gateway.errors import GatewayError
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, model_not_found
+from gateway.types.text_limits import MAX_INPUT_CHARS, MAX_LANGUAGE_CHARS, MAX_NAME_CHARS, MAX_REF_AUDIO_CHARS
 from gateway.voices.owners import NOBODY
 from gateway.worker_payload import SpeechFields, WorkerPayloads
 
 SEED_BITS = 31
+# The HTTP request's caps on the same fields (``api/speech_request.py``): the worker has none.
+FIELD_CAPS = {
+    "model": MAX_NAME_CHARS, "voice": MAX_NAME_CHARS, "language": MAX_LANGUAGE_CHARS,
+    "instructions": MAX_INPUT_CHARS, "ref_text": MAX_INPUT_CHARS, "ref_audio": MAX_REF_AUDIO_CHARS,
+}  # fmt: skip
 
 
 class ConfigRefused(Exception):
@@ -53,6 +59,10 @@ class SessionVoices:
         it), or ``ConfigRefused``. A ``ref_audio`` equal to the ``previous`` config's was
         judged when that one was accepted: a client resending its config (a multi-MB data
         URI) costs a comparison, not a decode."""
+        for name, cap in FIELD_CAPS.items():
+            value = getattr(config, name)
+            if value is not None and len(value) > cap:
+                raise ConfigRefused(f"Invalid session config: {name} must be at most {cap} characters")
         if config.model and not self._payloads.serves(config.model):
             raise ConfigRefused(model_not_found(config.model))  # the worker's own text
         try:
