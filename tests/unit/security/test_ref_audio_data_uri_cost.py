@@ -269,6 +269,9 @@ class NoSentences:
     def idle_for(self) -> float:
         return 0.0
 
+    async def close(self) -> None:
+        pass
+
 
 async def test_a_session_judges_its_ref_audio_once_per_distinct_value(tmp_path: Path) -> None:
     config = load_config(overrides={"data_dir": str(tmp_path)})
