@@ -41,6 +41,7 @@ from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
+from gateway.audio.delay import FirstAudioDelays
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
@@ -356,6 +357,7 @@ def create_app(
         recorder=recorder,
         max_body_bytes=config.server.max_body_bytes,
         tracing=tracing,
+        first_audio=FirstAudioDelays(),
     )
 
     # Voice sessions: every sentence goes through the same admission and relay as a request.

@@ -29,6 +29,9 @@ class RequestInfo:
     # A later sentence of a voice session: seconds from now until a real-time player reaches
     # it (negative: it is already late). Routed by the `deadline` rules, not by its class's.
     deadline_s: float | None = None
+    # The gateway's own time from the worker's first chunk to the first encoded byte for this
+    # request's format and speed (``audio.delay``): the client's TTFP is the worker's plus this.
+    gateway_delay_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
