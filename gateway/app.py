@@ -367,7 +367,8 @@ def create_app(
         admission=admission,
         upstream=SentenceUpstream(admission, relay, clock, recorder),
         voices=SessionVoices(payloads),
-        encoders=open_encoder,
+        # A session sends each sentence as one file: no early start (its padding would be in it).
+        encoders=partial(open_encoder, early_start=False),
         limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
         observer=recorder,
         allowed_origins=config.server.cors_origins,

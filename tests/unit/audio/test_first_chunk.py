@@ -6,10 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.audio import AudioFormat, open_encoder
-from gateway.audio.codec import CODEC_PROFILES, CodecStreamEncoder
-from gateway.audio.passthrough import PcmPassthroughEncoder, WavStreamEncoder
-from gateway.audio.tempo import TempoStretcher, TimeStretchedEncoder
+from gateway.audio import AudioFormat, StreamEncoder, open_encoder
 from gateway.types.codec import BYTES_PER_FRAME, FRAME_SECONDS, SAMPLES_PER_FRAME
 
 from .signals import chirp_pcm, decode
@@ -22,15 +19,9 @@ SECONDS = 2.0
 EARLY_ALLOWANCE_S = {AudioFormat.AAC: 1024 / 24_000, AudioFormat.MP3: 2 * 576 / 24_000}
 
 
-def _late_encoder(fmt: AudioFormat, speed: float):  # noqa: ANN202 -- any StreamEncoder
+def _late_encoder(fmt: AudioFormat, speed: float) -> StreamEncoder:
     """The same encoder without the early start: what the stream was before."""
-    if fmt is AudioFormat.PCM:
-        inner = PcmPassthroughEncoder()
-    elif fmt is AudioFormat.WAV:
-        inner = WavStreamEncoder()
-    else:
-        inner = CodecStreamEncoder(CODEC_PROFILES[fmt], early_start=False)
-    return inner if speed == 1.0 else TimeStretchedEncoder(inner, TempoStretcher(speed, early_start=False))
+    return open_encoder(fmt, speed, early_start=False)
 
 
 def _worker_chunks(pcm: bytes) -> list[bytes]:
@@ -39,7 +30,7 @@ def _worker_chunks(pcm: bytes) -> list[bytes]:
     return [pcm[:first]] + [pcm[i : i + 48_000] for i in range(first, len(pcm), 48_000)]
 
 
-def _stream(encoder, chunks: list[bytes]) -> tuple[bytes, bytes]:  # noqa: ANN001
+def _stream(encoder: StreamEncoder, chunks: list[bytes]) -> tuple[bytes, bytes]:
     """(bytes out after the first chunk, the whole stream)."""
     try:
         first = encoder.encode(chunks[0])
