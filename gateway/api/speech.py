@@ -178,7 +178,7 @@ class SpeechPipeline:
 class _FirstAudio:
     """The gateway's own delay to this request's first audio: predicted, then measured."""
 
-    __slots__ = ("_delays", "_speech", "predicted_s", "_since")
+    __slots__ = ("_delays", "_since", "_speech", "predicted_s")
 
     def __init__(self, delays: FirstAudioDelays, speech: SpeechRequest, predicted_s: float, since: float) -> None:
         self._delays, self._speech, self.predicted_s, self._since = delays, speech, predicted_s, since

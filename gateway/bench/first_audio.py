@@ -192,9 +192,11 @@ def write_report(document: dict[str, Any], path: Path) -> Path:
         "",
         (__doc__ or "").split("\n\n", 1)[1].strip(),
         "",
-        f"Command: `{document['command'].strip()}` ({document['machine']}; 1-minute load average "
-        f"{document['load_before']} before, {document['load_after']} after each level: "
-        "other jobs shared the machine when it is above 1).",
+        (
+            f"Command: `{document['command'].strip()}` ({document['machine']}; 1-minute load average "
+            f"{document['load_before']} before, {document['load_after']} after each level: "
+            "other jobs shared the machine when it is above 1)."
+        ),
         "",
     ]
     for level, rows in document["levels"].items():
