@@ -10,8 +10,9 @@ worker's second chunk. ``EarlyStart`` gets it out at once: silence is fed right 
 first chunk (it lands in the worker's own hole, where a real-time player has nothing to
 play anyway) so the codec releases every packet holding the first chunk; the packets that
 encode nothing but that silence are then dropped from the stream. What stays is one
-continuous encoder's output with less than one codec frame of silence added after the
-first 40 ms: no seam, no click, the decoded length within a frame of the stream without it.
+continuous encoder's output with a short pause after the first 40 ms (less than a frame
+plus the margin the codec needs to resume cleanly): no seam, no click, and the decoded
+length one packet longer than without it (mp3: one or two of its 24 ms frames).
 """
 
 from __future__ import annotations
