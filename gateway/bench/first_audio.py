@@ -186,6 +186,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# Targets at c1: what the gateway adds to pcm's TTFP (p50) for every format at speed 1 and
+# for pcm at the other speeds; the predicted TTFP header against the measured, every cell.
+ADDED_TARGET_MS = 15.0
+PREDICTION_TARGET = 0.10
+
+
+def _targets(rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    judged = [r for r in rows if (r["speed"] == 1.0) != (r["format"] == "pcm")]
+    added_ok = [r for r in judged if r["added_p50_ms"] <= ADDED_TARGET_MS]
+    predicted = [r for r in rows if "prediction_error" in r]
+    prediction_ok = [r for r in predicted if abs(r["prediction_error"]) <= PREDICTION_TARGET]
+    worst_added = max(judged, key=lambda r: r["added_p50_ms"])
+    worst_prediction = max(predicted, key=lambda r: abs(r["prediction_error"])) if predicted else None
+    lines = [
+        "## Targets (c1)",
+        "",
+        f"- added TTFP over pcm, p50, at most {ADDED_TARGET_MS:g} ms for mp3, aac, opus, flac, wav at speed 1 "
+        f"and pcm at 0.8 and 1.5: **{len(added_ok)} of {len(judged)} met** (largest: {worst_added['format']} "
+        f"x{worst_added['speed']:g}, {worst_added['added_p50_ms']:+.1f} ms)",
+    ]
+    if worst_prediction is not None:
+        lines.append(
+            f"- predicted TTFP header within {PREDICTION_TARGET:.0%} of the measured TTFP (p50), every format "
+            f"and speed: **{len(prediction_ok)} of {len(predicted)} met** (largest: {worst_prediction['format']} "
+            f"x{worst_prediction['speed']:g}, {worst_prediction['prediction_error'] * 100:+.1f}%)"
+        )
+    return [*lines, ""]
+
+
 def write_report(document: dict[str, Any], path: Path) -> Path:
     lines = [
         "# First audio per format and speed",
@@ -194,10 +225,12 @@ def write_report(document: dict[str, Any], path: Path) -> Path:
         "",
         (
             f"Command: `{document['command'].strip()}` ({document['machine']}; 1-minute load average "
-            f"{document['load_before']} before, {document['load_after']} after each level: "
-            "other jobs shared the machine when it is above 1)."
+            f"{document['load_before']} before, "
+            + ", ".join(f"{level} {load}" for level, load in document["load_after"].items())
+            + " after each level: other jobs shared the machine when it is above 1)."
         ),
         "",
+        *_targets(document["levels"].get("c1", [])),
     ]
     for level, rows in document["levels"].items():
         prediction = level == "c1"
