@@ -15,7 +15,8 @@ SPEEDS = (1.0, 0.8, 1.5)
 SECONDS = 2.0
 # The silence the early start leaves behind the first chunk, as the decoder counts it (in
 # whole packets): within one 40 ms frame, or one packet of the codec when that is longer
-# (AAC: 1024 samples); mp3 rounds up to one or two of its 24 ms (576-sample) frames.
+# (AAC: 1024 samples; two after a first piece shorter than the worker's, which this 2 s
+# clip's length happens not to show); mp3 rounds up to one or two of its 24 ms frames.
 EARLY_ALLOWANCE_S = {AudioFormat.AAC: 1024 / 24_000, AudioFormat.MP3: 2 * 576 / 24_000}
 
 
