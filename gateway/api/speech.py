@@ -15,6 +15,7 @@ handed to the recorder once, at the end; no part below calls the recorder on the
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable
 
 from starlette.requests import Request
@@ -26,6 +27,7 @@ from gateway.api.errors import as_gateway_error, error_response
 from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
 from gateway.api.sla import parse_sla_headers
 from gateway.api.speech_request import SpeechRequest, parse_speech_request
+from gateway.audio.delay import FirstAudioDelays
 from gateway.audio.encoder import StreamEncoder
 from gateway.audio.formats import STREAMING_HEADERS, AudioFormat, response_media_type
 from gateway.audio.sse import sse_delta, sse_done, sse_error
@@ -76,6 +78,7 @@ class SpeechPipeline:
         body_timeout_s: float | None = None,
         tracing: SpeechTracing | None = None,
         allow_pool_pin: bool = False,
+        first_audio: FirstAudioDelays | None = None,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -88,6 +91,8 @@ class SpeechPipeline:
         self._body_timeout_s = body_timeout_s
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
+        # The gateway's own delay to first audio per format and speed: predicted, then learned.
+        self._first_audio = first_audio or FirstAudioDelays()
 
     async def handle(self, request: Request, request_id: str) -> Response:
         """Never raises: every refusal is an OpenAI envelope, and every request is recorded."""
@@ -142,7 +147,10 @@ class SpeechPipeline:
         record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
         fields = await self._payloads.check(speech.fields)
         payload = self._payloads.build(fields, speech.input, owner=voice_owner(key_stream.key))
-        info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin)
+        own_delay_s = self._first_audio.predict(speech.response_format, speech.speed)
+        info = RequestInfo(
+            sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin, gateway_delay_s=own_delay_s
+        )
         watch = DisconnectWatch(request.receive)
         stream: OpenStream | None = None
         try:
@@ -153,6 +161,7 @@ class SpeechPipeline:
                 record.reason, record.queue_wait_s = reservation.decision.reason, reservation.waited_s
                 # The relay owns the slot from here, and logs every attempt into the record.
                 stream = await self._relay.open(reservation, info, payload, record.attempts, trace)
+            first_chunk_at = time.perf_counter()  # the worker's first chunk is in hand
             encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format)
         except BaseException:
             watch.close()
@@ -166,8 +175,22 @@ class SpeechPipeline:
                 "request %s served by %s after: %s", record.request_id, stream.worker.worker_id,
                 "; ".join(stream.hidden_failures), extra={"request_id": record.request_id},
             )  # fmt: skip
-        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream, trace)
+        first_audio = _FirstAudio(self._first_audio, speech, own_delay_s, first_chunk_at)
+        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream, trace, first_audio)
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
+
+
+class _FirstAudio:
+    """The gateway's own delay to this request's first audio: predicted, then measured."""
+
+    __slots__ = ("_delays", "_since", "_speech", "predicted_s")
+
+    def __init__(self, delays: FirstAudioDelays, speech: SpeechRequest, predicted_s: float, since: float) -> None:
+        self._delays, self._speech, self.predicted_s, self._since = delays, speech, predicted_s, since
+
+    def sent(self) -> None:
+        speech = self._speech
+        self._delays.observe(speech.response_format, speech.speed, time.perf_counter() - self._since)
 
 
 class _Delivery:
@@ -183,8 +206,10 @@ class _Delivery:
         speech: SpeechRequest,
         key_stream: KeyStream,
         trace: RequestTrace,
+        first_audio: _FirstAudio,
     ) -> None:
         self._relay = relay
+        self._first_audio = first_audio
         self._key_stream = key_stream
         self._recorder = recorder
         self._record = record
@@ -205,7 +230,9 @@ class _Delivery:
             (_REASON, decision.reason.encode()),
         ]
         if decision.predicted_ttfp_s is not None and decision.predicted_rtf is not None:
-            headers.append((_PREDICTED_TTFP, b"%.0f" % (decision.predicted_ttfp_s * 1000)))
+            # What the client will see: the worker's first packet plus the gateway's own delay.
+            predicted_s = decision.predicted_ttfp_s + self._first_audio.predicted_s
+            headers.append((_PREDICTED_TTFP, b"%.0f" % (predicted_s * 1000)))
             headers.append((_PREDICTED_RTF, b"%.3f" % decision.predicted_rtf))
         headers += _STREAMING
         return headers
@@ -223,6 +250,7 @@ class _Delivery:
                 if out:
                     if record.ttfp_s is None:
                         record.first_byte_sent()
+                        self._first_audio.sent()
                     yield sse_delta(out) if sse else out
                 try:
                     # The transport bounds the silence between chunks (upstream.read_timeout_s).

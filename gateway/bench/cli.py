@@ -5,6 +5,7 @@
     higgs-gateway bench plot RESULT.json... --out DIR
     higgs-gateway bench compare --out docs/benchmarks/comparison
     higgs-gateway bench overhead --out docs/benchmarks
+    higgs-gateway bench first-audio --out docs/benchmarks/first-audio
     higgs-gateway bench sessions --out docs/benchmarks/sessions
     higgs-gateway bench profile-changes --out docs/benchmarks/profile-changes
 
@@ -166,10 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("--prefix", default="")
     p_plot.set_defaults(func=cmd_plot)
 
-    from gateway.bench import compare, overhead, profile_changes, sessions
+    from gateway.bench import compare, first_audio, overhead, profile_changes, sessions
 
     compare.add_parser(commands)
     overhead.add_parser(commands)
+    first_audio.add_parser(commands)
     sessions.add_parser(commands)
     profile_changes.add_parser(commands)
     return parser

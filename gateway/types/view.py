@@ -32,6 +32,9 @@ class RequestInfo:
     # The pool the client pinned (x-gateway-pin-pool, where allowed): routed by the `pinned`
     # rules, inside that pool only, whatever its class.
     pool_pin: PoolName | None = None
+    # The gateway's own time from the worker's first chunk to the first encoded byte for this
+    # request's format and speed (``audio.delay``): the client's TTFP is the worker's plus this.
+    gateway_delay_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
