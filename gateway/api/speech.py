@@ -15,7 +15,8 @@ handed to the recorder once, at the end; no part below calls the recorder on the
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
+from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -46,7 +47,12 @@ from gateway.worker_payload import WorkerPayloads
 log = logging.getLogger("higgs_gateway.speech")
 
 CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
-EncoderFactory = Callable[[AudioFormat, float], StreamEncoder]
+
+
+class EncoderFactory(Protocol):
+    def __call__(self, fmt: AudioFormat, speed: float = 1.0, sample_rate: int | None = None) -> StreamEncoder: ...
+
+
 SPEECH_OPENAPI = {
     "requestBody": {
         "required": True,
@@ -135,7 +141,8 @@ class SpeechPipeline:
         self._admission.precheck(sla.sla_class)
         speech = parse_speech_request(await read_json_body(request, self._max_body_bytes))
         record.model, record.input_text = speech.model, speech.input
-        record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
+        delivery_format = speech.delivery(self._payloads.raw_stream_models)
+        record.response_format, record.stream_format = speech.response_format.value, delivery_format
         fields = speech.fields
         self._payloads.check(fields)
         payload = self._payloads.build(fields, speech.input)
@@ -150,7 +157,8 @@ class SpeechPipeline:
                 record.reason, record.queue_wait_s = reservation.decision.reason, reservation.waited_s
                 # The relay owns the slot from here, and logs every attempt into the record.
                 stream = await self._relay.open(reservation, info, payload, record.attempts, trace)
-            encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format)
+            encoder = self._encoders(speech.response_format, speech.tempo, speech.sample_rate)
+            encoder = trace.encoding(encoder, speech.response_format)
         except BaseException:
             watch.close()
             if stream is not None:
@@ -163,7 +171,9 @@ class SpeechPipeline:
                 "request %s served by %s after: %s", record.request_id, stream.worker.worker_id,
                 "; ".join(stream.hidden_failures), extra={"request_id": record.request_id},
             )  # fmt: skip
-        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream, trace)
+        delivery = _Delivery(
+            self._relay, self._recorder, record, stream, encoder, speech, delivery_format == "sse", key_stream, trace
+        )
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
 
 
@@ -178,6 +188,7 @@ class _Delivery:
         stream: OpenStream,
         encoder: StreamEncoder,
         speech: SpeechRequest,
+        sse: bool,
         key_stream: KeyStream,
         trace: RequestTrace,
     ) -> None:
@@ -189,7 +200,7 @@ class _Delivery:
         self._encoder = encoder
         self._speech = speech
         self._trace = trace
-        self._sse = speech.stream_format == "sse"
+        self._sse = sse
         self._status = 200
         self._outcome = StreamOutcome.COMPLETED
         self._done = False

@@ -101,7 +101,7 @@ class _DrainableSink:
 class CodecStreamEncoder:
     """A PyAV encoder + muxer turning worker PCM into one continuous ``profile`` stream."""
 
-    def __init__(self, profile: CodecProfile) -> None:
+    def __init__(self, profile: CodecProfile, sample_rate: int = SAMPLE_RATE) -> None:
         self._align = SampleAligner().align
         self._sink = _DrainableSink()
         self._samples_in = 0
@@ -110,7 +110,9 @@ class CodecStreamEncoder:
         )
         try:
             stream = container.add_stream(
-                profile.codec, rate=SAMPLE_RATE, options=dict(profile.codec_options)
+                # At another rate than the workers' 24 kHz (a request's sample_rate),
+                # PyAV resamples each frame on its way into the codec.
+                profile.codec, rate=sample_rate, options=dict(profile.codec_options)
             )
             stream.layout = PCM_LAYOUT
             if profile.bit_rate is not None:
