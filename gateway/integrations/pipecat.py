@@ -24,10 +24,7 @@ from pipecat.services.settings import TTSSettings
 from pipecat.services.tts_service import WebsocketTTSService
 from websockets.protocol import State
 
-from gateway.integrations.session_client import AGENT_CONFIG, SAMPLE_RATE, stream_url
-
-KEEPALIVE_S = 10.0
-_KEEPALIVE = json.dumps({"type": "input.text", "text": ""})  # opens no utterance
+from gateway.integrations.session_client import AGENT_CONFIG, KEEPALIVE, KEEPALIVE_S, SAMPLE_RATE, stream_url
 
 
 class HiggsSessionTTSService(WebsocketTTSService):
@@ -113,7 +110,7 @@ class HiggsSessionTTSService(WebsocketTTSService):
 
     async def _send_keepalive(self) -> None:
         if self._websocket and self._websocket.state is State.OPEN:
-            await self._websocket.send(_KEEPALIVE)
+            await self._websocket.send(KEEPALIVE)
 
     # ---- text in ------------------------------------------------------------------------
 

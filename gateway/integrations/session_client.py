@@ -23,6 +23,10 @@ from websockets.asyncio.client import ClientConnection, connect
 
 STREAM_PATH = "/v1/audio/speech/stream"
 SAMPLE_RATE = 24_000  # the sessions' streamed PCM: 24 kHz, mono, s16le
+# The gateway ends a session silent for sessions.idle_timeout_s (30 s); WebSocket pings do
+# not count, so an idle agent says an empty input.text now and then (it opens no utterance).
+KEEPALIVE_S = 10.0
+KEEPALIVE = json.dumps({"type": "input.text", "text": ""})
 # What a voice agent wants: raw PCM as it is made, cut at sentences.
 AGENT_CONFIG: Mapping[str, Any] = {"response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
 
@@ -79,6 +83,7 @@ class SpeechSession:
         self._open_timeout_s = open_timeout_s
         self._ws: ClientConnection | None = None
         self._lock = asyncio.Lock()
+        self._keepalive: asyncio.Task[None] | None = None
         self.connects = 0  # sockets opened so far: 1 for a session that never broke
 
     @asynccontextmanager
@@ -100,12 +105,25 @@ class SpeechSession:
 
     async def aclose(self) -> None:
         async with self._lock:
+            if self._keepalive is not None:
+                self._keepalive.cancel()
+                self._keepalive = None
             if self._ws is not None:
                 try:
                     await self._ws.send(json.dumps({"type": "session.close"}))
                 except Exception:  # noqa: BLE001 -- closing anyway
                     pass
             await self._drop()
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(KEEPALIVE_S)
+            ws = self._ws
+            if ws is not None and ws.close_code is None:
+                try:
+                    await ws.send(KEEPALIVE)
+                except Exception:  # noqa: BLE001 -- the next utterance reopens it
+                    pass
 
     async def _socket(self) -> ClientConnection:
         if self._ws is not None and self._ws.close_code is None:
@@ -121,6 +139,8 @@ class SpeechSession:
         await ws.send(json.dumps({"type": "session.config", **self._config}))
         self._ws = ws
         self.connects += 1
+        if self._keepalive is None:
+            self._keepalive = asyncio.create_task(self._keep_alive())
         return ws
 
     async def _drop(self) -> None:
