@@ -14,6 +14,7 @@ is not what was asked for. The table is docs/clients.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any, Literal
 
@@ -50,6 +51,10 @@ NOT_FOR_HIGGS = {
     "speaker_embedding": "cloning from a precomputed embedding (Qwen3-TTS)",
 }
 StreamFormat = Literal["audio", "sse"]
+# The worker sets these three on Stage 0's sampling parameters; every other key of
+# extra_params lands in its internal extra_args (where it keeps e.g. kv_transfer_params),
+# which no client of a shared fleet should write.
+SAMPLING_OVERRIDES = ("temperature", "top_p", "top_k")
 
 
 class VoiceObject(BaseModel):
@@ -169,6 +174,8 @@ def _check_what_higgs_can_honour(speech: SpeechRequest) -> None:
             "ref_audio must be one string (a data: URI or an allowed https URL): Higgs-Audio V3 clones from one reference.",
             "ref_audio",
         )
+    if speech.extra_params is not None:
+        _check_sampling_overrides(speech.extra_params)
     if speech.word_timestamps:
         # The worker's own refusals: streamed, and (the gateway always streams from its
         # workers) never in a header on a whole file.
@@ -181,6 +188,28 @@ def _check_what_higgs_can_honour(speech: SpeechRequest) -> None:
     if rate is not None and rate not in supported_sample_rates(speech.response_format):
         rates = ", ".join(str(r) for r in supported_sample_rates(speech.response_format))
         raise bad_request(f"sample_rate {rate} is not available for {speech.response_format.value}; use one of {rates}.", "sample_rate")
+
+
+def _check_sampling_overrides(params: dict[str, Any]) -> None:
+    other = sorted(set(params) - set(SAMPLING_OVERRIDES))
+    if other:
+        raise bad_request(
+            f"extra_params may set only {', '.join(SAMPLING_OVERRIDES)}; {', '.join(map(repr, other))} would reach "
+            "the worker's internal sampling arguments.",
+            "extra_params",
+        )
+    # The worker assigns them as they are: a wrong type would fail the request on the worker.
+    temperature, top_p, top_k = (params.get(name) for name in SAMPLING_OVERRIDES)
+    if temperature is not None and not (_is_number(temperature) and 0 <= temperature <= 100):
+        raise bad_request("extra_params.temperature must be a number from 0 to 100.", "extra_params")
+    if top_p is not None and not (_is_number(top_p) and 0 < top_p <= 1):
+        raise bad_request("extra_params.top_p must be a number above 0 and at most 1.", "extra_params")
+    if top_k is not None and not (isinstance(top_k, int) and not isinstance(top_k, bool) and top_k >= -1):
+        raise bad_request("extra_params.top_k must be a whole number, -1 (no limit) or more.", "extra_params")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _first_error(exc: ValidationError) -> GatewayError:

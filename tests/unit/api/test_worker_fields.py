@@ -214,6 +214,11 @@ def test_voice_wins_over_speaker_as_on_the_worker() -> None:
         ({"ref_audio": [DATA_URI]}, "ref_audio"),
         ({"initial_codec_chunk_frames": -1}, "initial_codec_chunk_frames"),
         ({"extra_params": [1]}, "extra_params"),
+        # Only the sampling overrides: the rest would land in the worker's internal extra_args.
+        ({"extra_params": {"kv_transfer_params": {"remote_host": "10.0.0.1"}}}, "extra_params"),
+        ({"extra_params": {"temperature": "hot"}}, "extra_params"),
+        ({"extra_params": {"top_p": 0}}, "extra_params"),
+        ({"extra_params": {"top_k": 1.5}}, "extra_params"),
         ({"temperature": 0.7}, "temperature"),  # neither OpenAI's nor the worker's: a typo, most likely
     ],
 )
