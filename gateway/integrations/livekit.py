@@ -58,11 +58,12 @@ class TTS(tts.TTS):
         config = {"voice": voice, **session_config}
         if model is not None:
             config["model"] = model
+        self._model = model or "higgs-audio-v3"
         self._session = SpeechSession(base_url, config, api_key=api_key)
 
     @property
     def model(self) -> str:
-        return "higgs-audio-v3"
+        return self._model
 
     @property
     def provider(self) -> str:
