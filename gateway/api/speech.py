@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
+from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -48,7 +49,12 @@ from gateway.worker_payload import WorkerPayloads
 log = logging.getLogger("higgs_gateway.speech")
 
 CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
-EncoderFactory = Callable[[AudioFormat, float], StreamEncoder]
+
+
+class EncoderFactory(Protocol):
+    def __call__(self, fmt: AudioFormat, speed: float = 1.0, sample_rate: int | None = None) -> StreamEncoder: ...
+
+
 SPEECH_OPENAPI = {
     "requestBody": {
         "required": True,
@@ -144,10 +150,11 @@ class SpeechPipeline:
         self._admission.precheck(sla.sla_class)
         speech = parse_speech_request(await read_json_body(request, self._max_body_bytes, self._body_timeout_s))
         record.model, record.input_text = speech.model, speech.input
-        record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
+        delivery_format = speech.delivery(self._payloads.raw_stream_models)
+        record.response_format, record.stream_format = speech.response_format.value, delivery_format
         fields = await self._payloads.check(speech.fields)
         payload = self._payloads.build(fields, speech.input, owner=voice_owner(key_stream.key))
-        own_delay_s = self._first_audio.predict(speech.response_format, speech.speed)
+        own_delay_s = self._first_audio.predict(speech.response_format, speech.tempo)
         info = RequestInfo(
             sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin, gateway_delay_s=own_delay_s
         )
@@ -162,7 +169,8 @@ class SpeechPipeline:
                 # The relay owns the slot from here, and logs every attempt into the record.
                 stream = await self._relay.open(reservation, info, payload, record.attempts, trace)
             first_chunk_at = time.perf_counter()  # the worker's first chunk is in hand
-            encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format)
+            encoder = self._encoders(speech.response_format, speech.tempo, sample_rate=speech.sample_rate)
+            encoder = trace.encoding(encoder, speech.response_format)
         except BaseException:
             watch.close()
             if stream is not None:
@@ -176,7 +184,10 @@ class SpeechPipeline:
                 "; ".join(stream.hidden_failures), extra={"request_id": record.request_id},
             )  # fmt: skip
         first_audio = _FirstAudio(self._first_audio, speech, own_delay_s, first_chunk_at)
-        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream, trace, first_audio)
+        delivery = _Delivery(
+            self._relay, self._recorder, record, stream, encoder, speech, delivery_format == "sse", key_stream, trace,
+            first_audio,
+        )  # fmt: skip
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
 
 
@@ -190,7 +201,7 @@ class _FirstAudio:
 
     def sent(self) -> None:
         speech = self._speech
-        self._delays.observe(speech.response_format, speech.speed, time.perf_counter() - self._since)
+        self._delays.observe(speech.response_format, speech.tempo, time.perf_counter() - self._since)
 
 
 class _Delivery:
@@ -204,6 +215,7 @@ class _Delivery:
         stream: OpenStream,
         encoder: StreamEncoder,
         speech: SpeechRequest,
+        sse: bool,
         key_stream: KeyStream,
         trace: RequestTrace,
         first_audio: _FirstAudio,
@@ -217,7 +229,7 @@ class _Delivery:
         self._encoder = encoder
         self._speech = speech
         self._trace = trace
-        self._sse = speech.stream_format == "sse"
+        self._sse = sse
         self._status = 200
         self._outcome = StreamOutcome.COMPLETED
         self._done = False

@@ -153,12 +153,14 @@ class _DrainableSink:
 class CodecStreamEncoder:
     """A PyAV encoder + muxer turning worker PCM into one continuous ``profile`` stream."""
 
-    def __init__(self, profile: CodecProfile, early_start: bool = True) -> None:
+    def __init__(self, profile: CodecProfile, early_start: bool = True, sample_rate: int = SAMPLE_RATE) -> None:
         self._align = SampleAligner().align
         self._sink = _DrainableSink()
         self._samples_in = 0
-        # Until the first audio: the codec's EarlyStart (None once used, or when off).
-        self._early_start = profile.early_start if early_start else None
+        # Until the first audio: the codec's EarlyStart (None once used, or when off). Its
+        # frame counts are the workers' 24 kHz samples: at another rate (a request's
+        # sample_rate) the codec's frames hold other counts, so such a stream starts late.
+        self._early_start = profile.early_start if early_start and sample_rate == SAMPLE_RATE else None
         self._dropped: range = range(0)  # packet indices cut out of the stream
         self._packets = 0  # packets the codec produced so far, dropped ones included
         container = av.open(
@@ -166,7 +168,9 @@ class CodecStreamEncoder:
         )
         try:
             stream = container.add_stream(
-                profile.codec, rate=SAMPLE_RATE, options=dict(profile.codec_options)
+                # At another rate than the workers' 24 kHz (a request's sample_rate),
+                # PyAV resamples each frame on its way into the codec.
+                profile.codec, rate=sample_rate, options=dict(profile.codec_options)
             )
             stream.layout = PCM_LAYOUT
             if profile.bit_rate is not None:
