@@ -21,6 +21,7 @@ from gateway.audio.formats import AudioFormat
 from gateway.config import load_config
 from gateway.errors import GatewayError
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
 
@@ -112,7 +113,7 @@ def test_a_body_the_worker_accepts_means_the_same_through_the_gateway(tmp_path: 
         assert "Value error" not in caught.value.message and "Input should" not in caught.value.message
         return
     speech = parse_speech_request(orjson.dumps(body))
-    payload = payloads(tmp_path).build(speech.fields, speech.input)
+    payload = payloads(tmp_path).build(speech.fields, speech.input, owner=ADMIN)
     if how == SAME:
         name = "voice" if field == "speaker" else field
         mine = speech.voice_name if name == "voice" else getattr(speech, name)

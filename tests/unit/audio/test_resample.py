@@ -16,7 +16,7 @@ ONE_SECOND = (np.sin(np.arange(24_000) / 24_000 * 2 * np.pi * 220) * 8000).astyp
 
 
 def encode_in_odd_pieces(fmt: AudioFormat, rate: int, speed: float = 1.0) -> bytes:
-    encoder = open_encoder(fmt, speed, rate)
+    encoder = open_encoder(fmt, speed, sample_rate=rate)
     # 4801 bytes: pieces split inside a sample, as HTTP chunking does.
     out = b"".join(encoder.encode(ONE_SECOND[i : i + 4801]) for i in range(0, len(ONE_SECOND), 4801))
     return out + encoder.finish()
