@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -127,8 +128,11 @@ class Fleet:
 
     def redis(self, name: str = "redis") -> str:
         """A throw-away redis-server (no persistence) for replicas to share; its URL."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (Debian: apt-get install redis-server)")
         port = free_port()
-        args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                 "--dir", str(self.work_dir)]  # fmt: skip
         log_path = self.work_dir / f"{name}.log"
         with log_path.open("wb") as log:
