@@ -26,6 +26,7 @@ TEXT = LONG_TEXT  # about 20 s of streaming at this scale
 LEASE_TTL_S = 3.0
 # A dead replica's leases: expired after the TTL, gone from a view at its next heartbeat.
 DEAD_REPLICA_BOUND_S = LEASE_TTL_S + LEASE_TTL_S / 3
+LL_SLOTS = 1  # one low-latency slot for the whole fleet: a second hand-out would show
 
 
 @dataclass
@@ -60,6 +61,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         for name in ("first", "second", "third"):
             (tmp / name).mkdir()
             configs[name] = gateway_config(tmp / name, [ll.url], [ht.url], free_port(), extra(redis))
+            configs[name]["pools"]["low_latency"]["slots_per_worker"] = LL_SLOTS
         with running_gateway(tmp / "first", configs["first"], name="first") as first, running_gateway(
             tmp / "second", configs["second"], name="second"
         ) as second:
@@ -108,6 +110,33 @@ async def test_a_lease_on_one_replica_is_counted_by_the_other_within_millisecond
         assert others_on(fleet.first.url, wid) == 0  # its own lease is in its inflight
         assert pools(fleet.first.url)["pools"]["low_latency"]["inflight"] == 1
     await asyncio.to_thread(wait_until, lambda: others_on(fleet.second.url, wid) == 0, 5, "its release seen")
+
+
+async def test_the_one_low_latency_slot_goes_to_one_request_of_the_whole_fleet(fleet: Fleet) -> None:
+    """Six `latency` streams at once, three through each replica, each far longer than the
+    burst: had both replicas handed out the slot, two would be on low-latency together."""
+    replicas = (fleet.first, fleet.second)
+    all_routed = asyncio.Event()
+
+    def routed() -> int:
+        return sum(pools(g.url)["pools"][p]["inflight"] for g in replicas for p in ("low_latency", "high_throughput"))
+
+    async with httpx.AsyncClient(timeout=60) as client:
+
+        async def pool_of(url: str) -> str:
+            async with client.stream(
+                "POST", f"{url}/v1/audio/speech", json=speech_body(TEXT, response_format="pcm"),
+                headers={"x-sla-class": "latency"},
+            ) as response:  # fmt: skip
+                assert response.status_code == 200
+                await all_routed.wait()  # every stream stays open until all six hold a slot
+                return str(response.headers["x-gateway-pool"])
+
+        tasks = [asyncio.ensure_future(pool_of(g.url)) for _ in range(3) for g in replicas]
+        await asyncio.to_thread(wait_until, lambda: routed() == len(tasks), 30, "all six routed")
+        all_routed.set()
+        chosen = await asyncio.gather(*tasks)
+    assert chosen.count("low_latency") == 1, chosen
 
 
 async def test_a_replica_killed_mid_stream_leaves_no_load_after_the_bound(fleet: Fleet) -> None:
