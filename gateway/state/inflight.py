@@ -175,8 +175,11 @@ class SharedInflight:
         if self._shared:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(self._heartbeat_timeout_s):
-                    await asyncio.gather(*(self._store.release(l.worker.worker_id, i) for i, l in self._held.items()))
-        for task in list(self._tasks):
+                    await asyncio.gather(
+                        *(self._store.release(lease.worker.worker_id, i) for i, lease in self._held.items())
+                    )
+        self._shared = False  # nothing more is written from here
+        for task in [*self._tasks, *self._pending.values()]:
             task.cancel()
         await self._store.close()
 
