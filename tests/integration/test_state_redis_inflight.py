@@ -198,3 +198,31 @@ def test_redis_down_each_replica_routes_on_its_own_view_says_so_and_rejoins(flee
         assert gateway_metric(g.url, "higgs_gateway_fleet_view_shared") == 1
         lines = g.log().splitlines()[logged_before[g.url] :]
         assert sum(1 for line in lines if "fleet view of in-flight work lost" in line) == 1, "logged once"
+
+
+def first_byte_s(url: str) -> float:
+    started = time.monotonic()
+    with httpx.stream(
+        "POST", f"{url}/v1/audio/speech", json=speech_body("Still speaking.", response_format="pcm"),
+        headers={"x-sla-class": "latency"}, timeout=30,
+    ) as response:  # fmt: skip
+        assert response.status_code == 200
+        next(response.iter_raw())
+        return time.monotonic() - started
+
+
+def test_a_hung_redis_holds_no_speech_up(fleet: Fleet) -> None:
+    """Redis frozen (SIGSTOP: connections open, nothing answers): a request waits at most
+    state.inflight_timeout_s (0.1 s) once, then routes on the replica's own view until it thaws."""
+    proc = fleet.redis._proc
+    assert proc is not None
+    before = min(first_byte_s(fleet.first.url) for _ in range(3))
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        frozen = [first_byte_s(fleet.first.url) for _ in range(3)]
+        print(f"first byte: {before * 1000:.0f} ms before, " + ", ".join(f"{t * 1000:.0f}" for t in frozen) + " ms frozen")
+        assert max(frozen) < before + 1.0  # never a Redis timeout per request, let alone a hang
+        wait_until(lambda: not shared(fleet.first.url), 10, "degraded while Redis is frozen")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: shared(fleet.first.url), 20, "rejoined once Redis answers")
