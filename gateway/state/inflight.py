@@ -9,7 +9,8 @@ worker's set in the store (``InflightStore``):
   leases at that instant; admission awaits that answer (``confirm``) and, when the
   fleet already held every slot of the worker, lets the policy choose again on the now
   exact view: a capped slot is never handed out twice. One round trip per request.
-- release: removed in the background (never on a request's path).
+- release: removed in the background (never on a request's path), the releases of one
+  event-loop turn in one round trip.
 - every take and release is published; every replica applies the others' at once, so
   each decision sees the whole fleet's in-flight work, milliseconds old.
 - a heartbeat (every third of ``state.inflight_lease_ttl_s``) renews this replica's
@@ -48,7 +49,9 @@ class InflightStore(Protocol):
         """Add the lease; returns the worker's live leases held before it (every replica's)."""
         ...
 
-    async def release(self, worker_id: str, lease_id: str) -> None: ...
+    async def release(self, leases: Sequence[tuple[str, str]]) -> None:
+        """Remove these (worker id, lease id) leases, in one round trip."""
+        ...
 
     async def renew_and_read(
         self, held: Mapping[str, Sequence[str]], workers: Sequence[str], ttl_s: float
@@ -60,7 +63,7 @@ class InflightStore(Protocol):
     async def follow(
         self, on_delta: Callable[[str, str, str], None], on_subscribed: Callable[[], Awaitable[None]]
     ) -> None:
-        """Subscribe to takes/releases (``on_delta(op, worker_id, lease_id)``, op ``+``/``-``),
+        """Subscribe to takes/releases (``on_delta(op, worker_id, lease_id)``, op ``+``/``-``, once per lease),
         call ``on_subscribed``, and deliver until the connection is lost (then raise)."""
         ...
 
@@ -111,6 +114,7 @@ class SharedInflight:
         # Deltas that arrive while a heartbeat's read is on its way, applied over its answer.
         self._during_read: list[tuple[str, str, str]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # background writes, kept referenced
+        self._releasing: list[tuple[str, str]] = []  # this turn's releases, sent together
         self._loops: list[asyncio.Task[None]] = []
 
     # ---- what routing and operators see -----------------------------------------------
@@ -175,9 +179,7 @@ class SharedInflight:
         if self._shared:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(self._heartbeat_timeout_s):
-                    await asyncio.gather(
-                        *(self._store.release(lease.worker.worker_id, i) for i, lease in self._held.items())
-                    )
+                    await self._store.release([(lease.worker.worker_id, i) for i, lease in self._held.items()])
         self._shared = False  # nothing more is written from here
         for task in [*self._tasks, *self._pending.values()]:
             task.cancel()
@@ -205,16 +207,22 @@ class SharedInflight:
     def _send_release(self, worker_id: str, lease_id: str) -> None:
         if not self._shared:
             return  # not renewed any more: it expires on its own within the TTL
-        task = asyncio.get_running_loop().create_task(self._release(worker_id, lease_id))
+        if not self._releasing:
+            asyncio.get_running_loop().call_soon(self._flush_releases)
+        self._releasing.append((worker_id, lease_id))
+
+    def _flush_releases(self) -> None:
+        leases, self._releasing = self._releasing, []
+        task = asyncio.get_running_loop().create_task(self._release(leases))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _release(self, worker_id: str, lease_id: str) -> None:
+    async def _release(self, leases: list[tuple[str, str]]) -> None:
         try:
             async with asyncio.timeout(self._heartbeat_timeout_s):
-                await self._store.release(worker_id, lease_id)
+                await self._store.release(leases)
         except Exception as exc:
-            self._lost(f"releasing a slot: {exc!r}")
+            self._lost(f"releasing slots: {exc!r}")
 
     # ---- following the others ---------------------------------------------------------------
     def _on_delta(self, op: str, worker_id: str, lease_id: str) -> None:

@@ -3,7 +3,8 @@
 Keys (under ``state.key_prefix``): ``inflight:<worker id>``, a sorted set of that worker's
 leases (member: ``<replica>:<serial>``, score: its expiry in ms on the Redis clock), and
 the channel ``inflight``, where every take and release is published as
-``+|-`` newline worker id newline lease id. Every script runs on the server's clock, so
+``+|-`` then newline-separated worker id and lease id pairs (one per take, every lease of
+one release round trip together). Every script runs on the server's clock, so
 replicas' clocks never need to agree. Each set expires as a whole once no replica renews
 it, so a fleet that goes away leaves nothing behind.
 """
@@ -32,11 +33,19 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PUBLISH', KEYS[2], '+\\n' .. ARGV[3] .. '\\n' .. ARGV[1])
 return before
 """
+# KEYS[1]: the channel, KEYS[1 + i]: the set of the worker ARGV[2i - 1] whose lease ARGV[2i]
+# ends. One message for every lease actually removed.
 _RELEASE = """
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', KEYS[2], '-\\n' .. ARGV[2] .. '\\n' .. ARGV[1])
+local removed = {}
+for i = 2, #KEYS do
+  local worker, id = ARGV[2 * i - 3], ARGV[2 * i - 2]
+  if redis.call('ZREM', KEYS[i], id) == 1 then
+    removed[#removed + 1] = worker
+    removed[#removed + 1] = id
+  end
 end
-return 1
+if #removed > 0 then redis.call('PUBLISH', KEYS[1], '-\\n' .. table.concat(removed, '\\n')) end
+return #removed / 2
 """
 # KEYS: every worker's set; ARGV[1]: the TTL in ms, ARGV[1 + i]: this replica's leases on
 # KEYS[i], space-separated. Written back without XX: after an outage, or a Redis that lost
@@ -77,8 +86,11 @@ class RedisInflightStore:
         )
         return [m.decode() for m in before]
 
-    async def release(self, worker_id: str, lease_id: str) -> None:
-        await self._release(keys=[self._key_prefix + worker_id, self.channel], args=[lease_id, worker_id])
+    async def release(self, leases: Sequence[tuple[str, str]]) -> None:
+        if not leases:
+            return
+        keys = [self.channel, *(self._key_prefix + worker_id for worker_id, _ in leases)]
+        await self._release(keys=keys, args=[part for lease in leases for part in lease])
 
     async def renew_and_read(
         self, held: Mapping[str, Sequence[str]], workers: Sequence[str], ttl_s: float
@@ -105,9 +117,9 @@ class RedisInflightStore:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                 if message is None or message.get("type") != "message":
                     continue
-                parts = message["data"].decode().split("\n")
-                if len(parts) == 3:
-                    on_delta(parts[0], parts[1], parts[2])
+                op, *pairs = message["data"].decode().split("\n")
+                for worker_id, lease_id in zip(pairs[::2], pairs[1::2], strict=False):
+                    on_delta(op, worker_id, lease_id)
         finally:
             with contextlib.suppress(Exception):
                 await pubsub.aclose()

@@ -21,6 +21,7 @@ class FakeInflightStore:
         self.hold_reserves: asyncio.Event | None = None  # set: reserves wait for it
         self._followers: list[tuple[Callable[[str, str, str], None], asyncio.Event]] = []
         self.reserves = 0
+        self.release_calls = 0
 
     def _check(self) -> None:
         if not self.reachable:
@@ -52,10 +53,12 @@ class FakeInflightStore:
         self._publish("+", worker_id, lease_id)
         return before
 
-    async def release(self, worker_id: str, lease_id: str) -> None:
+    async def release(self, leases: Sequence[tuple[str, str]]) -> None:
         self._check()
-        if self._live(worker_id).pop(lease_id, None) is not None:
-            self._publish("-", worker_id, lease_id)
+        self.release_calls += 1
+        for worker_id, lease_id in leases:
+            if self._live(worker_id).pop(lease_id, None) is not None:
+                self._publish("-", worker_id, lease_id)
 
     async def renew_and_read(
         self, held: Mapping[str, Sequence[str]], workers: Sequence[str], ttl_s: float

@@ -180,3 +180,19 @@ async def test_a_release_during_a_renewal_is_not_written_back() -> None:
     await a.view.heartbeat()
     await until(lambda: not store._live("ll-a"), 1.0, "the renewed-back lease removed again")
     await a.view.stop()
+
+
+async def test_the_releases_of_one_turn_go_out_in_one_round_trip() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=4), await replica(store, slots=4)
+    taken = [a.take() for _ in range(3)]
+    for lease in taken:
+        assert await lease.confirm()
+    assert b.others() == 3
+    calls = store.release_calls
+    for lease in taken:
+        lease.release()
+    await until(lambda: b.others() == 0, 1.0, "all three releases seen")
+    assert store.release_calls == calls + 1
+    await a.view.stop()
+    await b.view.stop()
