@@ -74,7 +74,7 @@ from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import SessionLimits
 from gateway.sessions.voice import SessionVoices
 from gateway.state.replicas import ReplicaSync
-from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend
+from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend, create_shared_inflight
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.mix import DesiredMix
 from gateway.supervisor.profile_change import ChangeFleet, ChangeObserver, ProfileChanger
@@ -279,6 +279,17 @@ def create_app(
     # Workers and routing.
     specs = pool_specs(config, profiles)
     fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
+    # Replicas sharing Redis count each other's leases on every worker (None: one replica).
+    inflight = create_shared_inflight(
+        config.state,
+        fleet.members,
+        fleet.events,
+        cap_of=lambda worker: thresholds.thresholds().max_per_worker.get(worker.pool) or worker.slots,
+        on_shared=recorder.fleet_view_shared,
+    )
+    if inflight is not None:
+        fleet.leases.share(inflight)
+        fleet.view.show_sharing(inflight.describe)
     admission: Admission[Lease] = Admission(
         config.admission,
         create_policy(thresholds.current().policy),
@@ -289,6 +300,7 @@ def create_app(
         clock=clock,
         on_arrival=planner.record_arrival if config.planner.enabled else None,
         demand=latency_demand,
+        confirm=Lease.confirm if inflight is not None else None,
     )
     fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)
@@ -321,6 +333,7 @@ def create_app(
         voice_mirror=voice_mirror,
         voices_changed=voice_registry.replay_all_later,
         observer=recorder,
+        inflight=inflight,
     )
     fleet.readiness.set_hook(WorkerPreparation(config, specs, voice_registry, control_client).prepare)
     # After each good probe: is the same process still behind the address?

@@ -587,6 +587,16 @@ class StateConfig(Strict):
     stream_lease_ttl_s: float = Field(30.0, ge=1, le=3600)
     # Longest wait for one Redis call; a slower answer counts as Redis being unavailable.
     timeout_s: float = Field(0.5, gt=0, le=30)
+    # With Redis: every replica's leases on every worker shared in real time, so replicas
+    # route as one (docs/routing.md, "Many replicas"). Off: each replica counts its own
+    # leases plus the workers' reports, as one replica does.
+    share_inflight: bool = True
+    # A replica's leases are renewed every third of this; a replica that dies leaves no
+    # load behind after at most this plus one renewal interval.
+    inflight_lease_ttl_s: float = Field(3.0, ge=1, le=60)
+    # Longest a request waits for its fleet-wide slot; slower, and this replica routes on
+    # its own view until the next renewal succeeds.
+    inflight_timeout_s: float = Field(0.1, gt=0, le=5)
     # Full re-read of the shared state (the safety net under pub/sub change messages).
     resync_interval_s: float = Field(5.0, gt=0)
     # Reconnect back-off: doubles from 0.1 s up to this.

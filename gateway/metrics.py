@@ -92,6 +92,8 @@ class WorkerSnapshot:
     up: bool  # routable right now (READY)
     report_age_s: float | None  # seconds since its last load report; None = never reported
     slots: int  # requests it should carry at once
+    # Requests its load report counts that no gateway holds (a leaking counter); 0: trusted.
+    report_leak: int = 0
     # The routing's learned curve at a few loads: load -> (predicted RTF, predicted TTFP s).
     curve: Mapping[int, tuple[float, float]] = field(default_factory=dict)
 
@@ -153,6 +155,12 @@ class FleetCollector(Collector):
             "Seconds since the worker's last load report; absent until the first.",
             ["pool", "worker"],
         )
+        w_leak = _gauge(
+            "worker_report_leak",
+            "Requests the worker's load report counts that no gateway replica holds (a leaking /load):"
+            " its reports are corrected by this; 0 while trusted.",
+            ["pool", "worker"],
+        )
         queue = _gauge("admission_queue_depth", "Requests waiting in admission per SLA class.", ["sla_class"])
         threshold = _gauge(
             "routing_threshold", "Effective value of each routing threshold (config key as name).", ["name"]
@@ -175,7 +183,7 @@ class FleetCollector(Collector):
         )
         families = (
             pool_inflight, pool_capacity, w_inflight, w_reported, w_up, w_age, queue, threshold, w_rtf, w_ttfp,
-            empty_for, degraded,
+            empty_for, degraded, w_leak,
         )  # fmt: skip
         if snap is None:
             yield from families
@@ -192,6 +200,7 @@ class FleetCollector(Collector):
             w_up.add_metric(labels, 1.0 if w.up else 0.0)
             if w.reported_load is not None:
                 w_reported.add_metric(labels, w.reported_load)
+            w_leak.add_metric(labels, w.report_leak)
             if w.report_age_s is not None and math.isfinite(w.report_age_s):
                 w_age.add_metric(labels, w.report_age_s)
             for load, (rtf, ttfp) in w.curve.items():
@@ -392,6 +401,12 @@ class GatewayMetrics:
             PREFIX + "state_backend_up",
             "1 while the state backend answers (always 1 for local); 0: serving from the last known state.",
             ["backend"],
+            registry=r,
+        )
+        self.fleet_view_shared = Gauge(
+            PREFIX + "fleet_view_shared",
+            "1 while routing counts every gateway replica's leases (state.backend: redis); 0: this"
+            " replica's own leases plus the workers' reports (one replica, or the store unreachable).",
             registry=r,
         )
         self.state_rate_limit_unavailable = Counter(

@@ -153,6 +153,10 @@ class Recorder:
     def state_backend_up(self, backend: str, up: bool) -> None:
         self.metrics.state_backend_up.labels(backend).set(1 if up else 0)
 
+    def fleet_view_shared(self, shared: bool) -> None:
+        """Routing counts every replica's leases (True) or only this one's plus reports."""
+        self.metrics.fleet_view_shared.set(1 if shared else 0)
+
     def state_rate_limit_unavailable(self, mode: str) -> None:
         self.metrics.state_rate_limit_unavailable.labels(mode).inc()
 
@@ -259,6 +263,7 @@ class Recorder:
                     up=w.routable,
                     report_age_s=None if w.reported_at is None else now - w.reported_at,
                     slots=w.slots,
+                    report_leak=w.report_leak,
                     curve=_curve_points(curves.curve(w.worker_id, w.pool)),
                 )
                 for w in fleet.workers

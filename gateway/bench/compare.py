@@ -28,6 +28,7 @@ from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
+from gateway.bench.nginx import nginx_command
 from gateway.bench.quiet import add_quiet_arguments, wait_for_quiet
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
 from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
@@ -42,6 +43,8 @@ class Setup:
     profiles: tuple[str, str]  # worker 1, worker 2
     ll_slots: int | None = None  # None = the gateway's default
     summary: str = ""
+    # Gateway replicas sharing one Redis behind nginx round robin (1: one gateway, no proxy).
+    replicas: int = 1
 
 
 SETUPS = (
@@ -53,6 +56,11 @@ SETUPS = (
     Setup("rules", "rules", (LL_PROFILE, HT_PROFILE), ll_slots=4,
           summary="1 low-latency + 1 high-throughput, the first build's threshold rules, 4 low-latency slots"),
     Setup("round_robin", "round_robin", (LL_PROFILE, HT_PROFILE), summary="1 low-latency + 1 high-throughput, round robin"),
+    # The same fleet and policy as `adaptive`, routed by several gateways that share Redis.
+    Setup("adaptive-2r", "adaptive", (LL_PROFILE, HT_PROFILE), replicas=2,
+          summary="1 low-latency + 1 high-throughput, adaptive, 2 gateway replicas behind nginx round robin"),
+    Setup("adaptive-3r", "adaptive", (LL_PROFILE, HT_PROFILE), replicas=3,
+          summary="1 low-latency + 1 high-throughput, adaptive, 3 gateway replicas behind nginx round robin"),
 )  # fmt: skip
 
 
@@ -187,6 +195,8 @@ def start_setup(fleet: Fleet, setup: Setup, time_scale: float, sessions: dict[st
                for i, profile in enumerate(setup.profiles, 1)]  # fmt: skip
     ll = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == LL_PROFILE]
     ht = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == HT_PROFILE]
+    if setup.replicas > 1:
+        return _start_replicas(fleet, setup, ll, ht, time_scale, sessions)
     port = free_port()
     document = gateway_document(port, fleet.work_dir / "data", ll, ht, setup.policy, time_scale, setup.ll_slots,
                                 sessions=sessions)  # fmt: skip
@@ -194,6 +204,26 @@ def start_setup(fleet: Fleet, setup: Setup, time_scale: float, sessions: dict[st
     gateway = fleet.gateway("gateway", config, port)
     wait_speech(gateway.url)
     return gateway.url
+
+
+def _start_replicas(fleet: Fleet, setup: Setup, ll: list[str], ht: list[str], time_scale: float,
+                    sessions: dict[str, Any] | None) -> str:  # fmt: skip
+    """``setup.replicas`` gateways on one Redis, behind nginx round robin; returns nginx's URL."""
+    redis_url = fleet.redis()
+    addresses = []
+    for index in range(1, setup.replicas + 1):
+        port = free_port()
+        document = gateway_document(port, fleet.work_dir / f"data{index}", ll, ht, setup.policy, time_scale,
+                                    setup.ll_slots, sessions=sessions)  # fmt: skip
+        document["state"] = {"backend": "redis", "redis_url": redis_url}
+        config = write_config(document, fleet.work_dir / f"gateway{index}.yaml")
+        wait_speech(fleet.gateway(f"gateway{index}", config, port).url)
+        addresses.append(f"127.0.0.1:{port}")
+    nginx_port = free_port()
+    command = nginx_command(fleet.work_dir / "nginx", nginx_port, addresses)
+    proxy = fleet.start("nginx", command, f"http://127.0.0.1:{nginx_port}", "/health")
+    wait_speech(proxy.url)
+    return proxy.url
 
 
 def timing_parameters() -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -124,6 +125,29 @@ class Fleet:
         voices = ["--voices-dir", str(self.work_dir / f"{name}-voices")]
         args = emulator_command(port, profile, time_scale, [*extra, *voices])
         return self.start(name, args, f"http://127.0.0.1:{port}", "/health", cpus)
+
+    def redis(self, name: str = "redis") -> str:
+        """A throw-away redis-server (no persistence) for replicas to share; its URL."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (Debian: apt-get install redis-server)")
+        port = free_port()
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.work_dir)]  # fmt: skip
+        log_path = self.work_dir / f"{name}.log"
+        with log_path.open("wb") as log:
+            popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # noqa: S603
+        service = Service(name, popen, f"redis://127.0.0.1:{port}/0", log_path)
+        self.services.append(service)
+        deadline = time.monotonic() + 20.0
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return service.url
+            if popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start:\n{service.log_tail()}")
+            time.sleep(0.05)
 
     def gateway(self, name: str, config_path: Path, port: int, cpus: set[int] | None = None,
                 ready_path: str = "/health") -> Service:  # fmt: skip

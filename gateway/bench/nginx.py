@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 NGINX_CONF = """\
@@ -19,7 +20,7 @@ http {{
     uwsgi_temp_path {prefix}/uwsgi;
     scgi_temp_path {prefix}/scgi;
     upstream worker {{
-        server {upstream};
+{servers}
         keepalive 256;
     }}
     server {{
@@ -40,12 +41,15 @@ def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
 
 
-def nginx_command(prefix: Path, port: int, upstream: str) -> list[str]:
-    """Write a config proxying 127.0.0.1:``port`` to ``upstream`` (host:port); its command line."""
+def nginx_command(prefix: Path, port: int, upstream: str | Sequence[str]) -> list[str]:
+    """Write a config proxying 127.0.0.1:``port`` to ``upstream`` (host:port; several: round
+    robin, nginx's default balancing); its command line."""
     binary = nginx_binary()
     if binary is None:
         raise RuntimeError("nginx is not installed (Debian: apt-get install nginx)")
     prefix.mkdir(parents=True, exist_ok=True)
     conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, upstream=upstream))
+    upstreams = [upstream] if isinstance(upstream, str) else list(upstream)
+    servers = "\n".join(f"        server {address};" for address in upstreams)
+    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, servers=servers))
     return [binary, "-p", str(prefix), "-c", str(conf)]

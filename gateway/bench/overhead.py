@@ -71,6 +71,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="direct/gateway/nginx are interleaved this many times")
     parser.add_argument("--no-short", action="store_true", help="skip the short-clip phase at the largest level")
     parser.add_argument("--no-nginx", action="store_true")
+    parser.add_argument("--redis", action="store_true",
+                        help="also a gateway with state.backend: redis (the replicas' shared in-flight view), "
+                             "to read its added CPU and TTFP beside the local backend's")  # fmt: skip
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
     add_quiet_arguments(parser, load=1.0, before="first")
     parser.add_argument("--seed", type=int, default=0)
@@ -138,6 +141,15 @@ def run(args: argparse.Namespace) -> int:
         gateway = fleet.gateway("gateway", write_config(config, Path(scratch) / "gateway.yaml"), port, proxy_cpus)
         wait_speech(gateway.url)
         paths: list[tuple[str, str, Service | None]] = [("direct", worker.url, None), ("gateway", gateway.url, gateway)]
+        if args.redis:
+            port = free_port()
+            config = gateway_document(port, Path(scratch) / "data-redis", [], [worker.url], "high_throughput_only",
+                                      args.time_scale)  # fmt: skip
+            config["state"] = {"backend": "redis", "redis_url": fleet.redis()}
+            shared = fleet.gateway("gateway-redis", write_config(config, Path(scratch) / "gateway-redis.yaml"), port,
+                                   proxy_cpus)  # fmt: skip
+            wait_speech(shared.url)
+            paths.append(("gateway-redis", shared.url, shared))
         if use_nginx:
             nginx_port = free_port()
             command = nginx_command(Path(scratch) / "nginx", nginx_port, worker.url.split("//", 1)[1])

@@ -27,6 +27,11 @@ class FleetView:
         self._specs = specs
         self._stale_after_s = stale_after_s
         self._clock = clock
+        self._sharing: Callable[[], dict[str, object]] | None = None
+
+    def show_sharing(self, describe: Callable[[], dict[str, object]]) -> None:
+        """What ``describe`` says of the fleet view shared with other replicas (Redis only)."""
+        self._sharing = describe
 
     @property
     def workers(self) -> Iterable[Worker]:
@@ -57,4 +62,7 @@ class FleetView:
                 "inflight": sum(w.inflight for w in members),
                 "workers": [w.describe(now, stale) for w in members],
             }
-        return {"pools": pools}
+        status: dict[str, object] = {"pools": pools}
+        if self._sharing is not None:
+            status["fleet_view"] = self._sharing()
+        return status

@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gateway.pools.report_leak import LeakWatch
 from gateway.types import PoolName, WorkerState
 from gateway.types.view import WorkerLoad
 
@@ -52,6 +53,15 @@ class Worker:
     # value means the process was replaced behind the same address (see pools/restarts.py).
     process_start_time: float | None = None
     restarts: int = 0  # restarts noticed by this gateway
+    # Other gateway replicas' leases on this worker as the shared fleet view knows them
+    # (exact, milliseconds old); None while there is no fleet view (local backend, or the
+    # shared store unreachable): then the worker's own report stands in for them.
+    others: int | None = None
+    # Requests the worker's report keeps counting that no replica holds (its /load leaked
+    # them), learned while the fleet view was exact (pools/report_leak.py); subtracted from
+    # its reports, which are not trusted as they stand while this is above 0.
+    report_leak: int = 0
+    leak_watch: LeakWatch = field(default_factory=LeakWatch)
 
     @property
     def base_url(self) -> str:
@@ -87,8 +97,12 @@ class Worker:
         fleet at the balanced threshold and was sent to high-throughput."""
         if self.reported_at is None or self.reported_load is None or now - self.reported_at > stale_after_s:
             return None
-        others = max(0, self.reported_load - self.inflight_at_report)
+        others = max(0, self.reported_load - self.report_leak - self.inflight_at_report)
         return others + self.inflight
+
+    def fleet_load(self) -> int | None:
+        """Every replica's leases here, exact, while the fleet view is shared; else None."""
+        return None if self.others is None else self.inflight + self.others
 
     def note_release(self, now: float) -> None:
         self.recent_releases.append(now)
@@ -101,6 +115,21 @@ class Worker:
         self.reported_load = load
         self.reported_at = now
         self.inflight_at_report = self.inflight if ours is None else ours
+        if self.others is not None:
+            # The fleet's count is exact: what the report has beyond it is lag or a leak.
+            leak = self.leak_watch.observe(now, load - self.inflight_at_report - self.others)
+            if leak != self.report_leak:
+                if leak:
+                    log.warning(
+                        "worker %s: its load report counts %d request(s) no gateway holds (a leaking counter);"
+                        " its reports are corrected by that",
+                        self.worker_id,
+                        leak,
+                        extra={"worker": self.worker_id, "pool": self.pool.value, "leak": leak},
+                    )
+                else:
+                    log.info("worker %s: its load report agrees with the fleet again", self.worker_id)
+                self.report_leak = leak
 
     def load_view(self, now: float, stale_after_s: float) -> WorkerLoad:
         return WorkerLoad(
@@ -108,7 +137,8 @@ class Worker:
             pool=self.pool,
             routable=self.routable,
             inflight=self.inflight,
-            reported=self.fresh_report(now, stale_after_s),
+            # The fleet's exact count when it is shared: the report then only tells leaks apart.
+            reported=self.fresh_report(now, stale_after_s) if self.others is None else self.inflight + self.others,
             slots=self.slots,
         )
 
@@ -128,6 +158,9 @@ class Worker:
             "report_age_s": None if self.reported_at is None else round(now - self.reported_at, 3),
             "report_fresh": self.fresh_report(now, stale_after_s) is not None,
             "load_source": self.load_source.value,
+            "other_replicas_inflight": self.others,
+            "report_leak": self.report_leak,
+            "report_trusted": self.report_leak == 0,
             "slots": self.slots,
             "consecutive_failures": self.consecutive_failures,
             "last_error": self.last_error,

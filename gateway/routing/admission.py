@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
-from collections.abc import Callable, Set
+from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass, replace
 from typing import Generic
 
@@ -39,6 +39,10 @@ from gateway.types.reservation import Reservation, SlotT
 from gateway.types.view import LoadView, RequestInfo
 
 Clock = Callable[[], float]
+
+# How many slots one request may be refused fleet-wide (another replica took the last one
+# first) before it keeps the one its policy chose; see ``confirm`` below.
+CONFIRM_ATTEMPTS = 3
 
 # Service order: a lower index is served first.
 PRIORITY = (SlaClass.LATENCY, SlaClass.BALANCED, SlaClass.THROUGHPUT)
@@ -107,8 +111,12 @@ class Admission(Generic[SlotT]):
         clock: Clock = time.monotonic,
         on_arrival: Callable[[RequestInfo], None] | None = None,
         demand: LatencyDemand | None = None,
+        confirm: Callable[[SlotT], Awaitable[bool]] | None = None,
     ) -> None:
         self._config = config
+        # With replicas sharing a fleet view: is the held slot ours fleet-wide? (None: one
+        # replica, the slot held here is the whole truth, and admission never awaits it.)
+        self._confirm = confirm
         # Every request that reaches admission, counted for the fleet planner (a tally:
         # two integer additions, no clock, no lock).
         self._on_arrival = on_arrival
@@ -145,9 +153,42 @@ class Admission(Generic[SlotT]):
             raise self._rejected(sla, reasons.SHUTTING_DOWN)
         if self._on_arrival is not None:
             self._on_arrival(request)
-        now = self._clock()
         if sla is SlaClass.LATENCY and self._demand is not None:
-            self._demand.on_arrival(now, request.input_chars)
+            self._demand.on_arrival(self._clock(), request.input_chars)
+        reservation = await self._admit_here(request)
+        if self._confirm is None:
+            return reservation
+        return await self._confirmed(request, reservation)
+
+    async def _confirmed(self, request: RequestInfo, reservation: Reservation[SlotT]) -> Reservation[SlotT]:
+        """The reservation once the fleet agrees the slot is free; else admitted again.
+
+        Another replica may have taken a capped worker's last slot between its lease
+        reaching this replica's view and this decision. The fleet view answers with that
+        worker's exact leases, so the next decision sees it full (and waits, or goes
+        elsewhere). A policy that picks the refused worker again does not cap its workers:
+        it keeps that slot, as with one replica."""
+        for _ in range(CONFIRM_ATTEMPTS):
+            assert self._confirm is not None
+            try:
+                if await self._confirm(reservation.slot):
+                    return reservation
+            except BaseException:
+                reservation.release()  # cancelled while asking: the caller never owned it
+                raise
+            refused = reservation.worker_id
+            reservation.release()
+            reservation = await self._admit_here(request)
+            if reservation.worker_id == refused:
+                return reservation
+        return reservation
+
+    async def _admit_here(self, request: RequestInfo) -> Reservation[SlotT]:
+        """A slot held in this replica: at once, or after waiting in the queue."""
+        sla = request.sla_class
+        if self._closed:
+            raise self._rejected(sla, reasons.SHUTTING_DOWN)
+        now = self._clock()
         thresholds = self._thresholds()
         spill_at = None
         budget = CLASSES[sla].spill_after_s(request, thresholds)

@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"comma-separated, from: {', '.join(s.name for s in SETUPS)}")  # fmt: skip
     parser.add_argument("--fleet", default=None, help="a custom fleet instead of --setups, e.g. ll=3,ht=5")
     parser.add_argument("--policy", default="adaptive", help="with --fleet: the routing policy")
+    parser.add_argument("--replica-view", choices=("shared", "reports"), default="shared",
+                        help="setups with several gateway replicas (adaptive-2r, adaptive-3r): shared = every "
+                             "replica counts every lease (state.backend: redis); reports = each sees the others "
+                             "only in the workers' load reports, as before the shared view")  # fmt: skip
     parser.add_argument("--thresholds", default=None, help="routing thresholds as JSON, e.g. '{\"reserve_for_latency\": 1}'")
     parser.add_argument("--admission", default=None, help="admission settings as JSON, e.g. '{\"promote_after_s\": 2}'")
     parser.add_argument("--ceiling", action="store_true",
@@ -77,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     run_id = new_run_id()  # one invocation is one run: its setups compare with each other
     for setup in setups:
         documents += run_virtual(simulate(setup, levels, args.requests, traces, args.seed, thresholds,
-                                          run_id=run_id, admission=admission))  # fmt: skip
+                                          run_id=run_id, admission=admission,
+                                          replica_view=args.replica_view))  # fmt: skip
     lines = render(documents, setups, levels, _command())
     ceiling_rows = ceiling.measure(levels, args.seed) if args.ceiling and levels else []
     if ceiling_rows:

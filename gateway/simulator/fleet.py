@@ -106,13 +106,17 @@ class SimGateway:
         admission: AdmissionConfig | None = None,
         learning: LearningSettings | None = None,
         on_arrival: Callable[[RequestInfo], None] | None = None,
+        workers: dict[str, SimWorker] | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self.thresholds = thresholds or RoutingThresholds()
-        self.workers: dict[str, SimWorker] = {}
-        for index, plan in enumerate(plans):
-            worker = SimWorker(f"{plan.pool.value}-{index}", plan, self._loop)
-            self.workers[worker.worker_id] = worker
+        # ``workers``: the same simulated workers behind several gateway replicas (replicas.py).
+        self.workers: dict[str, SimWorker] = {} if workers is None else workers
+        if workers is None:
+            for index, plan in enumerate(plans):
+                worker = SimWorker(f"{plan.pool.value}-{index}", plan, self._loop)
+                self.workers[worker.worker_id] = worker
+        self.on_slot_released: Callable[[], None] = lambda: self.admission.capacity_changed()
         priors = {w.pool: prior_curve(w.profile) for w in self.workers.values()}
         demand = LatencyDemand()
         self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors, demand=demand)
@@ -121,7 +125,7 @@ class SimGateway:
             create_policy(policy) if isinstance(policy, str) else policy,
             thresholds=lambda: self.thresholds,
             snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
-            reserve=lambda worker_id: SimSlot(self.workers[worker_id], self.admission.capacity_changed),
+            reserve=self.reserve,
             any_routable=lambda: bool(self.workers),
             clock=self._loop.time,
             on_arrival=on_arrival,
@@ -129,6 +133,9 @@ class SimGateway:
         )
         # The background refit, as in the gateway (it ends with the simulation's loop).
         self._learning = self._loop.create_task(self.performance.run(self.loads), name="learning")
+
+    def reserve(self, worker_id: str) -> SimSlot:
+        return SimSlot(self.workers[worker_id], self.on_slot_released)
 
     def loads(self) -> LoadView:
         return LoadView(tuple(

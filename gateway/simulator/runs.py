@@ -14,6 +14,7 @@ from gateway.bench.targets import RUN_ID, new_run_id
 from gateway.bench.traces import Arrival
 from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.simulator.fleet import SimGateway, WorkerPlan
+from gateway.simulator.replicas import SimReplicas, ViewModel
 from gateway.types import PoolName
 
 PROFILE_POOLS = {LL_PROFILE: PoolName.LOW_LATENCY, HT_PROFILE: PoolName.HIGH_THROUGHPUT}
@@ -37,13 +38,21 @@ async def simulate(
     run_id: str | None = None,
     admission: AdmissionConfig | None = None,
     rounds: int = 4,
+    replica_view: ViewModel = "shared",
 ) -> list[dict[str, Any]]:
     """One setup through the compare benchmark's steps: warm-up, sweep, traces."""
-    gateway = SimGateway(plans or plans_for(setup), setup.policy, thresholds, admission)  # type: ignore[arg-type]
+    gateway: SimGateway | SimReplicas
+    label, summary = setup.name, setup.summary
+    if setup.replicas > 1:
+        gateway = SimReplicas(plans or plans_for(setup), setup.replicas, replica_view, setup.policy, thresholds, admission)  # type: ignore[arg-type]
+        if replica_view == "reports":
+            label, summary = f"{label}-reports", f"{summary}; each sees the others only in the workers' reports"
+    else:
+        gateway = SimGateway(plans or plans_for(setup), setup.policy, thresholds, admission)  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
     options = RunOptions(
-        ClientOptions(url="simulated"), setup.name, seed=seed, progress=False,
-        notes={"setup": setup.summary, "policy": setup.policy, "simulated": True, RUN_ID: run_id or new_run_id()},
+        ClientOptions(url="simulated"), label, seed=seed, progress=False,
+        notes={"setup": summary, "policy": setup.policy, "simulated": True, RUN_ID: run_id or new_run_id()},
         make_client=lambda: gateway, clock=loop.time,
     )  # fmt: skip
     documents = []

@@ -21,10 +21,13 @@ from typing import Any, Protocol
 
 from gateway.config import StateConfig
 from gateway.pools.drains import DrainStore
+from gateway.pools.events import FleetEvents
+from gateway.pools.worker import Worker
 from gateway.routing.control import RoutingControl
 from gateway.routing.thresholds import ThresholdStore
 from gateway.state.backend import ChangeKind, StateBackend, StoredVoice
 from gateway.state.errors import StateUnavailable
+from gateway.state.inflight import SharedInflight, Workers
 from gateway.state.rate_limit import RateLimiter, SharedRateLimiter
 from gateway.state.stream_limit import SharedStreamLimiter
 from gateway.voices.names import name_key
@@ -47,6 +50,31 @@ class StateObserver(Protocol):
     def state_rate_limit_unavailable(self, mode: str) -> None: ...
 
     def state_change_applied(self, kind: str) -> None: ...
+
+
+def create_shared_inflight(
+    config: StateConfig,
+    members: Workers,
+    events: FleetEvents,
+    cap_of: Callable[[Worker], int],
+    on_shared: Callable[[bool], None],
+) -> SharedInflight | None:
+    """The fleet view of in-flight work other replicas share; None for one replica (local)."""
+    if config.backend == "local" or not config.share_inflight:
+        return None
+    from gateway.state.inflight_redis import RedisInflightStore  # only Redis deployments need it
+
+    return SharedInflight(
+        RedisInflightStore(config),
+        members,
+        events,
+        cap_of=cap_of,
+        lease_ttl_s=config.inflight_lease_ttl_s,
+        timeout_s=config.inflight_timeout_s,
+        heartbeat_timeout_s=config.timeout_s,
+        on_shared=on_shared,
+        max_backoff_s=config.reconnect_max_backoff_s,
+    )
 
 
 def create_backend(config: StateConfig) -> StateBackend | None:
@@ -96,8 +124,10 @@ class SharedState:
         voice_mirror: VoiceMirrorOnLoop | None,
         voices_changed: Callable[[], None],
         observer: StateObserver,
+        inflight: SharedInflight | None = None,
     ) -> None:
         self._backend = backend
+        self._inflight = inflight
         self._routing = routing
         self._thresholds = thresholds
         self._drains = drains
@@ -129,8 +159,12 @@ class SharedState:
         self._observer.state_backend_up(self._name, self._backend.up)
         if self.stream_limiter is not None:
             self.stream_limiter.start()
+        if self._inflight is not None:
+            self._inflight.start()
 
     async def stop(self) -> None:
+        if self._inflight is not None:
+            await self._inflight.stop()
         if self.stream_limiter is not None:
             await self.stream_limiter.stop()
         if self._backend is not None:

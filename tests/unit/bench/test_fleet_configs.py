@@ -7,7 +7,7 @@ import time
 
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, cpu_seconds, emulator_command, tree_cpu_seconds
 from gateway.bench.gateway_config import gateway_document
-from gateway.bench.nginx import NGINX_CONF
+from gateway.bench.nginx import NGINX_CONF, nginx_command
 from gateway.config import GatewayConfig
 
 
@@ -36,9 +36,18 @@ def test_emulator_command_takes_vllm_omni_flags() -> None:
 
 
 def test_nginx_config_streams_without_buffering_over_keepalive() -> None:
-    conf = NGINX_CONF.format(prefix="/p", port=1, upstream="127.0.0.1:2")
+    conf = NGINX_CONF.format(prefix="/p", port=1, servers="        server 127.0.0.1:2;")
     assert "proxy_buffering off;" in conf and "keepalive 256;" in conf
     assert 'proxy_set_header Connection "";' in conf and "proxy_http_version 1.1;" in conf
+
+
+def test_nginx_balances_round_robin_over_every_replica(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("gateway.bench.nginx.nginx_binary", lambda: "/usr/sbin/nginx")
+    command = nginx_command(tmp_path, 1, ["127.0.0.1:2", "127.0.0.1:3"])
+    conf = (tmp_path / "nginx.conf").read_text()
+    assert command[-1] == str(tmp_path / "nginx.conf")
+    assert "server 127.0.0.1:2;" in conf and "server 127.0.0.1:3;" in conf
+    assert "least_conn" not in conf and "hash" not in conf  # nginx's default: round robin
 
 
 def test_cpu_seconds_reads_this_process() -> None:

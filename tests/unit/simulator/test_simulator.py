@@ -118,3 +118,16 @@ def test_adaptive_matches_the_best_fixed_split_on_generated_traces(trace: tuple[
     if "latency" in adaptive.get("by_class", {}):
         best = min(s["by_class"]["latency"]["rtf"]["mean"] for s in splits)
         assert adaptive["by_class"]["latency"]["rtf"]["mean"] <= 1.05 * best
+
+
+def test_replicas_sharing_their_view_route_as_one_gateway_and_reports_alone_do_not() -> None:
+    two = next(s for s in SETUPS if s.name == "adaptive-2r")
+    assert two.replicas == 2 and two.policy == ADAPTIVE.policy and two.profiles == ADAPTIVE.profiles
+    one = run_virtual(simulate(ADAPTIVE, [16], None, [], seed=0))[0]["phases"][0]
+    shared = run_virtual(simulate(two, [16], None, [], seed=0))[0]
+    reports = run_virtual(simulate(two, [16], None, [], seed=0, replica_view="reports"))[0]
+    assert (shared["label"], reports["label"]) == ("adaptive-2r", "adaptive-2r-reports")
+    shared_phase, reports_phase = shared["phases"][0], reports["phases"][0]
+    assert sum(shared_phase["errors"].values()) == 0 and sum(reports_phase["errors"].values()) == 0
+    # The same fleet: throughput within a few percent of one gateway's when the view is shared.
+    assert abs(shared_phase["audio_s_per_s"] - one["audio_s_per_s"]) <= 0.05 * one["audio_s_per_s"]

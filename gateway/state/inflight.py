@@ -1,0 +1,334 @@
+"""Every replica's leases on every worker, shared through the state store in real time.
+
+Each gateway replica knows its own leases exactly; without this it learns the others'
+only from the workers' own reports, a second old, so under a burst every replica sends
+its `latency` requests to the same free worker. Here every lease is also a member of its
+worker's set in the store (``InflightStore``):
+
+- take: the lease is added by one atomic script, which answers with the worker's other
+  leases at that instant; admission awaits that answer (``confirm``) and, when the
+  fleet already held every slot of the worker, lets the policy choose again on the now
+  exact view: a capped slot is never handed out twice. One round trip per request.
+- release: removed in the background (never on a request's path), the releases of one
+  event-loop turn in one round trip.
+- every take and release is published; every replica applies the others' at once, so
+  each decision sees the whole fleet's in-flight work, milliseconds old.
+- a heartbeat (every third of ``state.inflight_lease_ttl_s``) renews this replica's
+  leases and re-reads every worker's: a replica that dies stops renewing, its leases
+  expire after the TTL and are gone from every view by the next heartbeat. A replica
+  that starts, or comes back, reads the fleet's leases first and writes its own again.
+
+The store unreachable or slower than ``state.inflight_timeout_s``: this replica routes
+on its own leases plus the workers' reports, as a single replica does, says so (log once,
+``higgs_gateway_fleet_view_shared``, ``/admin/pools``) and rejoins at the next heartbeat
+that succeeds. Nothing on a request's path ever waits longer than that timeout, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+from gateway.pools.events import FleetEvents
+from gateway.pools.lease import Lease
+from gateway.pools.worker import Worker
+
+log = logging.getLogger(__name__)
+FIRST_BACKOFF_S = 0.1
+
+
+class InflightStore(Protocol):
+    """Where the leases live (``gateway.state.inflight_redis``; a fake in unit tests)."""
+
+    async def reserve(self, worker_id: str, lease_id: str, ttl_s: float) -> list[str]:
+        """Add the lease; returns the worker's live leases held before it (every replica's)."""
+        ...
+
+    async def release(self, leases: Sequence[tuple[str, str]]) -> None:
+        """Remove these (worker id, lease id) leases, in one round trip."""
+        ...
+
+    async def renew_and_read(
+        self, held: Mapping[str, Sequence[str]], workers: Sequence[str], ttl_s: float
+    ) -> dict[str, list[str]]:
+        """(Re)write ``held`` (worker -> this replica's lease ids) for ``ttl_s`` more, drop the
+        expired, and return every live lease of each of ``workers``."""
+        ...
+
+    async def follow(
+        self, on_delta: Callable[[str, str, str], None], on_subscribed: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Subscribe to takes/releases (``on_delta(op, worker_id, lease_id)``, op ``+``/``-``, once per lease),
+        call ``on_subscribed``, and deliver until the connection is lost (then raise)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Workers(Protocol):
+    @property
+    def workers(self) -> Iterable[Worker]: ...
+
+    def get(self, worker_id: str) -> Worker | None: ...
+
+
+class SharedInflight:
+    """The fleet view of in-flight work: a ``pools.lease.SharedLeases`` over a store."""
+
+    def __init__(
+        self,
+        store: InflightStore,
+        members: Workers,
+        events: FleetEvents,
+        *,
+        cap_of: Callable[[Worker], int],
+        lease_ttl_s: float,
+        timeout_s: float,
+        heartbeat_timeout_s: float,
+        on_shared: Callable[[bool], None] = lambda shared: None,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        self._store = store
+        self._members = members
+        self._events = events
+        self._cap_of = cap_of  # the slots a worker may carry at once (<= 0: uncapped)
+        self._ttl_s = lease_ttl_s
+        self._timeout_s = timeout_s
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._on_shared = on_shared
+        self._max_backoff_s = max_backoff_s
+        self.replica = uuid.uuid4().hex[:12]  # unique across replicas and restarts
+        self._own_prefix = self.replica + ":"
+        self._serial = itertools.count()
+        self._held: dict[str, Lease] = {}  # lease id -> this replica's lease
+        self._pending: dict[str, asyncio.Task[bool]] = {}  # reservations not answered yet
+        self._remote: dict[str, set[str]] = {}  # worker id -> other replicas' lease ids
+        self._subscribed = False
+        self._joined = False  # subscribed during the follower's current attempt
+        self._shared = False
+        # Deltas that arrive while a heartbeat's read is on its way, applied over its answer.
+        self._during_read: list[tuple[str, str, str]] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # background writes, kept referenced
+        self._releasing: list[tuple[str, str]] = []  # this turn's releases, sent together
+        self._loops: list[asyncio.Task[None]] = []
+
+    # ---- what routing and operators see -----------------------------------------------
+    @property
+    def shared(self) -> bool:
+        """True while every decision here counts every replica's leases."""
+        return self._shared
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "shared": self._shared,
+            "mode": "fleet" if self._shared else "this replica's leases plus the workers' reports",
+            "replica": self.replica,
+            "lease_ttl_s": self._ttl_s,
+            "other_replicas_leases": sum(len(ids) for ids in self._remote.values()) if self._shared else None,
+        }
+
+    # ---- SharedLeases -------------------------------------------------------------------
+    def taken(self, lease: Lease) -> None:
+        lease_id = f"{self.replica}:{next(self._serial)}"
+        lease.shared_id = lease_id
+        self._held[lease_id] = lease
+        if self._shared:
+            self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id))
+
+    async def confirm(self, lease: Lease) -> bool:
+        task = self._pending.get(lease.shared_id or "")
+        if task is None:
+            return True  # answered already, or not shared: this replica's view decides
+        # Shielded: a request cancelled here must not cancel the write its release follows.
+        return await asyncio.shield(task)
+
+    def released(self, lease: Lease) -> None:
+        lease_id = lease.shared_id
+        if lease_id is None:
+            return
+        self._held.pop(lease_id, None)
+        worker_id = lease.worker.worker_id
+        task = self._pending.get(lease_id)
+        if task is not None:
+            # Removed only after it was added, never before (which would leave it behind).
+            task.add_done_callback(lambda _: self._send_release(worker_id, lease_id))
+        else:
+            self._send_release(worker_id, lease_id)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loops = [
+            loop.create_task(self._follow_forever(), name="inflight-follower"),
+            loop.create_task(self._heartbeat_forever(), name="inflight-heartbeat"),
+        ]
+
+    async def stop(self) -> None:
+        loops, self._loops = self._loops, []
+        for task in loops:
+            task.cancel()
+        for task in loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        # Our leases are over as the gateway stops: give them back rather than let them expire.
+        if self._shared:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(self._heartbeat_timeout_s):
+                    await self._store.release([(lease.worker.worker_id, i) for i, lease in self._held.items()])
+        self._shared = False  # nothing more is written from here
+        for task in [*self._tasks, *self._pending.values()]:
+            task.cancel()
+        await self._store.close()
+
+    # ---- writes -------------------------------------------------------------------------
+    async def _reserve(self, lease: Lease, lease_id: str) -> bool:
+        worker = lease.worker
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                before = await self._store.reserve(worker.worker_id, lease_id, self._ttl_s)
+        except Exception as exc:  # unreachable, slow or broken: never the request's problem
+            self._lost(f"reserving a slot: {exc!r}")
+            return True
+        finally:
+            self._pending.pop(lease_id, None)
+        others = {i for i in before if not i.startswith(self._own_prefix)}
+        remote = self._remote.setdefault(worker.worker_id, set())
+        if not others <= remote:
+            remote |= others
+            self._count(worker.worker_id)
+        cap = self._cap_of(worker)
+        return cap <= 0 or len(before) < cap
+
+    def _send_release(self, worker_id: str, lease_id: str) -> None:
+        if not self._shared:
+            return  # not renewed any more: it expires on its own within the TTL
+        if not self._releasing:
+            asyncio.get_running_loop().call_soon(self._flush_releases)
+        self._releasing.append((worker_id, lease_id))
+
+    def _flush_releases(self) -> None:
+        leases, self._releasing = self._releasing, []
+        task = asyncio.get_running_loop().create_task(self._release(leases))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _release(self, leases: list[tuple[str, str]]) -> None:
+        try:
+            async with asyncio.timeout(self._heartbeat_timeout_s):
+                await self._store.release(leases)
+        except Exception as exc:
+            self._lost(f"releasing slots: {exc!r}")
+
+    # ---- following the others ---------------------------------------------------------------
+    def _on_delta(self, op: str, worker_id: str, lease_id: str) -> None:
+        if lease_id.startswith(self._own_prefix):
+            return
+        if self._during_read is not None:
+            self._during_read.append((op, worker_id, lease_id))
+        remote = self._remote.setdefault(worker_id, set())
+        if op == "+":
+            remote.add(lease_id)
+            self._count(worker_id)
+        elif lease_id in remote:
+            remote.discard(lease_id)
+            self._count(worker_id)
+            if self._shared:
+                self._events.slot_freed()  # another replica's slot came free: waiters may take it
+
+    async def _on_subscribed(self) -> None:
+        self._subscribed = self._joined = True
+        await self.heartbeat()
+
+    async def _follow_forever(self) -> None:
+        backoff = FIRST_BACKOFF_S
+        while True:
+            self._joined = False
+            try:
+                await self._store.follow(self._on_delta, self._on_subscribed)
+                why = "the subscription ended"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                why = repr(exc)
+            self._subscribed = False
+            self._lost(f"following other replicas: {why}")
+            if self._joined:
+                backoff = FIRST_BACKOFF_S
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff_s)
+
+    async def _heartbeat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._ttl_s / 3)
+            if self._subscribed:
+                await self.heartbeat()
+
+    async def heartbeat(self) -> None:
+        held: dict[str, list[str]] = {}
+        for lease_id, lease in self._held.items():
+            held.setdefault(lease.worker.worker_id, []).append(lease_id)
+        workers = [w.worker_id for w in self._members.workers]
+        self._during_read = during = []
+        try:
+            async with asyncio.timeout(self._heartbeat_timeout_s):
+                leases = await self._store.renew_and_read(held, workers, self._ttl_s)
+        except Exception as exc:
+            self._lost(f"heartbeat: {exc!r}")
+            return
+        finally:
+            self._during_read = None
+        # A lease released while the renewal was on its way may have been written back:
+        # remove it again (its release may have reached the store first).
+        for worker_id, ids in held.items():
+            for lease_id in ids:
+                if lease_id not in self._held:
+                    self._send_release(worker_id, lease_id)
+        remote = {w: {i for i in ids if not i.startswith(self._own_prefix)} for w, ids in leases.items()}
+        for op, worker_id, lease_id in during:
+            ids = remote.setdefault(worker_id, set())
+            if op == "+":
+                ids.add(lease_id)
+            else:
+                ids.discard(lease_id)
+        self._remote = remote
+        if self._subscribed:
+            self._set_shared(True)
+            self._count_all()
+
+    # ---- the workers' counts ------------------------------------------------------------------
+    def _count(self, worker_id: str) -> None:
+        if not self._shared:
+            return
+        worker = self._members.get(worker_id)
+        if worker is not None:
+            worker.others = len(self._remote.get(worker_id, ()))
+
+    def _count_all(self) -> None:
+        for worker in self._members.workers:
+            worker.others = len(self._remote.get(worker.worker_id, ())) if self._shared else None
+
+    def _lost(self, why: str) -> None:
+        if self._shared:
+            log.warning(
+                "fleet view of in-flight work lost (%s); routing on this replica's leases and the workers' reports",
+                why,
+            )
+        else:
+            log.debug("fleet view still unavailable: %s", why)
+        self._set_shared(False)
+
+    def _set_shared(self, shared: bool) -> None:
+        if shared == self._shared:
+            return
+        self._shared = shared
+        if shared:
+            log.info("fleet view of in-flight work shared with the other replicas")
+        self._count_all()
+        self._on_shared(shared)
+        # Loads just changed source (exact fleet count vs reports): waiters may fit now.
+        self._events.slot_freed()

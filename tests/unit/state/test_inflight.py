@@ -1,0 +1,198 @@
+"""The fleet view of in-flight work over a fake store: sharing, double hand-out, expiry,
+degradation and rejoining."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from gateway.pools.events import FleetEvents
+from gateway.pools.lease import Lease, Leases
+from gateway.state.inflight import SharedInflight
+from tests.support.deadline import until, within
+from tests.unit.state.inflight_fakes import FakeInflightStore, FakeMembers, worker
+
+TTL_S = 3.0
+
+
+@dataclass
+class Replica:
+    view: SharedInflight
+    leases: Leases
+    members: FakeMembers
+    freed: list[int] = field(default_factory=list)
+    shared_changes: list[bool] = field(default_factory=list)
+
+    def others(self, worker_id: str = "ll-a") -> int | None:
+        w = self.members.get(worker_id)
+        assert w is not None
+        return w.others
+
+    def take(self, worker_id: str = "ll-a") -> Lease:
+        return self.leases.lease(worker_id)
+
+
+async def replica(store: FakeInflightStore, slots: int = 1, timeout_s: float = 1.0) -> Replica:
+    members = FakeMembers(worker("ll-a", slots), worker("ll-b", slots))
+    events = FleetEvents()
+    shared: list[bool] = []
+    view = SharedInflight(
+        store,
+        members,
+        events,
+        cap_of=lambda w: w.slots,
+        lease_ttl_s=TTL_S,
+        timeout_s=timeout_s,
+        heartbeat_timeout_s=1.0,
+        on_shared=shared.append,
+        max_backoff_s=0.05,
+    )
+    leases = Leases(members, events, time.monotonic)  # type: ignore[arg-type]
+    leases.share(view)
+    r = Replica(view, leases, members, shared_changes=shared)
+    events.on_slot_freed(lambda: r.freed.append(1))
+    view.start()
+    await within(2.0, until(lambda: view.shared, 2.0, "the view shared"))
+    return r
+
+
+async def test_every_replica_sees_every_lease_at_once_and_its_release() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store), await replica(store)
+    assert a.others() == 0 and b.others() == 0
+    lease = a.take()
+    assert await lease.confirm()
+    assert b.others() == 1 and a.others() == 0  # a counts its own lease in inflight, not twice
+    freed_before = len(b.freed)
+    lease.release()
+    await until(lambda: b.others() == 0, 1.0, "the release seen by b")
+    assert len(b.freed) > freed_before  # b's waiters were told a slot came free
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_a_capped_slot_is_never_handed_out_twice_across_replicas() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store), await replica(store)
+    store.hold_reserves = asyncio.Event()
+    # Both replicas saw ll-a free and took its one slot locally at the same instant.
+    first, second = a.take(), b.take()
+    answers = asyncio.gather(first.confirm(), second.confirm())
+    await asyncio.sleep(0)
+    store.hold_reserves.set()
+    results = await answers
+    assert sorted(results) == [False, True]
+    loser = (first, second)[results.index(False)]
+    loser_replica = b if loser is second else a
+    assert loser_replica.others() == 1  # the answer made the loser's view exact
+    loser.release()
+    await until(lambda: len(store._live("ll-a")) == 1, 1.0, "the refused lease removed")
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_many_concurrent_takes_hand_out_exactly_the_slots() -> None:
+    store = FakeInflightStore()
+    replicas = [await replica(store, slots=3) for _ in range(3)]
+    store.hold_reserves = asyncio.Event()
+    taken = [r.take() for r in replicas for _ in range(3)]  # 9 local takes for 3 slots
+    answers = asyncio.gather(*(lease.confirm() for lease in taken))
+    await asyncio.sleep(0)
+    store.hold_reserves.set()
+    assert sum(await answers) == 3
+    for r in replicas:
+        await r.view.stop()
+
+
+async def test_a_dead_replicas_leases_expire_from_every_view_within_the_ttl() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store), await replica(store)
+    a.take()
+    await asyncio.sleep(0)
+    assert b.others() == 1
+    for task in a.view._loops:  # SIGKILL: no release, no renewal, nothing more from a
+        task.cancel()
+    store.now += TTL_S - 0.1
+    await b.view.heartbeat()
+    assert b.others() == 1  # not yet expired: still counted
+    store.now += 0.2
+    await b.view.heartbeat()
+    assert b.others() == 0
+
+
+async def test_a_replica_that_starts_reads_the_fleets_leases_first() -> None:
+    store = FakeInflightStore()
+    a = await replica(store)
+    a.take()
+    await asyncio.sleep(0)
+    b = await replica(store)
+    assert b.others() == 1
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_the_store_unreachable_falls_back_to_own_leases_and_rejoins() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store), await replica(store)
+    store.go_down()
+    await until(lambda: not a.view.shared and not b.view.shared, 1.0, "both degraded")
+    assert a.others() is None and b.shared_changes == [True, False]  # said once
+    reserves = store.reserves
+    lease = a.take()
+    assert await within(0.01, lease.confirm())  # never waits on a dead store
+    assert store.reserves == reserves  # nor even asks it
+    store.reachable = True
+    await within(2.0, until(lambda: a.view.shared and b.view.shared, 2.0, "both rejoined"))
+    # The lease taken while away was written back on rejoining, and b counts it.
+    await b.view.heartbeat()
+    assert b.others() == 1 and b.shared_changes == [True, False, True]
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_a_store_slower_than_the_timeout_never_holds_a_request() -> None:
+    store = FakeInflightStore()
+    a = await replica(store, timeout_s=0.02)
+    store.hold_reserves = asyncio.Event()  # never set: the store hangs
+    lease = a.take()
+    assert await within(1.0, lease.confirm())  # bounded: the slot is kept, the view degraded
+    assert not a.view.shared and a.others() is None
+    store.hold_reserves = None
+    await a.view.heartbeat()
+    assert a.view.shared
+    await a.view.stop()
+
+
+async def test_a_release_during_a_renewal_is_not_written_back() -> None:
+    store = FakeInflightStore()
+    a = await replica(store)
+    lease = a.take()
+    await lease.confirm()
+    real_renew = store.renew_and_read
+
+    async def renew_then_released(held, workers, ttl_s):  # type: ignore[no-untyped-def]
+        lease.release()  # ...its removal reaches the store before the renewal does
+        await asyncio.sleep(0)
+        return await real_renew(held, workers, ttl_s)
+
+    store.renew_and_read = renew_then_released  # type: ignore[method-assign]
+    await a.view.heartbeat()
+    await until(lambda: not store._live("ll-a"), 1.0, "the renewed-back lease removed again")
+    await a.view.stop()
+
+
+async def test_the_releases_of_one_turn_go_out_in_one_round_trip() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=4), await replica(store, slots=4)
+    taken = [a.take() for _ in range(3)]
+    for lease in taken:
+        assert await lease.confirm()
+    assert b.others() == 3
+    calls = store.release_calls
+    for lease in taken:
+        lease.release()
+    await until(lambda: b.others() == 0, 1.0, "all three releases seen")
+    assert store.release_calls == calls + 1
+    await a.view.stop()
+    await b.view.stop()
