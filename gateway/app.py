@@ -360,6 +360,7 @@ def create_app(
         max_body_bytes=config.server.max_body_bytes,
         tracing=tracing,
         allow_pool_pin=config.routing.allow_pool_pin,
+        affinity=fleet.affinity,
     )
 
     # Voice sessions: every sentence goes through the same admission and relay as a request.

@@ -31,6 +31,7 @@ from gateway.audio.formats import STREAMING_HEADERS, AudioFormat, response_media
 from gateway.audio.sse import sse_delta, sse_done, sse_error
 from gateway.errors import GatewayError
 from gateway.recorder import Recorder, RequestRecord
+from gateway.pools.affinity import ReferenceAffinity, reference_key
 from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.telemetry.tracing import PassThroughTracing, RequestTrace, SpeechTracing
@@ -75,6 +76,7 @@ class SpeechPipeline:
         max_body_bytes: int,
         tracing: SpeechTracing | None = None,
         allow_pool_pin: bool = False,
+        affinity: ReferenceAffinity | None = None,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -84,6 +86,7 @@ class SpeechPipeline:
         self._recorder = recorder
         self._max_body_bytes = max_body_bytes
         self._allow_pool_pin = allow_pool_pin
+        self._affinity = affinity or ReferenceAffinity(0)  # 0 entries: never a hint
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
 
@@ -141,7 +144,11 @@ class SpeechPipeline:
         fields = speech.fields
         self._payloads.check(fields)
         payload = self._payloads.build(fields, speech.input)
-        info = RequestInfo(sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin)
+        reference = reference_key(payload, self._payloads.is_uploaded_voice(payload.get("voice")))
+        info = RequestInfo(
+            sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin,
+            warm_workers=self._affinity.warm_workers(reference),
+        )  # fmt: skip
         watch = DisconnectWatch(request.receive)
         stream: OpenStream | None = None
         try:
@@ -159,6 +166,7 @@ class SpeechPipeline:
                 await stream.close(StreamOutcome.ERROR)  # opened, but the encoder could not be
             raise
         record.pool, record.worker = stream.worker.pool.value, stream.worker.worker_id
+        self._affinity.served(stream.worker.worker_id, reference)  # it encoded (or had) the codes
         record.reason, record.retries = stream.decision.reason, stream.attempts - 1
         if stream.hidden_failures:
             log.info(

@@ -7,6 +7,11 @@ scope (wrapping). Ordering by id, not by the view's order, keeps the rotation st
 the view is rebuilt in another order.
 
 The rotation is the only memory picking needs; each policy owns its ``TieBreak``.
+
+Voice affinity comes before the rotation: a ``preferred`` candidate (it probably holds the
+request's encoded reference) whose score is within ``margin`` (relative, at least ``TIE``) of
+the best wins, the best-scored of them first. Only the candidates the class's filters kept
+are scored, so the class's caps, ceilings and reserve hold whatever the preference.
 """
 
 from __future__ import annotations
@@ -29,11 +34,25 @@ class TieBreak:
     def last(self, scope: str) -> str | None:
         return self._last.get(scope)
 
-    def pick(self, workers: Sequence[WorkerLoad], scores: Sequence[float], scope: str) -> WorkerLoad | None:
+    def pick(
+        self,
+        workers: Sequence[WorkerLoad],
+        scores: Sequence[float],
+        scope: str,
+        preferred: frozenset[str] = frozenset(),
+        margin: float = 0.0,
+    ) -> WorkerLoad | None:
         """The lowest score; among ties, the next worker id after the last pick. Remembered."""
         if not workers:
             return None
         best = min(scores)
+        if preferred:
+            near = best + max(TIE, margin) * abs(best)
+            warm = [(s, w.worker_id, w) for w, s in zip(workers, scores, strict=True) if w.worker_id in preferred and s <= near]
+            if warm:
+                chosen = min(warm, key=lambda entry: entry[:2])[2]
+                self._last[scope] = chosen.worker_id
+                return chosen
         bound = best + TIE * abs(best)
         tied = [w for w, s in zip(workers, scores, strict=True) if s <= bound]
         chosen = tied[0]

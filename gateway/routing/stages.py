@@ -33,8 +33,16 @@ class Plan:
     wait_reason: str  # when no stage found room (a filter may name a more precise one)
 
 
-def place(plan: Plan, workers: Sequence[WorkerLoad], ties: TieBreak, scope: str) -> Decision:
-    """ROUTE to the first stage's pick that has a candidate, else WAIT."""
+def place(
+    plan: Plan,
+    workers: Sequence[WorkerLoad],
+    ties: TieBreak,
+    scope: str,
+    preferred: frozenset[str] = frozenset(),
+    margin: float = 0.0,
+) -> Decision:
+    """ROUTE to the first stage's pick that has a candidate, else WAIT. ``preferred``
+    (voice affinity) only decides among the candidates of the stage that routes."""
     wait_reason = plan.wait_reason
     for stage in plan.stages:
         candidates = workers
@@ -46,7 +54,7 @@ def place(plan: Plan, workers: Sequence[WorkerLoad], ties: TieBreak, scope: str)
             if not candidates:
                 break
         else:
-            chosen = ties.pick(candidates, stage.scorer(candidates), scope)
+            chosen = ties.pick(candidates, stage.scorer(candidates), scope, preferred, margin)
             assert chosen is not None
             return routed(chosen, stage.reason)
     return Decision(Action.WAIT, wait_reason)
