@@ -10,7 +10,7 @@ The rotation is the only memory picking needs; each policy owns its ``TieBreak``
 
 Voice affinity comes before the rotation: a ``preferred`` candidate (it probably holds the
 request's encoded reference) whose score is within ``margin`` (relative, at least ``TIE``) of
-the best wins, the best-scored of them first. Only the candidates the class's filters kept
+the best wins, the best-scored of them first (``margin`` 0: no preference, ties rotate). Only the candidates the class's filters kept
 are scored, so the class's caps, ceilings and reserve hold whatever the preference.
 """
 
@@ -46,7 +46,7 @@ class TieBreak:
         if not workers:
             return None
         best = min(scores)
-        if preferred:
+        if preferred and margin > 0:
             near = best + max(TIE, margin) * abs(best)
             warm = [(s, w.worker_id, w) for w, s in zip(workers, scores, strict=True) if w.worker_id in preferred and s <= near]
             if warm:
