@@ -247,10 +247,14 @@ class RoutingThresholds(Strict):
     latency_queue_budget_ms: float = Field(150.0, ge=0)
     # Part of an x-sla-ttfp-ms budget that may be spent queueing (the rest is the worker's TTFP).
     ttfp_budget_queue_fraction: float = Field(0.5, ge=0, le=1)
-    # adaptive: a request with a reference clip (an uploaded voice, ref_audio) goes to a
-    # worker that probably holds its encoded codes when that worker's score is within this
-    # fraction of the best (voice affinity: it skips the clip's encode); 0 turns it off.
-    voice_affinity_margin: float = Field(0.1, ge=0, le=1)
+    # adaptive: a request with a reference clip (an uploaded voice, ref_audio) prefers a
+    # worker that probably holds its encoded codes (voice affinity): it skips the clip's
+    # encode. false: no preference.
+    voice_affinity: bool = True
+    # What that encode is worth, taken off a warm worker's predicted time (the classes that
+    # score the request's own time: latency, balanced, pinned); the others prefer a warm
+    # worker only among ties. The worker encodes a clip in a few ms per second of audio.
+    voice_affinity_bonus_ms: float = Field(40.0, ge=0)
 
     # --- rules (the first build's threshold policy, kept as a baseline) ---------------
     # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.

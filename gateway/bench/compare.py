@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.bench import report
+from gateway.bench import report, voice_clone
 from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
@@ -75,6 +75,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--on", type=float, default=15.0)
     parser.add_argument("--off", type=float, default=25.0)
     add_ramp_arguments(parser)
+    voice_clone.add_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     add_quiet_arguments(parser)
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report_only:
         for setup in setups:
             documents += [report.load(p) for p in sorted(args.out.glob(f"{setup.name}-*.json"))]
+        documents += [report.load(p) for p in sorted(args.out.glob("voice-clone-*.json"))]
         write_report(documents, args, setups, levels)
         return 0
     run_id = new_run_id()
@@ -121,6 +123,13 @@ def run(args: argparse.Namespace) -> int:
             except (RuntimeError, TimeoutError) as exc:  # one broken setup must not lose the others
                 failures[setup.name] = str(exc).strip().splitlines()[0][:300]
                 print(f"{setup.name}: failed: {failures[setup.name]}", file=sys.stderr)
+        if args.voice_clone_duration > 0:
+            try:
+                notes = {"command": _command(), "emulator_timing": timing_parameters(), RUN_ID: run_id}
+                documents += voice_clone.measure(Path(scratch), args, notes)
+            except (RuntimeError, TimeoutError) as exc:
+                failures["voice-clone"] = str(exc).strip().splitlines()[0][:300]
+                print(f"voice-clone: failed: {failures['voice-clone']}", file=sys.stderr)
     measured = {s.name for s in setups}
     for name in REFERENCES if ADAPTIVE in measured else ():
         if name not in measured:  # --no-references: earlier rows, shown as not comparable
@@ -229,7 +238,7 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
         "trace `throughput` TTFP p99 (ms) | trace errors | max load average |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for label in dict.fromkeys(d["label"] for d in documents):
+    for label in dict.fromkeys(d["label"] for d in documents if d["params"].get("kind") != "voice_clone"):
         sweep_doc = next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
         trace_doc = next((d for d in documents if d["label"] == label and d["mode"] == "trace"
                           and d["params"].get("kind") == "bursty"), None)  # fmt: skip
@@ -318,6 +327,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
             *[f"![{p.stem}]({p.name})" for p in plots if p.stem == "ramp_timeline"],
             "",
         ]
+    lines += voice_clone.section(documents)
     example = emulator_command(0, LL_PROFILE, args.time_scale)
     lines += [
         "## Emulator",

@@ -50,7 +50,8 @@ class AdaptivePolicy:
         rules = _rules(request, fleet)
         decision = place(
             rules.plan(request, context), workers, self._ties, FLEET_SCOPE,
-            request.warm_workers, thresholds.voice_affinity_margin,
+            request.warm_workers if thresholds.voice_affinity else frozenset(),
+            thresholds.voice_affinity_bonus_ms / 1000.0,
         )  # fmt: skip
         if decision.action is Action.ROUTE and rules is not pinned.RULES:
             decision = _degraded_reason(decision, fleet)

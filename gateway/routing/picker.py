@@ -9,9 +9,10 @@ the view is rebuilt in another order.
 The rotation is the only memory picking needs; each policy owns its ``TieBreak``.
 
 Voice affinity comes before the rotation: a ``preferred`` candidate (it probably holds the
-request's encoded reference) whose score is within ``margin`` (relative, at least ``TIE``) of
-the best wins, the best-scored of them first (``margin`` 0: no preference, ties rotate). Only the candidates the class's filters kept
-are scored, so the class's caps, ceilings and reserve hold whatever the preference.
+request's encoded reference) wins when its score, less ``bonus`` (what the encode it skips
+is worth, in the score's units), ties with the best; the best-scored of them first. Only the
+candidates the class's filters kept are scored, so the class's caps, ceilings and reserve
+hold whatever the preference.
 """
 
 from __future__ import annotations
@@ -40,14 +41,14 @@ class TieBreak:
         scores: Sequence[float],
         scope: str,
         preferred: frozenset[str] = frozenset(),
-        margin: float = 0.0,
+        bonus: float = 0.0,
     ) -> WorkerLoad | None:
         """The lowest score; among ties, the next worker id after the last pick. Remembered."""
         if not workers:
             return None
         best = min(scores)
-        if preferred and margin > 0:
-            near = best + max(TIE, margin) * abs(best)
+        if preferred:
+            near = best + TIE * abs(best) + bonus
             warm = [(s, w.worker_id, w) for w, s in zip(workers, scores, strict=True) if w.worker_id in preferred and s <= near]
             if warm:
                 chosen = min(warm, key=lambda entry: entry[:2])[2]

@@ -25,6 +25,9 @@ class Stage:
     filters: tuple[Filter, ...]
     scorer: Scorer
     reason: str  # what a route from this stage says (x-gateway-route-reason)
+    # The scorer counts the request's own time to first packet (seconds), which a worker
+    # that holds its reference's codes shortens: voice affinity's bonus applies.
+    own_time: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +42,7 @@ def place(
     ties: TieBreak,
     scope: str,
     preferred: frozenset[str] = frozenset(),
-    margin: float = 0.0,
+    bonus_s: float = 0.0,
 ) -> Decision:
     """ROUTE to the first stage's pick that has a candidate, else WAIT. ``preferred``
     (voice affinity) only decides among the candidates of the stage that routes."""
@@ -54,7 +57,8 @@ def place(
             if not candidates:
                 break
         else:
-            chosen = ties.pick(candidates, stage.scorer(candidates), scope, preferred, margin)
+            bonus = bonus_s if stage.own_time else 0.0
+            chosen = ties.pick(candidates, stage.scorer(candidates), scope, preferred, bonus)
             assert chosen is not None
             return routed(chosen, stage.reason)
     return Decision(Action.WAIT, wait_reason)

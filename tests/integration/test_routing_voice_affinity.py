@@ -24,13 +24,13 @@ def encoded_references(worker_url: str) -> int:
     return int(info["reference_caches"]["reference_code_entries"])
 
 
-@pytest.mark.parametrize(("margin", "encoding_workers"), [(0.1, 1), (0.0, 2)])
+@pytest.mark.parametrize(("affinity", "encoding_workers"), [(True, 1), (False, 2)])
 def test_requests_with_one_voice_keep_to_the_worker_that_holds_its_codes(
-    tmp_path: Path, margin: float, encoding_workers: int
+    tmp_path: Path, affinity: bool, encoding_workers: int
 ) -> None:
     # Curves at their priors: two idle low-latency workers tie exactly, so without the hint
     # the rotation alternates them.
-    extra = {"routing": {"thresholds": {"voice_affinity_margin": margin}, "learning": {"enabled": False}}}
+    extra = {"routing": {"thresholds": {"voice_affinity": affinity}, "learning": {"enabled": False}}}
     with running_stack(tmp_path, ll_workers=2, ht_workers=1, time_scale=TIME_SCALE, extra=extra) as stack:
         upload_voice(stack.url, "anna")
         workers = stack.workers["low_latency"]

@@ -42,12 +42,21 @@ def test_equal_workers_rotate_without_a_hint_and_keep_to_the_warm_one_with_it() 
     assert picks(warm(req("latency"), "ll-b"), *fleet) == ["ll-b"] * 4
 
 
-def test_a_warm_worker_close_to_the_best_wins_a_much_worse_one_does_not() -> None:
-    close = (ll("ll-a", 0), ll("ll-b", 1), ht())  # one more stream: a few percent slower
+def test_a_warm_worker_wins_when_the_encode_it_skips_makes_up_the_difference() -> None:
+    close = (ll("ll-a", 0), ll("ll-b", 1), ht())  # one more stream: a few ms slower to first packet
     far = (ll("ll-a", 0), ll("ll-b", 12), ht())
+    gap_ms = (LL_CURVE.ttfp_s[1] - LL_CURVE.ttfp_s[0]) * 1000
+    assert 0 < gap_ms < 40 < (LL_CURVE.ttfp_s[12] - LL_CURVE.ttfp_s[0]) * 1000
     assert picks(warm(req("latency"), "ll-b"), *close)[0] == "ll-b"
     assert picks(warm(req("latency"), "ll-b"), *far)[0] == "ll-a", "no worse for its class"
-    assert picks(warm(req("latency"), "ll-b"), *close, voice_affinity_margin=0.0)[0] == "ll-a", "0 turns it off"
+    assert picks(warm(req("latency"), "ll-b"), *close, voice_affinity_bonus_ms=0.0)[0] == "ll-a", "0: ties only"
+    assert picks(warm(req("latency"), "ll-b"), ll("ll-a"), ll("ll-b"), ht(), voice_affinity=False) == ["ll-a", "ll-b"] * 2
+
+
+def test_throughput_prefers_a_warm_worker_only_among_ties() -> None:
+    fleet = (ht("ht-a", 8), ht("ht-b", 9))  # not a tie for the throughput it adds
+    assert picks(warm(req("throughput"), "ht-b"), *fleet)[0] == "ht-a"
+    assert picks(warm(req("throughput"), "ht-b"), ht("ht-a"), ht("ht-b")) == ["ht-b"] * 4
 
 
 def test_the_classs_filters_still_hold() -> None:
@@ -69,3 +78,4 @@ def test_the_picker_prefers_the_best_scored_warm_worker_and_remembers_it() -> No
     assert ties.pick(workers, [1.0, 1.05, 1.02], "s", frozenset({"ll-b", "ll-c"}), 0.1) is workers[2]
     assert ties.last("s") == "ll-c"
     assert ties.pick(workers, [1.0, 1.5, 1.5], "s", frozenset({"ll-b"}), 0.1) is workers[0]
+    assert ties.pick(workers, [1.0, 1.02, 1.5], "s", frozenset({"ll-b"}), 0.0) is workers[1], "within TIE: a tie"
