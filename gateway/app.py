@@ -307,6 +307,7 @@ def create_app(
         VoiceStore.in_data_dir(data_dir, config.voices, mirror=voice_mirror),
         control_client,
         lambda: [w for w in fleet.view.workers if w.state in voice_targets],
+        streams=lambda url: sum(w.inflight for w in fleet.view.workers if w.url == url),
     )
     shared_state = SharedState(
         config.state,

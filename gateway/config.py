@@ -403,6 +403,9 @@ class VoicesConfig(Strict):
     replay_prune: bool = True
     # Per-request timeout for voice uploads/deletes/listings sent to one worker.
     worker_timeout_s: float = Field(30.0, gt=0)
+    # Uploads to a worker that is streaming go one at a time, this far apart: the worker
+    # saves a clip on its event loop, pausing its streams (docs/voices.md). 0: all at once.
+    upload_spacing_ms: float = Field(200.0, ge=0)
 
     @model_validator(mode="after")
     def _duration_range(self) -> VoicesConfig:
