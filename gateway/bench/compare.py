@@ -238,7 +238,7 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
         "trace `throughput` TTFP p99 (ms) | trace errors | max load average |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for label in dict.fromkeys(d["label"] for d in documents if d["params"].get("kind") != "voice_clone"):
+    for label in dict.fromkeys(d["label"] for d in documents if d.get("params", {}).get("kind") != "voice_clone"):
         sweep_doc = next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
         trace_doc = next((d for d in documents if d["label"] == label and d["mode"] == "trace"
                           and d["params"].get("kind") == "bursty"), None)  # fmt: skip
