@@ -1,5 +1,7 @@
 """Voice uploads through a real gateway: to a worker with a stream in flight they arrive one
-at a time, ``voices.upload_spacing_ms`` apart; an idle worker gets them at once."""
+at a time, at least ``voices.upload_spacing_ms`` apart (a lower bound: a slow machine only
+spreads them more). That an idle worker gets them at once is tested with a fake clock
+(tests/unit/voices/test_pacing.py): here its arrival times depend on the machine."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ SPACING_S = 0.3
 VOICES = 3
 
 
-def test_uploads_to_a_streaming_worker_are_paced_and_an_idle_one_gets_them_at_once(tmp_path: Path) -> None:
+def test_uploads_to_a_streaming_worker_are_paced(tmp_path: Path) -> None:
     busy_behaviour = StubBehaviour(speech_status=200, speech_body="empty", hang_s=4.0)  # a stream in flight
     with stub_worker(busy_behaviour) as busy, stub_worker() as idle:
         extra = {"voices": {"upload_spacing_ms": SPACING_S * 1000}, "upstream": {"first_byte_timeout_s": 30}}
@@ -58,8 +60,7 @@ def test_uploads_to_a_streaming_worker_are_paced_and_an_idle_one_gets_them_at_on
 
     # The first VOICES posts are the fan-out. (A stub lists no voices, so the gateway then
     # takes each for restarted and replays them: more posts follow, paced the same way.)
-    paced, at_once = arrivals(busy)[:VOICES], arrivals(idle)[:VOICES]
-    assert len(paced) == len(at_once) == VOICES
+    paced, idle_got = arrivals(busy)[:VOICES], arrivals(idle)[:VOICES]
+    assert len(paced) == len(idle_got) == VOICES
     gaps = [b - a for a, b in zip(paced, paced[1:])]
     assert all(gap >= SPACING_S * 0.9 for gap in gaps), gaps
-    assert at_once[-1] - at_once[0] < SPACING_S, at_once
