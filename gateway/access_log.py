@@ -17,6 +17,7 @@ from typing import IO, Any
 import orjson
 
 from gateway.log_text import ACCESS_LOGGER, TextFormatter
+from gateway.telemetry.log_redaction import RedactSecrets
 from gateway.telemetry.request_context import RequestIdFilter
 
 # Attributes every LogRecord has; anything else on a record came from ``extra``.
@@ -62,6 +63,8 @@ def configure_logging(level: str | int = "INFO", *, json_lines: bool = True, str
     handler = _OurHandler(stream if stream is not None else sys.stderr)
     # Every line a request causes carries its id (request_context.REQUEST_ID).
     handler.addFilter(RequestIdFilter())
+    # No credential in any line, whoever logged it (a key in a WebSocket URL's query string).
+    handler.addFilter(RedactSecrets())
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:

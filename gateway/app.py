@@ -34,13 +34,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import __version__
 from gateway.access_log import AccessLog
-from gateway.api import admin, health, models, playground, voices
+from gateway.api import admin, admin_voices, health, models, playground, voices
 from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
 from gateway.api.fast_path import SpeechEntry, speech_route
 from gateway.api.request_id import RequestIdMiddleware
 from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
+from gateway.api.speech_request import max_speech_body_bytes
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
@@ -358,7 +359,9 @@ def create_app(
         relay=relay,
         encoders=open_encoder,
         recorder=recorder,
-        max_body_bytes=config.server.max_body_bytes,
+        # A body no valid speech request needs is refused as it is read, before parsing.
+        max_body_bytes=min(config.server.max_body_bytes, max_speech_body_bytes(config.auth.ref_audio_max_bytes)),
+        body_timeout_s=config.server.body_timeout_s,
         tracing=tracing,
         allow_pool_pin=config.routing.allow_pool_pin,
         affinity=fleet.affinity,
@@ -372,7 +375,11 @@ def create_app(
         upstream=SentenceUpstream(admission, relay, clock, recorder),
         voices=SessionVoices(payloads),
         encoders=open_encoder,
-        limits=SessionLimits(sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars),
+        limits=SessionLimits(
+            sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars,
+            sessions_config.max_queued_sentences, sessions_config.max_duration_s, sessions_config.lookahead_s,
+            sessions_config.send_timeout_s,
+        ),
         observer=recorder,
         allowed_origins=config.server.cors_origins,
         max_open_per_replica=sessions_config.max_open_per_replica,
@@ -399,7 +406,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(speech_route(speech))
-    app.include_router(voices.create_router(config.voices, config.server.max_body_bytes, api_keys, voice_registry))
+    app.include_router(voices.create_router(config.voices, config.auth, config.server.max_body_bytes, api_keys, voice_registry))
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
@@ -407,7 +414,10 @@ def create_app(
         availability=availability, decision_totals=metrics.routing_decision_totals, planner=planner,
         profile_changes=profile_changer.describe if profile_changer is not None else None,
     )  # fmt: skip
-    app.include_router(admin_router)
+    # Not in /openapi.json, /docs or /redoc: the control surface is documented for operators
+    # (README, docs/routing.md), not advertised to every client that can reach the API.
+    app.include_router(admin_router, include_in_schema=False)
+    app.include_router(admin_voices.create_router(config.voices, config.server.max_body_bytes, AdminAuth(config.auth), voice_registry), include_in_schema=False)
     if config.server.playground:
         app.include_router(playground.create_router())
     app.add_middleware(RequestIdMiddleware)

@@ -60,6 +60,7 @@ class ServerConfig(Strict):
     port: int = Field(8000, ge=0, le=65535)
     # Largest request body accepted: a speech request carrying a 10 MB ref_audio clip as a
     # base64 data: URI is ~13.4 MB; voice uploads are at most 10 MB of audio + form fields.
+    # Speech bodies are also capped at what auth.ref_audio_max_bytes needs (docs/security.md).
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
     # CORS stays off unless origins are listed.
     cors_origins: list[str] = Field(default_factory=list)
@@ -68,6 +69,18 @@ class ServerConfig(Strict):
     # Idle keep-alive connections are closed after this; clients that pool connections
     # longer than it race the close and see "server disconnected" (keep theirs shorter).
     keepalive_timeout_s: float = Field(5.0, gt=0)
+    # Request line + headers larger than this are refused with 431 and the connection closed
+    # (the HTTP parser would otherwise buffer a header of any size).
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    # From connecting (or a request's first byte) to the end of its headers; a client that
+    # sends nothing or trickles headers is cut off after this (408).
+    header_timeout_s: float = Field(10.0, gt=0)
+    # A whole JSON request body must arrive within this once its headers have (408 after):
+    # a stalled or trickled body would otherwise hold its key's stream slot indefinitely.
+    body_timeout_s: float = Field(60.0, gt=0)
+    # Open connections (HTTP and WebSocket) and requests in progress this replica accepts;
+    # past it, new requests get a plain 503 from the server. None = unlimited.
+    max_connections: int | None = Field(1024, gt=0)
     # GET /playground: a page to type, listen, compare pools and watch the fleet. On in `demo`.
     playground: bool = False
     # /ready answers 200 while any pool has a routable worker (the other serves every
@@ -437,6 +450,9 @@ class TierConfig(Strict):
     max_concurrent_streams: int | None = Field(None, gt=0)
     # Open voice sessions (WebSocket /v1/audio/speech/stream) per key; None = unlimited.
     max_sessions: int | None = Field(None, gt=0)
+    # Voices one key may have registered (its own; voices.max_voices bounds them all); None = no
+    # per-key quota.
+    max_voices: int | None = Field(None, gt=0)
 
 
 class ApiKeyConfig(Strict):
@@ -450,6 +466,9 @@ class ApiKeyConfig(Strict):
     @classmethod
     def _hex_digest(cls, digest: str) -> str:
         return _sha256_hex(digest)
+
+
+MIN_ADMIN_TOKEN_CHARS = 16
 
 
 class AuthConfig(Strict):
@@ -467,7 +486,7 @@ class AuthConfig(Strict):
     # Usage series per key (labelled by its configured name) as well as per tier. Off: one
     # series per tier, however many keys there are.
     per_key_metrics: bool = False
-    admin_token: SecretStr | None = None  # admin routes are off without one
+    admin_token: SecretStr | None = None  # admin routes are off without one; >= 16 characters
     # No API keys on an address other than loopback is refused at start-up unless this says
     # so: an open /v1 (and its GPUs) on a network must be a choice, not a default.
     allow_anonymous: bool = False
@@ -484,6 +503,18 @@ class AuthConfig(Strict):
     @classmethod
     def _hex_digests(cls, digests: list[str]) -> list[str]:
         return [_sha256_hex(digest) for digest in digests]
+
+    @field_validator("admin_token")
+    @classmethod
+    def _long_admin_token(cls, token: SecretStr | None) -> SecretStr | None:
+        # A short token can be guessed online, and it unlocks routing, drains and every voice.
+        value = "" if token is None else token.get_secret_value()
+        if value and len(value) < MIN_ADMIN_TOKEN_CHARS:
+            raise ValueError(
+                f"the admin token must be at least {MIN_ADMIN_TOKEN_CHARS} characters (this one has {len(value)}); "
+                "`python -m gateway.security.keys new` makes a suitable one"
+            )
+        return token
 
     @field_validator("ref_audio_url_hosts")
     @classmethod
@@ -511,6 +542,10 @@ class AuthConfig(Strict):
                 problems.append(f"keys.{index}.sha256: the same key is configured twice")
             names.add(key.name)
             digests.add(key.sha256)
+        # A key's voices are owned by its key id (the digest's first 12 characters): two keys
+        # sharing one would share their voices.
+        if len({digest[:12] for digest in digests}) < len(digests):
+            problems.append("two keys' sha256 digests start with the same 12 characters (their key id); replace one")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -710,9 +745,20 @@ class SessionsConfig(Strict):
     # messages (not counted while the session still has audio to deliver).
     config_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(30.0, gt=0)
-    # Text received but not yet cut into a sentence (the worker has no cap); an input.text
-    # that would pass it is refused and dropped.
+    # Text received and not yet sent to a worker (waiting to be cut, or cut and queued; the
+    # worker has no cap); an input.text that would pass it is refused and dropped.
     max_buffered_chars: int = Field(16384, ge=1)
+    # Sentences cut and not yet sent to a worker; an input.text that would pass it is refused.
+    max_queued_sentences: int = Field(256, ge=1)
+    # Seconds of audio a session asks the workers for ahead of a real-time player of what it
+    # sent: a sentence is requested once the player will reach it within this, and the audio a
+    # session holds (received, not yet sent) is capped at as much.
+    lookahead_s: float = Field(10.0, gt=0)
+    # A send to the client that waits this long (it stopped reading) ends the session (1008)
+    # and frees its slots; while a send waits, no sentence is requested.
+    send_timeout_s: float = Field(10.0, gt=0)
+    # The longest a session may last; then it is ended (1008, "maximum session duration reached").
+    max_duration_s: float = Field(3600.0, gt=0)
     # Sessions this replica serves at once (every key together; per key it is
     # auth.tiers.*.max_sessions); None = unlimited.
     max_open_per_replica: int | None = Field(None, gt=0)

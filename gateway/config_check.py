@@ -25,6 +25,11 @@ from gateway.supervisor.setup import check_supervised_profiles
 REDACTED = "**********"
 # Worker environment variables whose values are credentials (HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...).
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|PRIVATE", re.IGNORECASE)
+# Command-line options whose value is a credential (--api-key, --hf-token, --password), not
+# ones that merely mention tokens (--max-num-batched-tokens).
+_SECRET_FLAG = re.compile(r"(?:^|_)(?:token|api_?key|password|passwd|secret|credentials?|private_key)$", re.IGNORECASE)
+# The password in a URL's userinfo: ``scheme://user:<password>@``.
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:)[^/@\s]*@")
 
 
 def config_findings(config: GatewayConfig) -> list[Finding]:
@@ -90,14 +95,52 @@ def tracing_findings(config: GatewayConfig) -> list[Finding]:
 
 def redacted(config: GatewayConfig) -> dict[str, Any]:
     """The whole config as plain data, credentials masked: secrets (the admin token, the
-    Redis URL with its password) and worker environment values named like credentials.
-    API keys are configured as digests, which are not secret."""
+    Redis URL with its password), worker environment values named like credentials, the
+    password of any URL (worker URLs, ``tracing.endpoint``) and the value of any
+    credential-looking option in a command line (``launch.command``). API keys are
+    configured as digests, which are not secret."""
     document = config.model_dump(mode="json")  # SecretStr fields come out masked
     for pool in document["pools"].values():
         launch = pool.get("launch")
         if launch:
             launch["env"] = {k: REDACTED if _SECRET_NAME.search(k) else v for k, v in launch["env"].items()}
-    return document
+    masked: dict[str, Any] = _masked(document)
+    return masked
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _masked(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return _masked_args(value)
+    if isinstance(value, str):
+        return _masked_url(value)
+    return value
+
+
+def _masked_args(items: list[Any]) -> list[Any]:
+    """A list, with the value after ``--api-key``/``--token``/... and of ``--token=...`` masked."""
+    out: list[Any] = []
+    secret_next = False
+    for item in items:
+        if secret_next and isinstance(item, str) and not item.startswith("-"):
+            out.append(REDACTED)
+            secret_next = False
+            continue
+        secret_next = False
+        flag, equals, _ = item.partition("=") if isinstance(item, str) else ("", "", "")
+        if flag.startswith("-") and _SECRET_FLAG.search(flag.lstrip("-").replace("-", "_")):
+            if equals:
+                out.append(f"{flag}={REDACTED}")
+                continue
+            secret_next = True
+        out.append(_masked(item))
+    return out
+
+
+def _masked_url(text: str) -> str:
+    """``scheme://user:password@host...`` with the password masked (the user kept: it says which)."""
+    return _URL_PASSWORD.sub(rf"\g<1>{REDACTED}@", text) if "@" in text else text
 
 
 def config_yaml(config: GatewayConfig) -> str:

@@ -7,7 +7,14 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-HOST_ENTRY = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>[0-9]{1,5}))?")
+import idna
+
+# A name may be written in Unicode (canonical_host gives its one ASCII form).
+HOST_ENTRY = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s/\\:@\[\]]+)(?::(?P<port>[0-9]{1,5}))?")
+DNS_NAME = re.compile(r"[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*")
+MAX_NAME_CHARS = 253
+# WHATWG URL's "ends in a number": such a host parses (and resolves) as an IPv4 address.
+NUMERIC_LABEL = re.compile(r"[0-9]+|0x[0-9a-f]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,23 +32,36 @@ class HostRule:
 
 
 def canonical_host(host: str) -> str | None:
-    """Lowercase ASCII form of a host (IDNA for names, canonical text for IPs), or None."""
-    host = host.lower()
-    if host.endswith("."):
-        host = host[:-1]  # "example.com." is the same DNS name
-    if not host:
-        return None
+    """The one ASCII form of a host, or None when it has none a client agrees on.
+
+    Names go through IDNA2008 with UTS #46 mapping (the ``idna`` package), as the worker's
+    HTTP client (yarl, urllib3) encodes them: "straße" is ``xn--strae-oqa``, not "strasse"
+    (IDNA2003's answer, Python's ``"idna"`` codec); fullwidth letters and dots map to ASCII
+    ones; characters the mapping would delete are refused. A host whose last label is a
+    number is an IPv4 address in another spelling (``127.1``, ``2130706433``, ``0x7f.1``
+    all resolve to 127.0.0.1) and is refused, as are IPv6 zone ids (an interface, not a host).
+    """
     try:
-        return str(ipaddress.ip_address(host))
+        ip = ipaddress.ip_address(host)
     except ValueError:
         pass
-    try:
-        ascii_host = host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return None
-    if not all(c.isalnum() or c in "-." for c in ascii_host):
-        return None  # "%2e", "_" and friends: not a hostname any resolver agrees on
-    return ascii_host
+    else:
+        return None if getattr(ip, "scope_id", None) else str(ip)
+    if host.isascii():
+        name = host.lower()
+    else:
+        try:
+            # UTS #46 deletes some characters (zero-width space, soft hyphen, variation
+            # selectors): "e<ZWSP>vil.com" would be "evil.com". Refused, as yarl refuses them.
+            if any(not c.isascii() and not idna.uts46_remap(c, std3_rules=False) for c in host):
+                return None
+            name = idna.encode(host, uts46=True).decode("ascii")
+        except (idna.IDNAError, UnicodeError):
+            return None
+    name = name.removesuffix(".")  # "example.com." is the same DNS name
+    if len(name) > MAX_NAME_CHARS or not DNS_NAME.fullmatch(name) or NUMERIC_LABEL.fullmatch(name.rsplit(".", 1)[-1]):
+        return None  # "%2e", "_", empty labels and friends: not a name every resolver agrees on
+    return name
 
 
 def parse_host_rule(entry: str) -> HostRule:

@@ -424,6 +424,11 @@ class GatewayMetrics:
         # Voice sessions (WebSocket /v1/audio/speech/stream).
         self.sessions_open = Gauge(PREFIX + "sessions_open", "Voice sessions open on this replica.", registry=r)
         self.sessions = Counter(PREFIX + "sessions", "Voice sessions ended, by how they ended.", ["ended"], registry=r)
+        self.session_buffered_audio = Gauge(
+            PREFIX + "session_buffered_audio_bytes",
+            "Voice-session audio received from workers and not yet sent to its client (each session holds at most its look-ahead window).",
+            registry=r,
+        )  # fmt: skip
         self.session_utterances = Counter(
             PREFIX + "session_utterances", "Utterances started in voice sessions (a first non-empty input.text).", registry=r
         )

@@ -115,6 +115,9 @@ class Recorder:
     def barge_in(self, seconds: float) -> None:
         self.metrics.session_barge_ins.observe(seconds)
 
+    def audio_buffered(self, delta_bytes: int) -> None:
+        self.metrics.session_buffered_audio.inc(delta_bytes)
+
     def key_stream_opened(self, key: KeyIdentity) -> None:
         self.metrics.key_streams_by(*self._key_series(key)).inc()
 

@@ -14,6 +14,7 @@ import sys
 import uvicorn
 
 from gateway.access_log import configure_logging
+from gateway.api.http_limits import bounded_http_protocol
 from gateway.api.relay_response import quiet_stream_cuts
 from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
@@ -68,10 +69,13 @@ def run(config: GatewayConfig, desired_mix: DesiredMix | None = None) -> int:
     except (ProfileCheckFailed, ConfigError) as exc:
         print(f"higgs-gateway: {exc}", file=sys.stderr)
         return 2
+    server = config.server
     uvicorn.run(
         app.asgi,
         host=config.server.host,
         port=config.server.port,
+        # Header size, header deadline and connection limit, enforced before the app runs.
+        http=bounded_http_protocol(server.max_header_bytes, server.header_timeout_s, server.max_connections),
         log_config=None,
         access_log=False,  # our own JSON access log has the routing fields
         timeout_graceful_shutdown=config.server.shutdown_grace_s,

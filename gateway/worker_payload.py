@@ -11,7 +11,7 @@ session ``error`` message).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.config import ModelsConfig, VoicesConfig
@@ -82,8 +82,12 @@ class WorkerPayloads:
     def serves(self, model: str) -> bool:
         return model in self._aliases
 
-    def check(self, fields: SpeechFields) -> None:
-        """Raises the ``GatewayError`` an HTTP client gets (404 model, 400 otherwise)."""
+    async def check(self, fields: SpeechFields, accepted_ref_audio: str | None = None) -> SpeechFields:
+        """The fields a worker may be given (``ref_audio`` in the form the policy passed),
+        or the ``GatewayError`` an HTTP client gets (404 model, 400 otherwise).
+
+        ``accepted_ref_audio``: a value this caller already had accepted (a session's previous
+        config), not judged again."""
         if fields.model is not None and not self.serves(fields.model):
             raise GatewayError(
                 404,
@@ -99,15 +103,18 @@ class WorkerPayloads:
                 f"max_new_tokens must be at most {limit}: the workers' model length (max_model_len, prompt included).",
                 "max_new_tokens",
             )
-        if fields.ref_audio is not None:
-            self._ref_audio.check(fields.ref_audio)  # never let a client make a worker fetch any URL
+        if fields.ref_audio is not None and fields.ref_audio != accepted_ref_audio:
+            # Never let a client make a worker fetch any URL; the URL is rebuilt around the
+            # host the allow-list matched, so the worker fetches from that host.
+            fields = replace(fields, ref_audio=await self._ref_audio.accept(fields.ref_audio))
+        return fields
 
-    def build(self, fields: SpeechFields, text: str) -> dict[str, Any]:
+    def build(self, fields: SpeechFields, text: str, *, owner: str) -> dict[str, Any]:
         """The worker's request for ``text``; raises a 400 ``GatewayError`` for a voice that
-        names none or a prompt no worker can hold. Always raw PCM as a stream: the gateway
-        encodes for the client."""
+        names none of ``owner``'s (the caller's: ``gateway.voices.owners``) or a prompt no worker
+        can hold. Always raw PCM as a stream: the gateway encodes for the client."""
         payload: dict[str, Any] = {"model": self._served_model, "input": text, "response_format": "pcm", "stream_format": "audio"}
-        voice = resolve_voice(fields.voice, self._voices, self._store)
+        voice = resolve_voice(fields.voice, self._voices, self._store, owner=owner)
         if voice is not None:
             payload["voice"] = voice
         for field in FORWARDED_FIELDS:

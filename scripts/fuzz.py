@@ -1,12 +1,16 @@
-"""The full-size fuzz run: every bad-input property of tests/unit/test_fuzz_api.py at
-``--scale`` times its suite example count, with a report of what was sent and answered.
+"""The full-size fuzz run: every bad-input property of tests/unit/test_fuzz_api.py and
+tests/unit/test_fuzz_server.py at ``--scale`` times its suite example count, with a report of
+what was sent and answered.
 
     python scripts/fuzz.py --scale 14 --seed 17 --out docs/benchmarks/fuzz.md
 
 Each property runs against the whole gateway in-process (real lifespan, real emulated
 workers, no sockets): speech bodies, headers, content types, multipart voice uploads,
 voice names in paths, admin patches, every route with every method and odd query
-strings. Every answer must come within the call deadline, never be a 5xx, and every
+strings, long ``data:`` URI headers and multipart uploads without a length; and, through a
+127.0.0.1 socket served with ``serve``'s server bounds, huge headers, heads and bodies that
+stop, and API keys in query strings (HTTP and the WebSocket handshake) that must reach no
+log line. Every answer must come within the call deadline, never be a 5xx, and every
 refusal must be the OpenAI error envelope; the report counts requests per endpoint,
 statuses, 5xx and hangs, and says whether every property held.
 """
@@ -27,7 +31,7 @@ from xml.etree import ElementTree
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PROPERTIES = "tests/unit/test_fuzz_api.py"
+PROPERTIES = ("tests/unit/test_fuzz_api.py", "tests/unit/test_fuzz_server.py")
 
 
 def run(scale: float, seed: int | None, log: Path | None) -> tuple[dict[str, Any], int, float, str]:
@@ -38,7 +42,7 @@ def run(scale: float, seed: int | None, log: Path | None) -> tuple[dict[str, Any
         # The suite's per-test timeout is sized for its bounded counts; every call keeps its
         # own deadline (a hang is still a failure).
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--timeout={int(300 * max(scale, 1))}",
-                   f"--junitxml={junit}", PROPERTIES]  # fmt: skip
+                   f"--junitxml={junit}", *PROPERTIES]  # fmt: skip
         if seed is not None:
             command.append(f"--hypothesis-seed={seed}")
         began = time.monotonic()
@@ -94,8 +98,9 @@ def markdown(tally: dict[str, Any], returncode: int, elapsed: float, summary: st
     lines += [
         "",
         "Every answer is checked by the property that sent it: no 5xx, a status from",
-        "400/401/404/405/409/413/415 for a client's mistake (or 200 with audio for a valid",
-        "request; 307 is the framework's trailing-slash redirect), the OpenAI error envelope",
+        "400/401/404/405/409/413/415 for a client's mistake (408 for a head or body that stops,",
+        "431 for a head over the limit; or 200 with audio for a valid request; 307 is the",
+        "framework's trailing-slash redirect), the OpenAI error envelope",
         "on every refusal, a safe `x-request-id`. The requests include each property's own",
         "follow-ups (an admin patch is undone and a speech request checks the gateway still",
         "serves).",

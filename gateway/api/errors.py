@@ -13,12 +13,15 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from gateway.api.relay_response import ClientGone
 from gateway.errors import GatewayError, bad_request
 from gateway.security.errors import NOT_FOUND_MESSAGE
 
 log = logging.getLogger("higgs_gateway.api")
+CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
 
 
 def error_response(error: GatewayError) -> Response:
@@ -42,6 +45,9 @@ def as_gateway_error(exc: BaseException) -> GatewayError:
         if exc.status_code == 404 and message == "Not Found":
             return GatewayError(404, NOT_FOUND_MESSAGE, code="not_found", headers=headers)
         return GatewayError(exc.status_code, message, headers=headers)
+    if isinstance(exc, ClientDisconnect | ClientGone):
+        # The client hung up (mid-body, say): nobody reads the answer, and it is no fault of ours.
+        return GatewayError(CLIENT_CLOSED, "The client closed the connection.", code="client_closed")
     log.error("unhandled error", exc_info=exc)
     return GatewayError(500, "Internal gateway error.", code="internal_error")
 

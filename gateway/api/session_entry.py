@@ -8,10 +8,13 @@ session is an ordinary HTTP answer (the OpenAI envelope, ``x-request-id``,
 - the origin: a browser page may open a session only from the gateway's own origin or
   one of ``server.cors_origins`` (browsers do not apply CORS to WebSockets, so the
   server must; a client that is not a browser sends no ``Origin``);
-- the API key, rate limit and the key's session places (``max_sessions`` of its tier).
+- the API key, rate limit and the key's session places (``max_sessions`` of its tier); the
+  session then spends a rate-limit token per utterance and holds one of the key's streams
+  per sentence in flight (``KeySession``), as HTTP requests do.
   Browsers cannot set ``Authorization`` on a WebSocket: the key may also come as the
-  subprotocol ``bearer.<key>`` (the gateway answers with ``higgs-gateway`` when offered,
-  else echoes it) or as the query parameter ``api_key``;
+  subprotocol ``bearer.<key>``, offered with ``higgs-gateway`` (the one answered: a key is
+  never echoed), or as the query parameter ``api_key``, which is taken out of the scope
+  before anything logs the path (uvicorn's own handshake lines included);
 - capacity: a fleet with no routable worker, a full `latency` queue (the class of every
   first sentence) or this replica's ``sessions.max_open_per_replica`` reached is refused (503/429
   with ``Retry-After``).
@@ -29,12 +32,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from gateway.api.access import ApiKeyGate
+from gateway.api.access import ApiKeyGate, KeySession, voice_owner
 from gateway.api.errors import error_response
 from gateway.api.request_id import incoming_request_id
 from gateway.errors import GatewayError
@@ -95,8 +98,8 @@ class StarletteSocket:
     async def send_bytes(self, data: bytes) -> None:
         await self._ws.send_bytes(data)
 
-    async def close(self, code: int) -> None:
-        await self._ws.close(code)
+    async def close(self, code: int, reason: str = "") -> None:
+        await self._ws.close(code, reason or None)
 
 
 class SessionEndpoint:
@@ -129,20 +132,23 @@ class SessionEndpoint:
         self._tracing = tracing or PassThroughTracing()
         self.open_sessions = 0
 
-    async def serve(self, websocket: WebSocket, request_id: str) -> None:
+    async def serve(self, websocket: WebSocket, request_id: str, query_key: str | None = None) -> None:
         trace = self._tracing.session(websocket.scope["headers"], request_id)
         summary = SessionSummary(500, SessionEnd.ERROR.value)  # unless it ends another way below
         try:
-            summary = await self._serve(websocket, request_id, trace)
+            summary = await self._serve(websocket, request_id, trace, query_key)
         finally:
             trace.finish(summary)
 
-    async def _serve(self, websocket: WebSocket, request_id: str, trace: SessionTrace) -> SessionSummary:
+    async def _serve(
+        self, websocket: WebSocket, request_id: str, trace: SessionTrace, query_key: str | None
+    ) -> SessionSummary:
         headers = websocket.headers
         try:
             self._check_origin(headers.get("origin"), headers.get("host"))
             offered = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
-            key_hold = await self._auth.open_session(_authorization(headers.get("authorization"), offered, websocket.url.query))
+            chosen = _chosen(offered)
+            key_hold = await self._auth.open_session(_authorization(headers.get("authorization"), offered, query_key))
         except GatewayError as exc:
             await _deny(websocket, exc, request_id)
             return SessionSummary(exc.status, DENIED, exc.code)
@@ -154,21 +160,23 @@ class SessionEndpoint:
                 return SessionSummary(exc.status, DENIED, exc.code)
             self.open_sessions += 1
             try:
-                await websocket.accept(subprotocol=_chosen(offered), headers=[(REQUEST_ID_HEADER.encode(), request_id.encode())])
-                return await self._run(websocket, request_id, trace)
+                await websocket.accept(subprotocol=chosen, headers=[(REQUEST_ID_HEADER.encode(), request_id.encode())])
+                return await self._run(websocket, request_id, trace, key_hold)
             finally:
                 self.open_sessions -= 1
         finally:
             await key_hold.close()
 
-    async def _run(self, websocket: WebSocket, request_id: str, trace: SessionTrace) -> SessionSummary:
+    async def _run(self, websocket: WebSocket, request_id: str, trace: SessionTrace, key: KeySession) -> SessionSummary:
         socket = StarletteSocket(websocket)
-        outbox = Outbox(socket)
+        limits = self._limits
+        outbox = Outbox(socket, limits.send_timeout_s)
         session: Session | None = None
         pipeline = SentencePipeline(
-            outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug, trace=trace
-        )
-        session = Session(socket, outbox, pipeline, self._voices, self._limits, self._clock, self._observer)
+            outbox, self._upstream, self._encoders, self._observer, debug=lambda: session is not None and session.debug,
+            trace=trace, lookahead_s=limits.lookahead_s, key=key,
+        )  # fmt: skip
+        session = Session(socket, outbox, pipeline, self._voices.for_owner(voice_owner(key.key)), limits, self._clock, self._observer, key)
         self._observer.session_opened()
         how = SessionEnd.ERROR
         try:
@@ -202,22 +210,45 @@ class SessionEndpoint:
             )  # fmt: skip
 
 
-def _authorization(header: str | None, offered: list[str], query: str) -> str | None:
+def _authorization(header: str | None, offered: list[str], query_key: str | None) -> str | None:
     """The key as an ``Authorization`` value, from the header, a subprotocol or the query."""
     if header:
         return header
     for protocol in offered:
         if protocol.startswith(BEARER_SUBPROTOCOL) and len(protocol) > len(BEARER_SUBPROTOCOL):
             return f"Bearer {protocol[len(BEARER_SUBPROTOCOL):]}"
-    keys = parse_qs(query).get(KEY_QUERY)
-    return f"Bearer {keys[0]}" if keys else None
+    return f"Bearer {query_key}" if query_key else None
 
 
 def _chosen(offered: list[str]) -> str | None:
-    """The subprotocol answered: browsers fail a handshake that offered some and got none."""
+    """The subprotocol answered. Browsers fail a handshake that offered some and got none, and
+    the answer must be one offered: so a client offering only ``bearer.<key>`` is refused
+    rather than answered with its key (which would put the key in every proxy's view)."""
     if SUBPROTOCOL in offered:
         return SUBPROTOCOL
-    return offered[0] if offered else None
+    others = [protocol for protocol in offered if not protocol.startswith(BEARER_SUBPROTOCOL)]
+    if others:
+        return others[0]
+    if offered:
+        raise GatewayError(
+            400, f"Offer the subprotocol {SUBPROTOCOL!r} with 'bearer.<key>': the gateway answers {SUBPROTOCOL!r}, never the key.",
+            code="subprotocol_required",
+        )  # fmt: skip
+    return None
+
+
+def take_query_key(scope: Scope) -> str | None:
+    """The ``api_key`` query parameter, removed from the scope's query string: the servers'
+    handshake log lines (and anything else) then see the path without it."""
+    query: bytes = scope.get("query_string", b"")
+    if not query:
+        return None  # parsed whenever there is one: ``api%5Fkey`` is the same parameter
+    pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    keys = [value for name, value in pairs if name == KEY_QUERY]
+    if not keys:
+        return None  # left exactly as sent
+    scope["query_string"] = urlencode([(name, value) for name, value in pairs if name != KEY_QUERY]).encode("latin-1")
+    return keys[0]
 
 
 async def _deny(websocket: WebSocket, error: GatewayError, request_id: str) -> None:
@@ -244,8 +275,9 @@ class SessionEntry:
             return
         request_id = incoming_request_id(scope)
         scope.setdefault("state", {})["request_id"] = request_id
+        query_key = take_query_key(scope)  # before anything reads or logs the path
         token = REQUEST_ID.set(request_id)  # on every log line the session causes
         try:
-            await self.endpoint.serve(WebSocket(scope, receive, send), request_id)
+            await self.endpoint.serve(WebSocket(scope, receive, send), request_id, query_key)
         finally:
             REQUEST_ID.reset(token)

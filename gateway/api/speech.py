@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.api.access import ApiKeyGate, KeyStream
+from gateway.api.access import ApiKeyGate, KeyStream, voice_owner
 from gateway.api.body import read_json_body
 from gateway.api.errors import as_gateway_error, error_response
 from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
@@ -74,6 +74,7 @@ class SpeechPipeline:
         encoders: EncoderFactory,
         recorder: Recorder,
         max_body_bytes: int,
+        body_timeout_s: float | None = None,
         tracing: SpeechTracing | None = None,
         allow_pool_pin: bool = False,
         affinity: ReferenceAffinity | None = None,
@@ -87,6 +88,7 @@ class SpeechPipeline:
         self._max_body_bytes = max_body_bytes
         self._allow_pool_pin = allow_pool_pin
         self._affinity = affinity or ReferenceAffinity(0)  # 0 entries: never a hint
+        self._body_timeout_s = body_timeout_s
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
 
@@ -138,12 +140,11 @@ class SpeechPipeline:
         record.sla_class = sla.sla_class
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
         self._admission.precheck(sla.sla_class)
-        speech = parse_speech_request(await read_json_body(request, self._max_body_bytes))
+        speech = parse_speech_request(await read_json_body(request, self._max_body_bytes, self._body_timeout_s))
         record.model, record.input_text = speech.model, speech.input
         record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
-        fields = speech.fields
-        self._payloads.check(fields)
-        payload = self._payloads.build(fields, speech.input)
+        fields = await self._payloads.check(speech.fields)
+        payload = self._payloads.build(fields, speech.input, owner=voice_owner(key_stream.key))
         reference = reference_key(payload, self._payloads.is_uploaded_voice(payload.get("voice")))
         info = RequestInfo(
             sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin,

@@ -12,12 +12,13 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gateway.errors import GatewayError, bad_request
 from gateway.audio.formats import AudioFormat
+from gateway.errors import GatewayError, bad_request
+from gateway.security.data_uri import MAX_HEADER_CHARS, max_payload_chars
 from gateway.types.codec import MIN_AUDIO_TOKENS
+from gateway.types.text_limits import MAX_INPUT_CHARS  # shared with voice sessions
 from gateway.worker_payload import SpeechFields, min_new_tokens_message
 
-MAX_INPUT_CHARS = 4096
 # The worker takes any max_new_tokens (it replaces Stage 0's max_tokens, 2048 = ~82 s by
 # default); the real bound is the workers' max_model_len, checked in
 # gateway.worker_payload.WorkerPayloads.
@@ -25,6 +26,18 @@ INT64_MAX = 2**63 - 1
 
 # Fields accepted beyond OpenAI's (what reaches the worker: gateway.worker_payload).
 HIGGS_EXTENSIONS = ("ref_audio", "ref_text", "seed", "max_new_tokens", "language")
+# Room in a body for every field but ref_audio: the text fields at their caps even with
+# every character escaped (12 bytes for an astral one as \uXXXX\uXXXX), and formatting.
+OTHER_FIELDS_BYTES = 256 * 1024
+
+
+def max_speech_body_bytes(ref_audio_max_bytes: int) -> int:
+    """The largest body a valid speech request can need, so a larger one is refused (413)
+    as it is read, before it is parsed: the longest ``ref_audio`` data URI, 1 character in
+    32 of it escaped (encoders that write ``/`` as ``\\/``; base64 of compressed audio has
+    1 in 64), and the other fields."""
+    ref_audio = max_payload_chars(ref_audio_max_bytes) + len("data:") + MAX_HEADER_CHARS + 1
+    return ref_audio + ref_audio // 32 + OTHER_FIELDS_BYTES
 
 
 class VoiceObject(BaseModel):

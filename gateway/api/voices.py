@@ -1,8 +1,13 @@
-"""``/v1/audio/voices``: one voice list for the whole fleet.
+"""``/v1/audio/voices``: each caller's own voices, usable through the whole fleet.
 
 An upload is stored durably by the gateway first, then pushed to every worker of both
 pools; a worker that is down gets it when it comes back (voices are replayed before a
 worker becomes routable), so a voice is usable through any pool.
+
+A voice belongs to the key that uploaded it (``gateway.voices.owners``): a caller lists,
+uses and deletes only its own, and another key's voice answers 404 like a name nobody
+registered, so a key cannot even learn that it exists. Responses say how many workers
+took a change, never which ones (worker ids are the admin API's, ``/admin/voices``).
 """
 
 from __future__ import annotations
@@ -10,62 +15,56 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from starlette.datastructures import UploadFile
 
-from gateway.api.access import ApiKeyGate
-from gateway.config import VoicesConfig
-from gateway.errors import GatewayError, bad_request
+from gateway.api.access import ApiKeyGate, voice_owner
+from gateway.api.voice_upload import read_voice_upload, upload_body_limit
+from gateway.config import AuthConfig, VoicesConfig
+from gateway.security.auth import KeyIdentity
+from gateway.voices.owners import NOBODY
 from gateway.voices.registry import VoiceRegistry
 from gateway.voices.resolve import list_voices as voice_listing
 
 
-def create_router(voices_config: VoicesConfig, max_body_bytes: int, auth: ApiKeyGate, voices: VoiceRegistry) -> APIRouter:
+def create_router(
+    voices_config: VoicesConfig, auth_config: AuthConfig, max_body_bytes: int, auth: ApiKeyGate, voices: VoiceRegistry
+) -> APIRouter:
     router = APIRouter()
     limit = voices_config.max_upload_bytes
+    body_limit = upload_body_limit(limit, max_body_bytes)
+
+    def quota(key: KeyIdentity | None) -> int | None:
+        # Read per call: tiers changed at run time apply at once. No key, no tier quota.
+        return auth_config.tier(key.tier).max_voices if key is not None and key.authenticated else None
 
     @router.get("/v1/audio/voices")
     async def list_voices(request: Request) -> dict[str, Any]:
-        await auth.check(request.headers, listing=True)
-        return voice_listing(voices_config, voices.store)
+        if auth.open_listings:
+            key = auth.identify(request.headers)
+            if key is None:  # no key sent: no one's voices (they hold consent records, transcripts)
+                return voice_listing(voices_config, voices.store, owner=NOBODY)
+        else:
+            key = await auth.check(request.headers)
+        return voice_listing(voices_config, voices.store, owner=voice_owner(key))
 
     @router.post("/v1/audio/voices")
     async def upload_voice(request: Request) -> dict[str, Any]:
-        await auth.check(request.headers)
-        content_type = request.headers.get("content-type", "")
-        if not content_type.startswith("multipart/form-data"):
-            raise GatewayError(
-                415, "Upload voices as multipart/form-data with fields name, audio_sample and consent.",
-                code="unsupported_media_type",
-            )  # fmt: skip
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
-            raise GatewayError(413, f"Upload exceeds {limit} bytes of audio.", param="audio_sample", code="payload_too_large")
-        try:
-            form = await request.form(max_files=1, max_fields=8, max_part_size=limit + 1)
-        except Exception as exc:  # malformed multipart or a part over the limit
-            raise bad_request(f"Could not read the multipart form: {exc}", code="invalid_form") from exc
-        sample = form.get("audio_sample")
-        if not isinstance(sample, UploadFile):
-            raise bad_request("Missing file field 'audio_sample'.", "audio_sample", code="missing_required_parameter")
-        audio = await sample.read(limit + 1)
-        if len(audio) > limit:
-            raise GatewayError(413, f"audio_sample exceeds {limit} bytes.", param="audio_sample", code="payload_too_large")
-        name = form.get("name")
-        if not isinstance(name, str) or not name:
-            raise bad_request("Missing field 'name'.", "name", code="missing_required_parameter")
+        key = await auth.check(request.headers)
+        upload = await read_voice_upload(request, limit, body_limit)
         result = await voices.add(
-            name,
-            audio,
-            consent=form.get("consent"),
-            ref_text=form.get("ref_text"),
-            speaker_description=form.get("speaker_description"),
+            upload.name,  # type: ignore[arg-type]  # validated by the store
+            upload.audio,
+            consent=upload.consent,
+            ref_text=upload.ref_text,
+            speaker_description=upload.speaker_description,
+            owner=voice_owner(key),
+            owner_limit=quota(key),
         )
-        return {"success": True, "voice": {"id": result.voice.name, **result.voice.public()}, "workers": result.summary()}
+        return {"success": True, "voice": {"id": result.voice.name, **result.voice.public()}, "workers": result.counts()}
 
     @router.delete("/v1/audio/voices/{name}")
     async def delete_voice(name: str, request: Request) -> dict[str, Any]:
-        await auth.check(request.headers)
-        result = await voices.delete(name)
-        return {"success": True, "deleted": result.voice.name, "workers": result.summary()}
+        key = await auth.check(request.headers)
+        result = await voices.delete(name, owner=voice_owner(key))
+        return {"success": True, "deleted": result.voice.name, "workers": result.counts()}
 
     return router

@@ -56,7 +56,7 @@ from gateway.help_format import HelpFormatter
 
 SCHEMA = "higgs-gateway-bench-profile-changes/1"
 CHANGING = "changing"
-ADMIN_TOKEN = "bench-admin"  # the gateway listens on 127.0.0.1 only, for this run
+ADMIN_TOKEN = "bench-admin-token-local"  # the gateway listens on 127.0.0.1 only, for this run
 POLL_S = 0.5  # wall seconds between two looks at the changing fleet (each costs the gateway a little CPU)
 HELD_MIX_CLI = [sys.executable, "-m", "gateway.bench.held_mix"]
 SEEDED_MIX = {"low_latency": 1, "high_throughput": 1}  # the fleet's start: nothing to change

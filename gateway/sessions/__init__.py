@@ -8,8 +8,10 @@ barge-in (``input.cancel``). One job per module:
 - ``messages``: what the client sends (parsed and checked) and what the session answers;
 - ``voice``: a session config turned into the one worker payload every sentence shares;
 - ``playback``: where a real-time player is, hence each later sentence's deadline and gap;
-- ``sentence``: one sentence's upstream request (admission, relay), its audio buffered;
-- ``pipeline``: sentences dispatched ahead and delivered strictly in order, cancellable;
+- ``key``: the session's hold on its API key (a token per utterance, a stream slot per sentence);
+- ``budget``: the audio a session holds (received, not yet sent), capped by its window;
+- ``sentence``: one sentence's upstream request (key slot, admission, relay), its audio buffered;
+- ``pipeline``: sentences dispatched within the look-ahead window, delivered strictly in order, cancellable;
 - ``session``: the receive loop (config, text, flush, cancel, close, limits, timers).
 
 docs/sessions.md describes the protocol and its extensions.

@@ -1,9 +1,14 @@
 """Sentences dispatched ahead and delivered strictly in order; everything cancellable at once.
 
-Dispatch: a sentence is sent upstream as soon as its text is complete and the sentence
-before it has audio (or has ended), so sentence n+1 is synthesized while n streams and at
-most one request per session waits for its first audio. The first sentence of an
-utterance is routed as `latency`; every later one carries its deadline (``Playback``:
+Dispatch: a sentence is sent upstream once its text is complete, the sentence before it
+has audio (or has ended), and it is inside the look-ahead window: a real-time player of
+what was sent will reach it within ``lookahead_s``. So sentence n+1 is synthesized while n
+streams, at most one request per session waits for its first audio, and a session asks the
+workers for audio no faster than it is played (plus the window), however much text is
+queued. While a send to the client is blocked (it is not reading), nothing is dispatched.
+Each request holds one of the key's stream slots (``SessionStreams``) and reads its worker
+only while the session's ``AudioBudget`` (the window's bytes) has room. The first sentence
+of an utterance is routed as `latency`; every later one carries its deadline (``Playback``:
 when a real-time player reaches it) and is placed by the `deadline` rules.
 
 Delivery: one task sends, in order, each sentence's ``audio.start``, its audio (PCM as it
@@ -32,6 +37,8 @@ from gateway.audio.encoder import StreamEncoder
 from gateway.audio.formats import AudioFormat
 from gateway.errors import GatewayError
 from gateway.sessions import messages
+from gateway.sessions.budget import AudioBudget
+from gateway.sessions.key import SessionKey, SessionStreams, UnlimitedKey
 from gateway.sessions.observer import SessionObserver
 from gateway.sessions.outbox import Outbox, SocketClosed
 from gateway.sessions.playback import Playback, pcm_seconds
@@ -39,10 +46,12 @@ from gateway.sessions.sentence import SentenceAudio, SentenceFailed, SentenceUps
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
 from gateway.telemetry.tracing import UNTRACED_SESSION, SessionTrace
 from gateway.types import SlaClass
+from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import audio_seconds_for
 from gateway.types.view import RequestInfo
 
 log = logging.getLogger("gateway.sessions")
+DEFAULT_LOOKAHEAD_S = 10.0
 EncoderFactory = Callable[[AudioFormat, float], StreamEncoder]
 WAV_HEADER_BYTES = 44
 
@@ -59,6 +68,8 @@ class Sentence:
     audio: SentenceAudio | None = None
     placement_seen: bool = False
     sent_pcm: int = 0  # PCM bytes of it the client has been sent
+    # Set once it is sent upstream: the delivery may reach it first (it waits for the window).
+    dispatched: asyncio.Event = field(default_factory=asyncio.Event)
 
     def remaining_s(self) -> float:
         """Audio of it not yet sent: what is buffered, plus an estimate of what is not made yet."""
@@ -97,6 +108,8 @@ class SentencePipeline:
         *,
         debug: Callable[[], bool] = lambda: False,
         trace: SessionTrace = UNTRACED_SESSION,
+        lookahead_s: float = DEFAULT_LOOKAHEAD_S,
+        key: SessionKey | None = None,
     ) -> None:
         self._outbox = outbox
         self._upstream = upstream
@@ -105,6 +118,10 @@ class SentencePipeline:
         self._observer = observer
         self._debug = debug  # the session's `gateway_debug`: routing in audio.start
         self._trace = trace  # each sentence's request id and trace headers (spans when tracing)
+        self._lookahead_s = lookahead_s
+        self._streams = SessionStreams(key if key is not None else UnlimitedKey())
+        self.budget = AudioBudget(round(lookahead_s * BYTES_PER_SECOND), observer.audio_buffered)
+        self._look_again: asyncio.TimerHandle | None = None  # when the next sentence enters the window
         self._entries: deque[Entry] = deque()
         self._more = asyncio.Event()
         self._delivery: asyncio.Task[None] | None = None
@@ -128,6 +145,16 @@ class SentencePipeline:
         if self._delivered_at is None:
             return math.inf
         return asyncio.get_running_loop().time() - self._delivered_at
+
+    @property
+    def queued_sentences(self) -> int:
+        """Sentences cut and not yet sent to a worker."""
+        return sum(1 for entry in self._entries if isinstance(entry, Sentence) and entry.audio is None)
+
+    @property
+    def queued_chars(self) -> int:
+        """Their text."""
+        return sum(len(entry.text) for entry in self._entries if isinstance(entry, Sentence) and entry.audio is None)
 
     def add(self, sentence: Sentence) -> None:
         self._entries.append(sentence)
@@ -155,8 +182,14 @@ class SentencePipeline:
 
     # --- dispatch -----------------------------------------------------------------------
 
+    def look_again(self) -> None:
+        """Time passed (the player moved on): dispatch what entered the window."""
+        self._look_again = None
+        self._progress()
+
     def _progress(self) -> None:
-        """A sentence was added, placed, got audio or ended: report placements, dispatch more."""
+        """A sentence was added, placed, got audio or ended, or audio was sent: report
+        placements, dispatch more."""
         if self._closed:
             return
         now = self._clock()
@@ -166,13 +199,22 @@ class SentencePipeline:
                 continue
             audio = entry.audio
             if audio is None:
-                self._dispatch(entry, now, ahead)
+                due_in = self._playback.due_in(now, ahead)
+                if due_in > self._lookahead_s:
+                    self._wake_in(due_in - self._lookahead_s)
+                elif not self._outbox.blocked:  # paused while the client is not reading
+                    self._dispatch(entry, now, ahead)
                 return
             if audio.decision is not None and not entry.placement_seen:
                 self._placed(entry, audio)
             if not audio.first_audio and not audio.ended:
                 return  # it is the one waiting for its first audio: the next waits for it
             ahead += entry.remaining_s()
+
+    def _wake_in(self, seconds: float) -> None:
+        if self._look_again is not None:
+            self._look_again.cancel()
+        self._look_again = asyncio.get_running_loop().call_later(seconds, self.look_again)
 
     def _dispatch(self, sentence: Sentence, now: float, ahead_s: float) -> None:
         chars = len(sentence.text)
@@ -183,8 +225,9 @@ class SentencePipeline:
             request = RequestInfo(SlaClass.BALANCED, None, chars, deadline_s=self._playback.due_in(now, ahead_s))
         assert sentence.payload is not None
         trace = functools.partial(self._trace.sentence, sentence.utterance, sentence.index)
-        sentence.audio = audio = SentenceAudio(self._upstream, request, sentence.payload, self._progress, trace)
+        sentence.audio = audio = SentenceAudio(self._upstream, request, sentence.payload, self._progress, trace, self.budget, self._streams)
         audio.start()
+        sentence.dispatched.set()
 
     def _placed(self, sentence: Sentence, audio: SentenceAudio) -> None:
         sentence.placement_seen = True
@@ -216,6 +259,7 @@ class SentencePipeline:
                     self._more.clear()
                     await self._more.wait()
                 entry = self._entries[0]
+                self.budget.delivering(entry.audio if isinstance(entry, Sentence) else None)
                 if isinstance(entry, UtteranceEnd):
                     await self._outbox.send_json(messages.session_done(entry.utterance, entry.total_sentences))
                     self._sent.bytes_by_utterance.pop(entry.utterance, None)
@@ -232,8 +276,11 @@ class SentencePipeline:
         if sentence.precheck_error is not None:
             await outbox.send_json(messages.error(sentence.precheck_error))
             return
+        if sentence.audio is None:
+            await sentence.dispatched.wait()  # a player still that far from it: the window opens later
         audio = sentence.audio
         assert audio is not None
+        self.budget.delivering(audio)
         start = messages.audio_start(sentence.utterance, sentence.index, sentence.text, config.response_format, config.stream_audio)
         if self._debug():
             await audio.placed.wait()  # the routing is what the field is for
@@ -274,6 +321,7 @@ class SentencePipeline:
         gap = self._playback.delivered(now, pcm_seconds(pcm_bytes))
         sentence.sent_pcm += pcm_bytes
         self._sent.add(sentence.utterance, sent_bytes)
+        self._progress()  # a send completed: a dispatch paused by a blocked one may go now
         if not first:
             return
         if sentence.index == 0:
@@ -294,6 +342,9 @@ class SentencePipeline:
     # --- stopping -------------------------------------------------------------------------
 
     async def _stop_everything(self) -> None:
+        if self._look_again is not None:
+            self._look_again.cancel()
+            self._look_again = None
         delivery, self._delivery = self._delivery, None
         if delivery is not None and not delivery.done():
             delivery.cancel()
@@ -302,6 +353,9 @@ class SentencePipeline:
         audios = [entry.audio for entry in self._entries if isinstance(entry, Sentence) and entry.audio is not None]
         self._entries.clear()  # before the cancels: their last progress call finds nothing to dispatch
         await asyncio.gather(*(audio.cancel() for audio in audios))
+        for audio in audios:
+            audio.discard()  # ended on their own, with audio never sent
+        self.budget.delivering(None)
 
 
 def _sized_wav(body: bytes) -> bytes:

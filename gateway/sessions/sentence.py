@@ -1,8 +1,10 @@
 """One sentence's upstream request: admitted, relayed, its audio buffered until its turn.
 
 ``SentenceAudio.start`` runs the request in its own task, as ``POST /v1/audio/speech``
-would run it (admission holds the slot, the relay opens the worker's PCM stream and may
-retry before the first byte); the chunks queue up here while earlier sentences play.
+would run it: it takes one of the key's stream slots (``SessionStreams``), admission holds a
+worker slot, the relay opens the worker's PCM stream and may retry before the first byte;
+the chunks queue up here while earlier sentences play, and the worker's stream is read only
+while the session's ``AudioBudget`` has room (a client that stops reading stops the reads).
 ``cancel`` ends it at once: a queued request leaves the queue, an open stream is closed
 (the worker aborts it) and its slot is freed; ``OpenStream.close`` is still the one
 release. ``chunks`` hands the audio over in order and raises ``SentenceFailed`` where the
@@ -23,6 +25,8 @@ from typing import Any, Protocol
 from gateway.errors import GatewayError
 from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.sessions.budget import AudioBudget
+from gateway.sessions.key import SessionStreams, StreamHold, StreamsTaken
 from gateway.telemetry.tracing import SentenceTrace
 from gateway.types import SlaClass
 from gateway.types.decision import Decision
@@ -97,8 +101,12 @@ class SentenceAudio:
         payload: dict[str, Any] | GatewayError,
         on_progress: Callable[[], None],
         trace: Callable[[RequestInfo], SentenceTrace],
+        budget: AudioBudget,
+        streams: SessionStreams,
     ) -> None:
         self._upstream = upstream
+        self._budget = budget
+        self._streams = streams
         self.request = request
         self._payload = payload
         self._on_progress = on_progress  # placed, first audio, ended: the pipeline looks again
@@ -108,6 +116,7 @@ class SentenceAudio:
         self.dispatched_at: float | None = None
         self.decision: Decision | None = None  # where admission placed it, once it did
         self.received_bytes = 0
+        self.queued_bytes = 0  # received, not yet taken by the delivery (counted in the budget)
         self.first_audio = False
         self.ended = False
         self.placed = asyncio.Event()  # admission placed it, or it ended without a place
@@ -131,6 +140,13 @@ class SentenceAudio:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        self.discard()
+
+    def discard(self) -> None:
+        """Its audio will not be sent: give what it holds back to the session's budget."""
+        if self.queued_bytes:
+            self._budget.taken(self.queued_bytes)
+            self.queued_bytes = 0
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Worker PCM in order as it arrives; raises ``SentenceFailed`` at a failure."""
@@ -140,6 +156,8 @@ class SentenceAudio:
                 if item.failure is not None:
                     raise item.failure
                 return
+            self.queued_bytes -= len(item)
+            self._budget.taken(len(item))
             yield item
 
     async def _run(self) -> None:
@@ -154,9 +172,11 @@ class SentenceAudio:
         attempts = AttemptLog()
         waited_s: float | None = None
         rejected: str | None = None
+        hold: StreamHold | None = None
         try:
             if isinstance(self._payload, GatewayError):
                 raise self._payload
+            hold = await self._streams.take()  # the key's slot first, as an HTTP request's
             trace.admission_started()
             try:
                 reservation = await upstream.admission.admit(self.request)
@@ -173,10 +193,15 @@ class SentenceAudio:
             self._received(stream.first_chunk)
             rest = stream.rest
             assert rest is not None
+            await self._budget.room(self, self._queued)
             async for chunk in rest:
                 stream.received(chunk)
                 self._received(chunk)
+                await self._budget.room(self, self._queued)  # the client is behind: the worker waits
             outcome, status = StreamOutcome.COMPLETED, 200
+        except StreamsTaken as exc:
+            outcome, failure = StreamOutcome.ERROR, SentenceFailed(exc.message)
+            status, error = 429, "concurrent_streams_exceeded"
         except UpstreamError as exc:
             assert stream is not None  # before the stream opened, the relay raises GatewayError
             kind = upstream.relay.failed_mid_stream(stream, exc)
@@ -192,6 +217,8 @@ class SentenceAudio:
         finally:
             if stream is not None:
                 await stream.close(outcome)
+            if hold is not None:
+                await self._streams.give_back(hold)  # after the worker's slot: both are free now
             upstream.records.upstream_done(self.request.sla_class, waited_s, rejected, attempts)
             detail = None if failure is None else failure.reason
             trace.ended(SentenceEnd(_OUTCOMES[outcome], status, error, detail, self.decision, len(attempts.retries), self.received_bytes))
@@ -200,8 +227,13 @@ class SentenceAudio:
             self._queue.put_nowait(_End(failure))
             self._on_progress()
 
+    def _queued(self) -> int:
+        return self.queued_bytes
+
     def _received(self, chunk: bytes) -> None:
         self.received_bytes += len(chunk)
+        self.queued_bytes += len(chunk)
+        self._budget.added(len(chunk))
         self._queue.put_nowait(chunk)
         if not self.first_audio:
             self.first_audio = True

@@ -7,7 +7,14 @@ Lifecycle, messages, error texts and which errors end the session are the worker
   ``input.cancel`` are acted on while audio flows, and the idle timer runs only while the
   session has nothing left to deliver;
 - ``input.cancel`` stops the current utterance (barge-in) and answers ``input.cancelled``;
-- text waiting to be cut is capped (``sessions.max_buffered_chars``);
+- the session is its key's: each utterance spends a rate-limit token (the handshake's pays
+  for the first), each sentence in flight holds a stream slot (``pipeline``);
+- text not yet sent to a worker is capped (``sessions.max_buffered_chars`` characters,
+  ``sessions.max_queued_sentences`` sentences), and no sentence may be longer than an HTTP
+  request's ``input`` (4096 characters): an ``input.text`` that would pass a cap is refused
+  and dropped;
+- a session lasts at most ``sessions.max_duration_s``, and one whose client stops reading
+  for ``sessions.send_timeout_s`` is ended (``Outbox``), its slots freed;
 - a session that ends on an error is closed with a close frame (1008 for the client's
   messages and timers, 1011 for an internal error) where the worker drops the connection.
 """
@@ -15,6 +22,7 @@ Lifecycle, messages, error texts and which errors end the session are the worker
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,12 +32,22 @@ from pydantic import ValidationError
 from gateway.errors import GatewayError
 from gateway.sentences import SentenceSplitter
 from gateway.sessions import messages
+from gateway.sessions.key import SessionKey, UnlimitedKey
 from gateway.sessions.messages import Refused
 from gateway.sessions.observer import SessionObserver
-from gateway.sessions.outbox import Outbox, SessionSocket, SocketClosed
-from gateway.sessions.pipeline import Sentence, SentencePipeline
+from gateway.sessions.outbox import (
+    DEFAULT_SEND_TIMEOUT_S,
+    Outbox,
+    SessionSocket,
+    SocketClosed,
+)
+from gateway.sessions.pipeline import DEFAULT_LOOKAHEAD_S, Sentence, SentencePipeline
 from gateway.sessions.voice import ConfigRefused, SessionVoices
-from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, sentence_request
+from gateway.speech_stream_protocol import (
+    StreamingSpeechSessionConfig,
+    sentence_request,
+)
+from gateway.types.text_limits import MAX_INPUT_CHARS
 
 CLOSE_NORMAL = 1000
 CLOSE_POLICY = 1008  # the client's message or silence ended it
@@ -43,6 +61,8 @@ class SessionEnd(StrEnum):
     CLOSED = "closed"  # session.close
     CLIENT_GONE = "client_gone"  # close frame or dropped connection
     TIMEOUT = "timeout"
+    MAX_DURATION = "max_duration"  # sessions.max_duration_s reached
+    STALLED = "stalled"  # the client stopped reading (sessions.send_timeout_s)
     REFUSED = "refused"  # a message that ends the session (bad first message, bad config)
     ERROR = "error"
 
@@ -52,13 +72,22 @@ class SessionLimits:
     config_timeout_s: float
     idle_timeout_s: float
     max_buffered_chars: int
+    max_queued_sentences: int = 256
+    max_duration_s: float = 3600.0
+    lookahead_s: float = DEFAULT_LOOKAHEAD_S  # the pipeline's window
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S  # the outbox's
+
+
+STALLED_REASON = "client stopped reading"
+MAX_DURATION_REASON = "maximum session duration reached"
 
 
 class _Ended(Exception):
-    def __init__(self, how: SessionEnd, code: int) -> None:
+    def __init__(self, how: SessionEnd, code: int, reason: str = "") -> None:
         super().__init__(how.value)
         self.how = how
         self.code = code
+        self.reason = reason
 
 
 class Session:
@@ -71,8 +100,15 @@ class Session:
         limits: SessionLimits,
         clock: Callable[[], float],
         observer: SessionObserver,
+        key: SessionKey | None = None,
     ) -> None:
         self._socket = socket
+        self._key = key if key is not None else UnlimitedKey()
+        self._prepaid = True  # the handshake's rate-limit token pays for the first utterance
+        self._refused = False  # the open utterance was refused (rate limit): its text is dropped
+        self._ends_at = asyncio.get_running_loop().time() + limits.max_duration_s
+        self._waiting: asyncio.Timeout | None = None  # the receive in progress, woken by a stall
+        outbox.on_stall = self._stalled
         self._outbox = outbox
         self._pipeline = pipeline
         self._voices = voices
@@ -100,19 +136,34 @@ class Session:
             while True:
                 await self._handle(await self._next_message())
         except _Ended as end:
-            if end.code != CLOSE_NORMAL or end.how is SessionEnd.CLOSED:
-                await self._outbox.close(end.code)
+            if end.code != CLOSE_NORMAL or end.how in (SessionEnd.CLOSED, SessionEnd.STALLED):
+                await self._pipeline.close()  # the slots first: the close may wait for the client
+                await self._outbox.close(end.code, end.reason)
             return end.how
         except SocketClosed:
+            if self._outbox.stalled:
+                await self._pipeline.close()
+                await self._outbox.close(CLOSE_POLICY, STALLED_REASON)
+                return SessionEnd.STALLED
             return SessionEnd.CLIENT_GONE
+
+    def _stalled(self) -> None:
+        """The outbox gave up on a client that stopped reading: stop waiting for its messages."""
+        waiting = self._waiting
+        if waiting is not None and not waiting.expired():  # an expiring one ends the wait anyway
+            waiting.reschedule(asyncio.get_running_loop().time())
 
     async def _next_message(self) -> str:
         timeout = self._limits.config_timeout_s if self._config is None else self._limits.idle_timeout_s
+        loop = asyncio.get_running_loop()
         while True:
+            await self._check_alive()
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(min(timeout, self._ends_at - loop.time())) as waiting:
+                    self._waiting = waiting
                     frame = await self._socket.receive()
             except TimeoutError:
+                await self._check_alive()
                 if self._config is None:
                     await self._fail("Timeout waiting for session.config", SessionEnd.TIMEOUT)
                 # Idle is the whole timeout with no message and nothing delivered: a client
@@ -122,11 +173,21 @@ class Session:
                 if timeout > 0:
                     continue
                 await self._fail("Idle timeout: no message received", SessionEnd.TIMEOUT)
+            finally:
+                self._waiting = None
             if frame is None:
                 raise _Ended(SessionEnd.CLIENT_GONE, CLOSE_NORMAL)
             if isinstance(frame, bytes):
                 await self._fail(messages.BINARY_FRAME, SessionEnd.REFUSED)
             return frame  # type: ignore[return-value]
+
+    async def _check_alive(self) -> None:
+        """End a session whose client stopped reading, or that reached its maximum duration."""
+        if self._outbox.stalled:
+            raise _Ended(SessionEnd.STALLED, CLOSE_POLICY, STALLED_REASON)
+        if asyncio.get_running_loop().time() >= self._ends_at:
+            limit = self._limits.max_duration_s
+            await self._fail(f"Session reached its maximum duration ({limit:g} s); open a new one", SessionEnd.MAX_DURATION)
 
     async def _handle(self, raw: str) -> None:
         try:
@@ -158,7 +219,7 @@ class Session:
             return
         try:
             fields = {key: value for key, value in message.items() if key != "type"}
-            config = self._voices.accept(StreamingSpeechSessionConfig(**fields))  # type: ignore[arg-type]
+            config = await self._voices.accept(StreamingSpeechSessionConfig(**fields), self._config)  # type: ignore[arg-type]
         except ValidationError as exc:
             await self._refuse_config(f"Invalid session config: {exc}")
             return
@@ -178,18 +239,51 @@ class Session:
         if not isinstance(text, str):
             await self._send_error("input.text requires a string value")
             return
+        if self._refused:
+            return  # the rest of a refused utterance: already answered once
         limit = self._limits.max_buffered_chars
-        if len(self._splitter.pending) + len(text) > limit:
-            await self._send_error(f"Buffered text would exceed {limit} characters; send input.done to flush it first")
+        waiting = len(self._splitter.pending) + self._pipeline.queued_chars
+        if waiting + len(text) > limit:
+            hint = "send input.done to flush it first" if not self._pipeline.queued_chars else "wait for the reply to play, or send input.cancel"
+            await self._send_error(f"Text waiting to be spoken would exceed {limit} characters; {hint}")
+            return
+        splitter = copy.copy(self._splitter)  # tried first: a refused input.text leaves no trace
+        units = splitter.feed(text)
+        if len(splitter.pending) > MAX_INPUT_CHARS or any(len(unit) > MAX_INPUT_CHARS for unit in units):
+            await self._send_error(f"A sentence would exceed {MAX_INPUT_CHARS} characters, the most one speech request takes; split the text")
+            return
+        queued_limit = self._limits.max_queued_sentences
+        if self._pipeline.queued_sentences + len(units) > queued_limit:
+            await self._send_error(
+                f"The session already has {queued_limit} sentences waiting to be spoken; wait for the reply to play, or send input.cancel"
+            )
             return
         if text and not self._open:
             self._open = True
             self.utterances += 1
             self._observer.utterance_started()
-        for unit in self._splitter.feed(text):
+            if not await self._spend():
+                return
+        self._splitter = splitter
+        for unit in units:
             await self._cut(unit)
 
+    async def _spend(self) -> bool:
+        """The utterance's rate-limit token; False (answered, its text dropped) when over the limit."""
+        if self._prepaid:
+            self._prepaid = False
+            return True
+        try:
+            await self._key.spend_utterance()
+        except GatewayError as exc:
+            self._refused = True
+            await self._send_error(f"Utterance {self._utterance} refused: {exc.message} Its text is dropped until input.done.")
+            return False
+        return True
+
     async def _flush(self) -> None:
+        if self._refused:
+            self._splitter = SentenceSplitter(self._splitter.granularity)
         for unit in self._splitter.flush():
             await self._cut(unit)
         self._pipeline.end_utterance(self._utterance, self._sentence)
@@ -231,6 +325,7 @@ class Session:
         self._utterance += 1
         self._sentence = 0
         self._open = False
+        self._refused = False
 
     async def _send_error(self, text: str) -> None:
         await self._outbox.send_json(messages.error(text))
@@ -240,5 +335,7 @@ class Session:
         try:
             await self._send_error(text)
         except SocketClosed:
+            if self._outbox.stalled:
+                raise _Ended(SessionEnd.STALLED, CLOSE_POLICY, STALLED_REASON) from None
             raise _Ended(SessionEnd.CLIENT_GONE, CLOSE_NORMAL) from None
-        raise _Ended(how, code)
+        raise _Ended(how, code, MAX_DURATION_REASON if how is SessionEnd.MAX_DURATION else "")

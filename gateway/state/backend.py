@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from gateway.voices.owners import ADMIN, worker_name
+
 
 class ChangeKind(StrEnum):
     ROUTING = "routing"
@@ -27,8 +29,13 @@ RoutingUpdate = Callable[[dict[str, Any]], dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class StoredVoice:
-    meta: dict[str, Any]  # Voice.to_meta(): name, format, sizes, consent, ...
+    meta: dict[str, Any]  # Voice.to_meta(): name, owner, format, sizes, consent, ...
     audio: bytes  # the reference audio as validated at upload
+
+    @property
+    def worker_name(self) -> str:
+        """What the voice is stored under: unique across owners (``gateway.voices.owners``)."""
+        return worker_name(str(self.meta.get("owner", ADMIN)), str(self.meta["name"]))
 
 
 class StateBackend(Protocol):
@@ -65,6 +72,7 @@ class StateBackend(Protocol):
 
     async def voice_metas(self) -> dict[str, dict[str, Any]]: ...
 
+    # Voices are keyed by their worker name (lower case in ``voice_metas``), not their own.
     async def read_voice(self, name: str) -> StoredVoice | None: ...
 
     async def put_voice(self, voice: StoredVoice) -> bool: ...

@@ -90,7 +90,7 @@ class LocalStateBackend:
 
     # ---- voices ----------------------------------------------------------------------
     async def voice_metas(self) -> dict[str, dict[str, Any]]:
-        return {v.name.lower(): v.to_meta() for v in self._voices.list()}
+        return {v.worker_name.lower(): v.to_meta() for v in self._voices.list()}
 
     async def read_voice(self, name: str) -> StoredVoice | None:
         voice = self._voices.get(name)
@@ -100,7 +100,7 @@ class LocalStateBackend:
         return StoredVoice(voice.to_meta(), audio)
 
     async def put_voice(self, voice: StoredVoice) -> bool:
-        if self._voices.get(voice.meta["name"]) is not None:
+        if self._voices.get(voice.worker_name) is not None:
             return False
         await asyncio.to_thread(self._voices.install, Voice.from_meta(voice.meta), voice.audio)
         return True

@@ -64,7 +64,7 @@ async def copy_state(source: StateBackend, destination: StateBackend) -> Migrati
         if key in existing:
             (report.skipped if existing[key] == meta else report.conflicts).append(name)
             continue
-        voice = await source.read_voice(name)
+        voice = await source.read_voice(key)  # keyed by worker name: unique across owners
         if voice is None:
             continue  # deleted while we ran
         if await destination.put_voice(voice):

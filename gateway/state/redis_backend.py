@@ -319,7 +319,7 @@ class RedisStateBackend:
         return StoredVoice(json.loads(meta), bytes(audio))
 
     async def put_voice(self, voice: StoredVoice) -> bool:
-        key = name_key(voice.meta["name"])
+        key = name_key(voice.worker_name)
         stored = await self._call(
             self._put_voice(
                 keys=[self._voices_key, self._voice_prefix + key, self.channel],

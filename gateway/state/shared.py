@@ -163,7 +163,7 @@ class SharedState:
         backend = self._require()
         # Local first, then remote: a voice written here meanwhile is in Redis before it is
         # on disk, so it can look "missing locally" (harmless) but never "deleted remotely".
-        local = {name_key(v.name): v for v in self._voices.list()}
+        local = {name_key(v.worker_name): v for v in self._voices.list()}
         metas = await backend.voice_metas()
         changed = False
         for key, meta in metas.items():
@@ -174,12 +174,12 @@ class SharedState:
                 continue
             if local.get(key) == voice:
                 continue
-            stored = await backend.read_voice(voice.name)
+            stored = await backend.read_voice(voice.worker_name)
             if stored is not None:
                 changed |= await asyncio.to_thread(self._voices.install, Voice.from_meta(stored.meta), stored.audio)
         for key, voice in local.items():
             if key not in metas:
-                changed |= await asyncio.to_thread(self._voices.discard, voice.name)
+                changed |= await asyncio.to_thread(self._voices.discard, voice.worker_name)
         if changed:
             self._observer.state_change_applied(ChangeKind.VOICES.value)
             self._voices_changed()

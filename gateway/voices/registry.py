@@ -18,7 +18,9 @@ Uploads to a worker that is streaming are paced (``pacing.UploadPacer``): one at
 ``voices.upload_spacing_ms`` apart, so ten voices uploaded at once do not pause its streams
 ten clips long.
 
-Names are locked per voice (exclusive for add/delete, shared for replay), and a replay
+Voices are known to workers, and locked, by their worker name (``gateway.voices.owners``:
+each owner has its own namespace, workers have one). Names are locked per voice
+(exclusive for add/delete, shared for replay), and a replay
 repeats its pass while adds/deletes happened during it, so a voice added while a worker
 is being replayed (and not yet in ``workers()``) is not missed.
 """
@@ -38,6 +40,7 @@ import httpx
 from gateway.voices.errors import VoiceError
 from gateway.voices.locks import NameLocks
 from gateway.voices.names import name_key
+from gateway.voices.owners import ADMIN, worker_name
 from gateway.voices.pacing import UploadPacer
 from gateway.voices.store import Voice, VoiceStore
 
@@ -91,7 +94,15 @@ class FanOutResult:
     workers: tuple[WorkerResult, ...]
 
     def summary(self) -> dict[str, str]:
+        """Worker id -> outcome: for the admin API (worker ids are not the clients' business)."""
         return {r.worker_id: r.outcome.value for r in self.workers}
+
+    def counts(self) -> dict[str, int]:
+        """Outcome -> how many workers: what a client is told."""
+        counts: dict[str, int] = {}
+        for r in self.workers:
+            counts[r.outcome.value] = counts.get(r.outcome.value, 0) + 1
+        return counts
 
 
 @dataclass(slots=True)
@@ -178,13 +189,15 @@ class VoiceRegistry:
         consent: object,
         ref_text: object = None,
         speaker_description: object = None,
+        owner: str = ADMIN,
+        owner_limit: int | None = None,
     ) -> FanOutResult:
-        """Register a voice durably, then upload it to every current worker.
+        """Register ``owner``'s voice durably, then upload it to every current worker.
 
         Raises ``VoiceError`` only for the user's mistakes (bad name, not audio, no consent,
-        duplicate); worker failures are reported in the result.
+        duplicate, over the owner's ``owner_limit``); worker failures are reported in the result.
         """
-        async with self._locks.exclusive(name if isinstance(name, str) else ""):
+        async with self._locks.exclusive(worker_name(owner, name) if isinstance(name, str) else ""):
             voice = await asyncio.to_thread(
                 self.store.add,
                 name,
@@ -192,6 +205,8 @@ class VoiceRegistry:
                 consent=consent,
                 ref_text=ref_text,
                 speaker_description=speaker_description,
+                owner=owner,
+                owner_limit=owner_limit,
             )
             # Workers get the stored clip (normalised to WAV), not the bytes the client sent.
             audio = await asyncio.to_thread(self.store.read_audio, voice)
@@ -200,22 +215,24 @@ class VoiceRegistry:
             targets = list(self._workers())
             jobs = [self._push(w.worker_id, w.base_url, voice, audio) for w in targets]
             results = await self._fan_out(targets, jobs)
-        self._log_failures("upload", voice.name, results)
+        self._log_failures("upload", voice, results)
         return FanOutResult(voice, tuple(results))
 
-    async def delete(self, name: str) -> FanOutResult:
-        """Remove a voice from the store, then from every current worker (404 there is fine)."""
-        async with self._locks.exclusive(name):
-            voice = await asyncio.to_thread(self.store.delete, name)
+    async def delete(self, name: str, owner: str = ADMIN) -> FanOutResult:
+        """Remove ``owner``'s voice ``name`` from the store, then from every current worker
+        (404 there is fine). Another owner's voice of that name is never touched: 404."""
+        stored_as = worker_name(owner, name)
+        async with self._locks.exclusive(stored_as):
+            voice = await asyncio.to_thread(self.store.delete, stored_as)
             if voice is None:
                 raise VoiceError(
                     f"No voice named {name!r} is registered.", status=404, code="voice_not_found"
                 )
             self._generation += 1
             targets = list(self._workers())
-            jobs = [self._remove(w.worker_id, w.base_url, voice.name) for w in targets]
+            jobs = [self._remove(w.worker_id, w.base_url, voice.worker_name) for w in targets]
             results = await self._fan_out(targets, jobs)
-        self._log_failures("delete", voice.name, results)
+        self._log_failures("delete", voice, results)
         return FanOutResult(voice, tuple(results))
 
     # ---- replay ----------------------------------------------------------------------
@@ -232,7 +249,7 @@ class VoiceRegistry:
             except (httpx.HTTPError, WorkerProtocolError) as exc:
                 report.error = f"cannot list the worker's voices: {type(exc).__name__}: {exc}"
                 break
-            wanted = {name_key(v.name): v for v in self.store.list()}
+            wanted = {name_key(v.worker_name): v for v in self.store.list()}
             jobs = [
                 self._replay_voice(base_url, v, listing.get(k), report, semaphore) for k, v in wanted.items()
             ]
@@ -262,7 +279,7 @@ class VoiceRegistry:
             raise ValueError(str(exc)) from exc
         if self._fanning_out or generation != self._generation:
             return False  # a voice on its way to the workers is not a lost one
-        return any(name_key(v.name) not in listing for v in self.store.list())
+        return any(name_key(v.worker_name) not in listing for v in self.store.list())
 
     @property
     def out_of_step(self) -> frozenset[str]:
@@ -304,18 +321,18 @@ class VoiceRegistry:
         report: ReplayReport,
         semaphore: asyncio.Semaphore,
     ) -> None:
-        async with semaphore, self._locks.shared(voice.name):
-            if self.store.get(voice.name) != voice:
+        async with semaphore, self._locks.shared(voice.worker_name):
+            if self.store.get(voice.worker_name) != voice:
                 return  # deleted or replaced since the pass began; the next pass sees it
             if entry is not None and _same_voice(entry, voice):
-                report.record(voice.name, Outcome.PRESENT)
+                report.record(voice.worker_name, Outcome.PRESENT)
                 return
             try:
                 audio = await asyncio.to_thread(self.store.read_audio, voice)
             except VoiceError:
                 return
             result = await self._push("", base_url, voice, audio, stale_name=entry["name"] if entry else None)
-            report.record(voice.name, result.outcome, result.detail)
+            report.record(voice.worker_name, result.outcome, result.detail)
 
     async def _prune_voice(
         self, base_url: str, name: str, report: ReplayReport, semaphore: asyncio.Semaphore
@@ -344,7 +361,7 @@ class VoiceRegistry:
                 return WorkerResult(worker_id, Outcome.FAILED, _describe(response))
             # Refused: most likely it already has this name (a replay got there first, or
             # a copy left from before a delete it missed). Look before deciding.
-            entry = (await self._list(base_url)).get(name_key(voice.name))
+            entry = (await self._list(base_url)).get(name_key(voice.worker_name))
             if entry is None:
                 return WorkerResult(worker_id, Outcome.FAILED, _describe(response))
             if _same_voice(entry, voice):
@@ -369,13 +386,13 @@ class VoiceRegistry:
         return WorkerResult(worker_id, Outcome.FAILED, _describe(response))
 
     async def _post(self, base_url: str, voice: Voice, audio: bytes) -> httpx.Response:
-        form = {"name": voice.name, "consent": voice.consent}
+        form = {"name": voice.worker_name, "consent": voice.consent}
         if voice.ref_text is not None:
             form["ref_text"] = voice.ref_text
         if voice.speaker_description is not None:
             form["speaker_description"] = voice.speaker_description
         # The worker takes the MIME type from the part's content type: send the sniffed one.
-        files = {"audio_sample": (f"{voice.name}.{voice.ext}", audio, voice.mime_type)}
+        files = {"audio_sample": (f"{voice.worker_name}.{voice.ext}", audio, voice.mime_type)}
         async with self._pacer.turn(base_url):
             return await self._client.post(_url(base_url), data=form, files=files, timeout=self._timeout)
 
@@ -394,12 +411,12 @@ class VoiceRegistry:
         return listing
 
     @staticmethod
-    def _log_failures(action: str, name: str, results: Sequence[WorkerResult]) -> None:
+    def _log_failures(action: str, voice: Voice, results: Sequence[WorkerResult]) -> None:
         for r in results:
             if not r.ok:
                 log.warning(
-                    "voice %s of %s on worker %s failed (replay will fix it): %s",
-                    action, name, r.worker_id, r.detail,
+                    "voice %s of %s (owner %s) on worker %s failed (replay will fix it): %s",
+                    action, voice.name, voice.owner, r.worker_id, r.detail,
                 )  # fmt: skip
 
 

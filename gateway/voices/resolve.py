@@ -8,6 +8,11 @@ says how to register a voice, instead of letting one worker fail it.
 Order, first match wins: ``"default"`` (any case); an alias from ``voices.aliases``
 (operator intent beats everything); a registered voice; an OpenAI voice name (the default
 voice). Names compare case-insensitively, as workers do.
+
+Every lookup is the caller's (``owner``, see ``gateway.voices.owners``): a registered
+voice is one of the caller's own, and another owner's voice of the same name does not
+exist as far as the caller can tell (no error names it). An alias is the operator's: its
+target is the admin's voice of that name, else the caller's own.
 """
 
 from __future__ import annotations
@@ -17,19 +22,20 @@ from typing import Any, Protocol
 from gateway.config import VoicesConfig
 from gateway.voices.errors import VoiceError
 from gateway.voices.names import DEFAULT_VOICE, name_key
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import Voice
 
 UPLOAD_HINT = "Register one with POST /v1/audio/voices (multipart: name, audio_sample, consent)."
 
 
 class VoiceLookup(Protocol):
-    def get(self, name: str) -> Voice | None: ...
+    def find(self, owner: str, name: object) -> Voice | None: ...
 
-    def list(self) -> list[Voice]: ...
+    def owned_by(self, owner: str) -> list[Voice]: ...
 
 
-def _unknown(name: str, config: VoicesConfig, store: VoiceLookup) -> VoiceError:
-    registered = [v.name for v in store.list()][:20]
+def _unknown(name: str, config: VoicesConfig, store: VoiceLookup, owner: str) -> VoiceError:
+    registered = [v.name for v in store.owned_by(owner)][:20]  # the caller's own names only
     choices = "'default'"
     if registered:
         choices += ", a registered voice (" + ", ".join(registered) + ")"
@@ -47,10 +53,17 @@ def _alias_target(name: str, config: VoicesConfig) -> tuple[bool, str | None]:
     return False, None
 
 
+def _alias_voice(target: str | None, store: VoiceLookup, owner: str) -> Voice | None:
+    if not target:
+        return None
+    return store.find(ADMIN, target) or store.find(owner, target)
+
+
 def resolve_voice(
-    requested: str | dict[str, Any] | None, config: VoicesConfig, store: VoiceLookup
+    requested: str | dict[str, Any] | None, config: VoicesConfig, store: VoiceLookup, *, owner: str
 ) -> str | None:
-    """The worker-side voice name for ``requested``, or None for the model's default voice.
+    """The worker-side voice name for ``owner``'s ``requested``, or None for the model's
+    default voice.
 
     Raises a 400 ``VoiceError`` (param ``voice``) for anything that names no voice.
     """
@@ -69,24 +82,25 @@ def resolve_voice(
     if is_alias:
         # An alias whose voice was deleted degrades to the default voice, like an unmapped
         # OpenAI name: clients hard-code these names and must keep working.
-        voice = store.get(target) if target else None
-        return voice.name if voice else None
-    voice = store.get(name)
+        voice = _alias_voice(target, store, owner)
+        return voice.worker_name if voice else None
+    voice = store.find(owner, name)
     if voice is not None:
-        return voice.name
+        return voice.worker_name
     if name_key(name) in {name_key(v) for v in config.openai_voices}:
         return None
-    raise _unknown(name, config, store)
+    raise _unknown(name, config, store, owner)
 
 
-def list_voices(config: VoicesConfig, store: VoiceLookup) -> dict[str, Any]:
-    """The body of the gateway's ``GET /v1/audio/voices``.
+def list_voices(config: VoicesConfig, store: VoiceLookup, *, owner: str) -> dict[str, Any]:
+    """The body of the gateway's ``GET /v1/audio/voices`` for ``owner``: its own voices
+    and the aliases (``alias_of`` is the target's client-facing name, never a worker name).
 
     ``voices`` are objects (Open WebUI reads ``voice["id"]`` and falls back to hard-coded
     names when given plain strings); ``uploaded_voices`` keeps the vllm-omni shape for
     clients written against a worker.
     """
-    registered = store.list()
+    registered = store.owned_by(owner)
     voices: list[dict[str, Any]] = [
         {"id": DEFAULT_VOICE, "name": DEFAULT_VOICE, "type": "default", "description": "the model's own voice"}
     ]
@@ -100,13 +114,14 @@ def list_voices(config: VoicesConfig, store: VoiceLookup) -> dict[str, Any]:
         if name_key(alias) in listed:
             continue
         listed.add(name_key(alias))
-        resolved = resolve_voice(alias, config, store)
+        _, target = _alias_target(alias, config)
+        resolved = _alias_voice(target, store, owner)
         voices.append(
             {
                 "id": alias,
                 "name": alias,
                 "type": "alias",
-                "alias_of": resolved or DEFAULT_VOICE,
+                "alias_of": resolved.name if resolved else DEFAULT_VOICE,
                 "default_voice": resolved is None,
             }
         )

@@ -32,6 +32,7 @@ from gateway.types.codec import SAMPLE_RATE
 from gateway.voices.errors import VoiceError
 from gateway.voices.names import DEFAULT_VOICE, is_valid_name, name_key, validate_name
 from gateway.voices.normalise import WAV_EXT, WAV_MIME, normalised_wav
+from gateway.voices.owners import ADMIN, is_valid_owner, is_valid_worker_name, worker_name
 from gateway.voices.probe import FORMATS_BY_EXT, validate_reference_audio
 
 log = logging.getLogger(__name__)
@@ -62,10 +63,17 @@ class Voice:
     consent: str
     ref_text: str | None = None
     speaker_description: str | None = None
+    # Voices stored before voices had owners have none in their meta.json: the admin's.
+    owner: str = ADMIN
 
     @property
     def filename(self) -> str:
         return f"audio.{self.ext}"
+
+    @property
+    def worker_name(self) -> str:
+        """Its name on workers, on disk and in the shared store (``gateway.voices.owners``)."""
+        return worker_name(self.owner, self.name)
 
     def to_meta(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,12 +85,14 @@ class Voice:
         voice = cls(**meta)  # unknown or missing keys raise TypeError
         if not is_valid_name(voice.name) or voice.ext not in FORMATS_BY_EXT:
             raise ValueError("bad name or extension")
+        if not is_valid_owner(voice.owner):
+            raise ValueError("bad owner")
         if not isinstance(voice.file_size, int) or voice.file_size <= 0:
             raise ValueError("bad file_size")
         return voice
 
     def public(self) -> dict[str, Any]:
-        """What clients and workers' listings show: never a server path."""
+        """What its owner (and the admin) see: never a server path, never the owner."""
         out: dict[str, Any] = {
             "name": self.name,
             "created_at": self.created_at,
@@ -191,16 +201,25 @@ class VoiceStore:
     # ---- reads -------------------------------------------------------------------
 
     def list(self) -> list[Voice]:
-        return sorted(self._index().values(), key=lambda v: name_key(v.name))
+        """Every owner's voices (the registry's and the admin's view)."""
+        return sorted(self._index().values(), key=lambda v: name_key(v.worker_name))
+
+    def owned_by(self, owner: str) -> list[Voice]:
+        return sorted((v for v in self._index().values() if v.owner == owner), key=lambda v: name_key(v.name))
+
+    def find(self, owner: str, name: object) -> Voice | None:
+        """``owner``'s voice called ``name``; None for any other owner's, whatever its name."""
+        return self.get(worker_name(owner, name)) if isinstance(name, str) else None
 
     def get(self, name: str) -> Voice | None:
+        """The voice stored under the worker name ``name`` (``Voice.worker_name``)."""
         return self._index().get(name_key(name)) if isinstance(name, str) else None
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.get(name) is not None
 
     def audio_path(self, voice: Voice) -> Path:
-        return self.root / voice.name / voice.filename
+        return self.root / voice.worker_name / voice.filename
 
     def read_audio(self, voice: Voice) -> bytes:
         try:
@@ -223,8 +242,13 @@ class VoiceStore:
         consent: object,
         ref_text: object = None,
         speaker_description: object = None,
+        owner: str = ADMIN,
+        owner_limit: int | None = None,
     ) -> Voice:
-        """Validate and durably register a voice; raise ``VoiceError`` (4xx) if it is refused."""
+        """Validate and durably register ``owner``'s voice; raise ``VoiceError`` (4xx) if it
+        is refused. ``owner_limit``: the most voices that owner may have (its tier's)."""
+        if not is_valid_owner(owner):
+            raise ValueError(f"not a voice owner: {owner!r}")
         name = validate_name(name, reserved=self.reserved_names())
         consent_value = _check_consent(consent)
         ref_text_value = _optional_text(ref_text, "ref_text", MAX_REF_TEXT_CHARS)
@@ -237,8 +261,8 @@ class VoiceStore:
                 code="file_too_large",
                 param="audio_sample",
             )
-        self._raise_if_exists(name)  # before decoding: cheap refusal of a duplicate
-        self._raise_if_full()
+        self._raise_if_exists(owner, name)  # before decoding: cheap refusal of a duplicate
+        self._raise_if_full(owner, owner_limit)
         info = validate_reference_audio(audio, self.config.min_duration_s, self.config.max_duration_s)
         # Workers get (and the store keeps) the clip every one of them can read, whatever came in.
         audio = normalised_wav(audio, info.format, self.config.max_duration_s)
@@ -254,10 +278,11 @@ class VoiceStore:
             consent=consent_value,
             ref_text=ref_text_value,
             speaker_description=description,
+            owner=owner,
         )
         with self._lock:
-            self._raise_if_exists(name)
-            self._raise_if_full()
+            self._raise_if_exists(owner, name)
+            self._raise_if_full(owner, owner_limit)
             # The shared store decides first: a name taken there (by another replica, not
             # yet copied here) is a duplicate too, and an unreachable one refuses the write.
             if self._mirror is not None and not self._mirror.put(voice, audio):
@@ -269,11 +294,13 @@ class VoiceStore:
                 )
             self._write(voice, audio)
             self._cache = None
-        log.info("voice registered: %s (%s uploaded, %.2f s)", voice.name, info.format.name, voice.duration_s)
+        log.info(
+            "voice registered: %s of %s (%s uploaded, %.2f s)", voice.name, voice.owner, info.format.name, voice.duration_s
+        )
         return voice
 
     def delete(self, name: str) -> Voice | None:
-        """Remove a voice; returns it, or None if there was none by that name."""
+        """Remove the voice stored under the worker name ``name``; returns it, or None."""
         with self._lock:
             shared: Voice | None = None
             if self._mirror is not None:
@@ -281,18 +308,18 @@ class VoiceStore:
                 shared = Voice.from_meta(meta) if meta is not None else None
             voice = self._remove_locked(name) or shared
         if voice is not None:
-            log.info("voice deleted: %s", voice.name)
+            log.info("voice deleted: %s of %s", voice.name, voice.owner)
         return voice
 
     def install(self, voice: Voice, audio: bytes) -> bool:
         """Copy a voice another replica registered (already validated there) into this
         store, replacing a different one by that name; True if anything changed."""
         with self._lock:
-            existing = self.get(voice.name)
+            existing = self.get(voice.worker_name)
             if existing == voice:
                 return False
             if existing is not None:
-                self._remove_locked(existing.name)
+                self._remove_locked(existing.worker_name)
             self._write(voice, audio)
             self._cache = None
         return True
@@ -308,7 +335,7 @@ class VoiceStore:
             return None
         trash = self.root / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
         try:
-            os.rename(self.root / voice.name, trash)  # one step: the voice is gone or intact
+            os.rename(self.root / voice.worker_name, trash)  # one step: the voice is gone or intact
         except FileNotFoundError:
             self._cache = None
             return None
@@ -319,8 +346,8 @@ class VoiceStore:
 
     # ---- internals ---------------------------------------------------------------
 
-    def _raise_if_exists(self, name: str) -> None:
-        existing = self.get(name)
+    def _raise_if_exists(self, owner: str, name: str) -> None:
+        existing = self.find(owner, name)  # only the owner's own names: others' are not seen
         if existing is not None:
             raise VoiceError(
                 f"A voice named {existing.name!r} already exists; delete it first to replace it.",
@@ -329,12 +356,19 @@ class VoiceStore:
                 param="name",
             )
 
-    def _raise_if_full(self) -> None:
+    def _raise_if_full(self, owner: str, owner_limit: int | None) -> None:
+        index = self._index()
+        if owner_limit is not None and sum(1 for v in index.values() if v.owner == owner) >= owner_limit:
+            raise VoiceError(
+                f"You have {owner_limit} voices registered, the most your tier allows; delete one before adding another.",
+                code="too_many_voices",
+                param="name",
+            )
         # Every voice goes to every worker, and a worker holds at most SPEAKER_MAX_UPLOADED.
         limit = self.config.max_voices
-        if len(self._index()) >= limit:
+        if len(index) >= limit:
             raise VoiceError(
-                f"{limit} voices are registered, the most a worker holds; delete one before adding another.",
+                f"The gateway holds {limit} voices, the most a worker holds; delete one before adding another.",
                 code="too_many_voices",
                 param="name",
             )
@@ -346,7 +380,7 @@ class VoiceStore:
             _write_synced(staging / voice.filename, audio)
             _write_synced(staging / META_FILE, json.dumps(voice.to_meta(), indent=2).encode())
             _fsync_dir(staging)
-            os.rename(staging, self.root / voice.name)
+            os.rename(staging, self.root / voice.worker_name)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
@@ -378,12 +412,12 @@ class VoiceStore:
         index: dict[str, Voice] = {}
         for entry in os.scandir(self.root):
             # Staging/trash entries start with a dot and fail the name check: never visible.
-            if not is_valid_name(entry.name) or not entry.is_dir(follow_symlinks=False):
+            if not is_valid_worker_name(entry.name) or not entry.is_dir(follow_symlinks=False):
                 continue
             voice = self._load(Path(entry.path))
             if voice is None:
                 continue
-            key = name_key(voice.name)
+            key = name_key(voice.worker_name)
             other = index.get(key)
             if other is not None:
                 log.warning("voices %r and %r differ only in case; keeping the older", other.name, voice.name)
@@ -395,8 +429,8 @@ class VoiceStore:
     def _load(self, directory: Path) -> Voice | None:
         try:
             voice = Voice.from_meta(json.loads((directory / META_FILE).read_text()))
-            if voice.name != directory.name:
-                raise ValueError(f"meta.json names {voice.name!r}")
+            if voice.worker_name != directory.name:
+                raise ValueError(f"meta.json names {voice.worker_name!r}")
             audio = os.lstat(directory / voice.filename)
             if not stat.S_ISREG(audio.st_mode):  # a planted symlink must not be replayed
                 raise ValueError("audio is not a regular file")
@@ -418,7 +452,7 @@ class VoiceStore:
         for voice in self.list():
             if voice.ext == WAV_EXT:
                 continue
-            directory = self.root / voice.name
+            directory = self.root / voice.worker_name
             try:
                 fmt = FORMATS_BY_EXT[voice.ext]
                 audio = normalised_wav(self.read_audio(voice), fmt, self.config.max_duration_s)

@@ -45,7 +45,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "tiers": {"one": {"max_sessions": 1}},
         },
         "server": {"cors_origins": [ALLOWED_ORIGIN]},
-        "sessions": {"idle_timeout_s": 1.0, "config_timeout_s": 1.0, "max_buffered_chars": 2000},
+        # A window longer than LONG_SENTENCE's audio: its next sentence is requested while it
+        # still streams, which is what the pipelining test looks for (test_gateway_session_limits
+        # tests the window itself).
+        "sessions": {"idle_timeout_s": 1.0, "config_timeout_s": 1.0, "max_buffered_chars": 2000, "lookahead_s": 60},
     }
     with running_stack(tmp_path_factory.mktemp("sessions"), 1, 1, time_scale=0.5, extra=extra) as running:
         yield running

@@ -214,7 +214,7 @@ def test_a_worker_killed_mid_stream_cuts_the_stream_frees_the_slot_and_comes_bac
     response = speak(stack, "latency")
     assert response.status_code == 200 and response.headers["x-gateway-route-reason"] == "no_ll_workers"
     during = upload_voice(stack.url, "during-crash")
-    assert during["workers"][worker_entry(stack.url, victim.url)["id"]] == "failed", during
+    assert during["workers"]["failed"] == 1, during  # counts: worker ids are the admin's
 
     with emulator_on_port(tmp_path, port, LL_PROFILE, TIME_SCALE, "reborn-ll") as reborn:
         voices_when_routable: set[str] | None = None

@@ -66,6 +66,21 @@ async def test_voices_are_written_whole_once_and_deleted_by_any_replica(redis_se
         await second.close()
 
 
+async def test_two_owners_voices_of_one_name_are_stored_apart(redis_server: RedisServer) -> None:
+    client = backend(redis_server)
+    try:
+        alices = StoredVoice({**META, "owner": "0123456789ab"}, b"RIFA")
+        bobs = StoredVoice({**META, "owner": "ba9876543210", "name": "narrator"}, b"RIFB")
+        assert await client.put_voice(StoredVoice(META, b"RIFF"))  # the admin's (no owner: from before owners)
+        assert await client.put_voice(alices) and await client.put_voice(bobs)
+        assert set(await client.voice_metas()) == {"narrator", "_0123456789ab.narrator", "_ba9876543210.narrator"}
+        assert await client.read_voice("_0123456789ab.Narrator") == alices
+        assert (await client.delete_voice("_ba9876543210.narrator")) == bobs.meta
+        assert await client.read_voice("narrator") == StoredVoice(META, b"RIFF")
+    finally:
+        await client.close()
+
+
 SHORT_S, LONG_S = 2.0, 60.0
 
 

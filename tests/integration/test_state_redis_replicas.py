@@ -109,7 +109,7 @@ def upload(url: str, name: str) -> httpx.Response:
 
 
 def voice_names(url: str) -> set[str]:
-    response = httpx.get(f"{url}/v1/audio/voices", timeout=10)
+    response = httpx.get(f"{url}/v1/audio/voices", headers=AUTH, timeout=10)  # a key's voices are its own
     assert response.status_code == 200, response.text
     return {v["name"] for v in response.json().get("uploaded_voices", [])}
 

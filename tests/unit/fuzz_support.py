@@ -50,6 +50,10 @@ HT_URL = "http://ht.worker.invalid:8091"
 API_KEY = "sk-fuzz-1d5e9a7c3b2f4e60"
 ADMIN_TOKEN = "fuzz-admin-token"
 MAX_BODY_BYTES = 16 * 1024
+# The served gateway's (``served``) server bounds: small, so the fuzz reaches them quickly.
+MAX_HEADER_BYTES = 8 * 1024
+HEADER_TIMEOUT_S = 1.0
+BODY_TIMEOUT_S = 2.0
 MAX_UPLOAD_BYTES = 80 * 1024
 CALL_TIMEOUT_S = 30.0
 FUZZ_SCALE = float(os.environ.get("HIGGS_FUZZ_SCALE", "1"))
@@ -268,7 +272,12 @@ class InProcessGateway:
 
 def fuzz_config(data_dir: Path) -> dict[str, Any]:
     return {
-        "server": {"max_body_bytes": MAX_BODY_BYTES},
+        "server": {
+            "max_body_bytes": MAX_BODY_BYTES,
+            "max_header_bytes": MAX_HEADER_BYTES,
+            "header_timeout_s": HEADER_TIMEOUT_S,
+            "body_timeout_s": BODY_TIMEOUT_S,
+        },
         "data_dir": str(data_dir),
         "pools": {
             "low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]},
@@ -330,3 +339,36 @@ def in_process_gateway(tmp: Path) -> Iterator[InProcessGateway]:
             loop.run(teardown(), 30)
         finally:
             loop.stop()
+
+
+@contextmanager
+def served(gateway: InProcessGateway) -> Iterator[str]:
+    """The same in-process gateway also served on a 127.0.0.1 socket by uvicorn with the
+    server bounds ``serve`` runs with (``gateway.api.http_limits``): what only a socket can
+    send (huge headers, trickled heads and bodies, WebSocket handshakes) reaches it there."""
+    import socket
+
+    import uvicorn
+
+    from gateway.api.http_limits import bounded_http_protocol
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(
+        gateway.gateway, host="127.0.0.1", port=port, lifespan="off", log_config=None, access_log=False,
+        http=bounded_http_protocol(MAX_HEADER_BYTES, HEADER_TIMEOUT_S, None),
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    running = asyncio.run_coroutine_threadsafe(server.serve(), gateway.loop.loop)
+    for _ in range(400):
+        if server.started or running.done():
+            break
+        threading.Event().wait(0.025)
+    if not server.started:
+        raise RuntimeError(f"uvicorn did not start: {running.exception() if running.done() else 'still starting'}")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        running.result(30)

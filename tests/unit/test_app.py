@@ -92,7 +92,7 @@ async def test_admin_fleet_is_the_playground_panel_as_json(tmp_path: Path) -> No
     config = load_config(
         overrides={
             "data_dir": str(tmp_path),
-            "auth": {"admin_token": "fleet-admin"},
+            "auth": {"admin_token": "fleet-admin-token-0"},
             "logging": {"access_log": False},
             "health": {"interval_s": 0.05},
             "pools": {"low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]}},
@@ -109,7 +109,7 @@ async def test_admin_fleet_is_the_playground_panel_as_json(tmp_path: Path) -> No
             anonymous = await client.get("/admin/fleet")
             body = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}
             spoken = await client.post("/v1/audio/speech", json=body, headers={"x-sla-class": "throughput"})
-            fleet = await client.get("/admin/fleet", headers={"Authorization": "Bearer fleet-admin"})
+            fleet = await client.get("/admin/fleet", headers={"Authorization": "Bearer fleet-admin-token-0"})
     finally:
         await app.stop()
     assert anonymous.status_code == 401 and anonymous.json()["error"]["message"]

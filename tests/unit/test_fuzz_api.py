@@ -451,3 +451,45 @@ def test_admin_routing_patches_are_validated_never_crash(gw: InProcessGateway, p
     still = {"model": "tts-1", "voice": "alloy", "input": "Still fine.", "response_format": "pcm"}
     after = gw.request("POST", "/v1/audio/speech", json=still, headers=AUTH)
     assert after.status_code == 200, after.text
+
+
+# ---- size before parsing (issue: cheap refusals first) ----------------------------------------
+data_uri_headers = st.one_of(
+    st.integers(0, MAX_BODY_BYTES * 2).map(lambda n: "data:audio/wav;" + "p=" * (n // 2) + ";base64,"),
+    st.integers(0, MAX_BODY_BYTES * 2).map(lambda n: "data:" + "a" * n + ";base64,"),
+    st.integers(0, MAX_BODY_BYTES * 2).map(lambda n: "data:audio/wav" + ";" * n + "base64,"),
+    st.integers(0, MAX_BODY_BYTES * 2).map(lambda n: "data:audio/wav;base64" + " " * n + ","),
+)
+
+
+@settings(FUZZ, max_examples=examples(40))
+@given(header=data_uri_headers, payload=st.sampled_from(["", "UklGRiQAAABXQVZF", "!!", "A" * 64]), chunked=st.booleans())
+def test_long_data_uri_headers_are_refused_never_a_5xx(gw: InProcessGateway, header: str, payload: str, chunked: bool) -> None:
+    body = json.dumps({"model": "tts-1", "voice": "alloy", "input": "Hello.", "ref_audio": header + payload}).encode()
+    response = gw.request("POST", "/v1/audio/speech", content=_chunked(body) if chunked else body, headers=AUTH)
+    check(response, (header[:80], len(header), payload))
+    assert response.status_code in (400, 413), f"a {len(header)}-character data: header -> {response.status_code}"
+
+
+def _multipart(boundary: str, sample: bytes, name: str = "chunked-voice") -> bytes:
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\n{name}\r\n',
+        f'--{boundary}\r\nContent-Disposition: form-data; name="consent"\r\n\r\ntrue\r\n',
+        f'--{boundary}\r\nContent-Disposition: form-data; name="audio_sample"; filename="a.wav"\r\n',
+        "Content-Type: audio/wav\r\n\r\n",
+    ]
+    return "".join(parts).encode() + sample + f"\r\n--{boundary}--\r\n".encode()
+
+
+@settings(FUZZ, max_examples=examples(30))
+@given(size=st.integers(MAX_UPLOAD_BYTES // 2, MAX_UPLOAD_BYTES * 4), fill=st.sampled_from([b"\x00", b"RIFF", b"ab"]))
+def test_chunked_multipart_uploads_without_a_length_are_bounded(gw: InProcessGateway, size: int, fill: bytes) -> None:
+    """No Content-Length: the upload's size is only known as it arrives."""
+    boundary = "fuzzboundary7"
+    body = _multipart(boundary, (fill * (size // len(fill) + 1))[:size])
+    headers = {**AUTH, "content-type": f"multipart/form-data; boundary={boundary}"}
+    response = gw.request("POST", "/v1/audio/voices", content=_chunked(body), headers=headers)
+    check(response, (size, fill))
+    assert response.status_code in (400, 413), f"a {size}-byte sample -> {response.status_code}: {response.text[:200]}"
+    if size > MAX_UPLOAD_BYTES:
+        assert response.status_code == 413, response.text

@@ -15,6 +15,7 @@ from gateway.prompt_bound import PromptBound, Reference, clip_tokens
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.sessions.voice import SessionVoices
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import SpeechFields, WorkerPayloads
 from tests.support.audio import reference_wav
@@ -102,40 +103,40 @@ def payloads(tmp_path: Path, model_len: int | None = MODEL_LEN) -> WorkerPayload
 def test_max_new_tokens_is_clipped_to_what_is_surely_left(tmp_path: Path) -> None:
     builder = payloads(tmp_path)
     text = "a" * 4000
-    payload = builder.build(SpeechFields(model=None, voice=None, max_new_tokens=8000), text)
+    payload = builder.build(SpeechFields(model=None, voice=None, max_new_tokens=8000), text, owner=ADMIN)
     assert payload["max_new_tokens"] == MODEL_LEN - 3 - 4000
-    small = builder.build(SpeechFields(model=None, voice=None, max_new_tokens=100), text)
+    small = builder.build(SpeechFields(model=None, voice=None, max_new_tokens=100), text, owner=ADMIN)
     assert small["max_new_tokens"] == 100
-    assert "max_new_tokens" not in builder.build(SpeechFields(model=None, voice=None), text), "the worker's default stays"
+    assert "max_new_tokens" not in builder.build(SpeechFields(model=None, voice=None), text, owner=ADMIN), "the worker's default stays"
 
 
 def test_an_uploaded_voice_brings_its_clip_and_its_ref_text(tmp_path: Path) -> None:
     builder = payloads(tmp_path)
     # The voice's stored ref_text (3000 bytes) plus 5200 bytes of input cannot fit.
     text = "a" * 5200
-    error = refused(lambda: builder.build(SpeechFields(model=None, voice="anna"), text))
+    error = refused(lambda: builder.build(SpeechFields(model=None, voice="anna"), text, owner=ADMIN))
     assert error.param == "voice"
     # The request's own ref_text replaces the stored one, as on the worker.
-    assert builder.build(SpeechFields(model=None, voice="anna", ref_text="Hello."), text)["voice"] == "anna"
-    error = refused(lambda: builder.build(SpeechFields(model=None, voice="anna", ref_text=EMOJI * 1000), text))
+    assert builder.build(SpeechFields(model=None, voice="anna", ref_text="Hello."), text, owner=ADMIN)["voice"] == "anna"
+    error = refused(lambda: builder.build(SpeechFields(model=None, voice="anna", ref_text=EMOJI * 1000), text, owner=ADMIN))
     assert error.param == "ref_text"
 
 
 def test_inline_ref_audio_wins_over_the_voice(tmp_path: Path) -> None:
     builder = payloads(tmp_path)
     text = "a" * 5200
-    payload = builder.build(SpeechFields(model=None, voice="anna", ref_audio=DATA_URI), text)
+    payload = builder.build(SpeechFields(model=None, voice="anna", ref_audio=DATA_URI), text, owner=ADMIN)
     assert payload["ref_audio"] == DATA_URI, "the voice's stored ref_text is not the worker's prompt here"
 
 
 def test_without_a_known_model_length_nothing_is_bounded(tmp_path: Path) -> None:
-    payload = payloads(tmp_path, None).build(SpeechFields(model=None, voice=None, max_new_tokens=9000), EMOJI * 4096)
+    payload = payloads(tmp_path, None).build(SpeechFields(model=None, voice=None, max_new_tokens=9000), EMOJI * 4096, owner=ADMIN)
     assert payload["max_new_tokens"] == 9000
 
 
-def test_a_voice_session_sentence_is_bounded_like_a_request(tmp_path: Path) -> None:
+async def test_a_voice_session_sentence_is_bounded_like_a_request(tmp_path: Path) -> None:
     voices = SessionVoices(payloads(tmp_path), new_seed=lambda: 42)
-    config = voices.accept(StreamingSpeechSessionConfig(max_new_tokens=8000))
+    config = await voices.accept(StreamingSpeechSessionConfig(max_new_tokens=8000))
     assert voices.payload(config, "Hello there.")["max_new_tokens"] == 8000
     assert voices.payload(config, "a" * 1000)["max_new_tokens"] == MODEL_LEN - 3 - 1000
     error = refused(lambda: voices.payload(config, CJK * 4096))

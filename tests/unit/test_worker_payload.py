@@ -15,6 +15,7 @@ from gateway.errors import GatewayError
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.sessions.voice import ConfigRefused, SessionVoices
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
 
@@ -26,46 +27,45 @@ def payloads(tmp_path: Path) -> WorkerPayloads:
     return WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth), LIMIT)
 
 
-def http_refusal(builder: WorkerPayloads, **fields: object) -> GatewayError:
+async def http_refusal(builder: WorkerPayloads, **fields: object) -> GatewayError:
     document = {"model": "tts-1", "input": "Hello.", "voice": "alloy", **fields}
     with pytest.raises(GatewayError) as caught:
         speech = parse_speech_request(orjson.dumps(document))
-        builder.check(speech.fields)
+        await builder.check(speech.fields)
     return caught.value
 
 
-def session_refusal(builder: WorkerPayloads, **fields: object) -> str:
+async def session_refusal(builder: WorkerPayloads, **fields: object) -> str:
     with pytest.raises(ConfigRefused) as caught:
-        SessionVoices(builder).accept(StreamingSpeechSessionConfig(**fields))  # type: ignore[arg-type]
+        await SessionVoices(builder).accept(StreamingSpeechSessionConfig(**fields))  # type: ignore[arg-type]
     return caught.value.message
 
 
 @pytest.mark.parametrize("tokens", [1, 7, LIMIT + 1])
-def test_a_session_refuses_the_max_new_tokens_http_refuses_with_the_same_text(tmp_path: Path, tokens: int) -> None:
+async def test_a_session_refuses_the_max_new_tokens_http_refuses_with_the_same_text(tmp_path: Path, tokens: int) -> None:
     builder = payloads(tmp_path)
-    http = http_refusal(builder, max_new_tokens=tokens)
+    http = await http_refusal(builder, max_new_tokens=tokens)
     assert (http.status, http.param) == (400, "max_new_tokens")
-    assert session_refusal(builder, max_new_tokens=tokens) == f"Invalid session config: {http.message}"
+    assert await session_refusal(builder, max_new_tokens=tokens) == f"Invalid session config: {http.message}"
 
 
-def test_a_session_accepts_the_budgets_http_accepts(tmp_path: Path) -> None:
+async def test_a_session_accepts_the_budgets_http_accepts(tmp_path: Path) -> None:
     voices = SessionVoices(payloads(tmp_path), new_seed=lambda: 5)
     for tokens in (8, LIMIT):
-        config = voices.accept(StreamingSpeechSessionConfig(max_new_tokens=tokens))
+        config = await voices.accept(StreamingSpeechSessionConfig(max_new_tokens=tokens))
         # Clipped to what the prompt's bound leaves (the template's 3 tokens and a token a byte).
         assert voices.payload(config, "Hi.")["max_new_tokens"] == min(tokens, LIMIT - 3 - 3)
 
 
-def test_a_request_and_a_session_sentence_send_the_worker_the_same_payload(tmp_path: Path) -> None:
+async def test_a_request_and_a_session_sentence_send_the_worker_the_same_payload(tmp_path: Path) -> None:
     builder = payloads(tmp_path)
     shared = {"seed": 11, "max_new_tokens": 300, "language": "en", "instructions": "calm", "ref_text": "A reference."}
     speech = parse_speech_request(orjson.dumps({"model": "tts-1", "input": "Hello.", "voice": "alloy", **shared}))
-    builder.check(speech.fields)
-    over_http = builder.build(speech.fields, speech.input)
+    over_http = builder.build(await builder.check(speech.fields), speech.input, owner=ADMIN)
     voices = SessionVoices(builder)
-    in_session = voices.payload(voices.accept(StreamingSpeechSessionConfig(voice="alloy", **shared)), "Hello.")  # type: ignore[arg-type]
+    in_session = voices.payload(await voices.accept(StreamingSpeechSessionConfig(voice="alloy", **shared)), "Hello.")  # type: ignore[arg-type]
     assert in_session == over_http
     assert over_http["instructions"] == "calm"
     # task_type exists only in the session protocol; it reaches the worker as instructions do.
-    typed = voices.accept(StreamingSpeechSessionConfig(task_type="Base"))
+    typed = await voices.accept(StreamingSpeechSessionConfig(task_type="Base"))
     assert voices.payload(typed, "Hi.")["task_type"] == "Base"

@@ -12,6 +12,7 @@ from gateway.errors import GatewayError
 from gateway.api.speech_request import parse_speech_request
 from gateway.audio.formats import AudioFormat
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads, max_new_tokens_limit
 
@@ -73,14 +74,13 @@ def payloads(tmp_path: Path) -> WorkerPayloads:
     return WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
 
 
-def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> None:
+async def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> None:
     speech = parse_speech_request(
         body(voice={"id": "narrator"}, seed=7, max_new_tokens=100, ref_text="hi", language="en", instructions="calm", speed=1.5)
     )
     assert speech.voice_name == "narrator"
     builder = payloads(tmp_path)
-    builder.check(speech.fields)
-    payload = builder.build(speech.fields, speech.input)
+    payload = builder.build(await builder.check(speech.fields), speech.input, owner=ADMIN)
     assert payload == {
         "model": load_config().models.served_model_name,
         "input": "Hello there.",
@@ -96,7 +96,7 @@ def test_voice_object_and_extensions_reach_the_worker(tmp_path: Path) -> None:
 
 def test_default_voice_is_not_sent(tmp_path: Path) -> None:
     speech = parse_speech_request(body())
-    payload = payloads(tmp_path).build(speech.fields, speech.input)
+    payload = payloads(tmp_path).build(speech.fields, speech.input, owner=ADMIN)
     assert "voice" not in payload
     # speed is applied by the gateway's encoder, never sent to the worker (it rejects
     # speed != 1 on streams).

@@ -13,7 +13,7 @@ from tests.support.deadline import until
 from tests.unit.test_app import LL_URL, PCM, worker_control
 from tests.unit.upstream.fakes import FakeResponse, FakeTransport
 
-ADMIN = {"Authorization": "Bearer planner-admin"}
+ADMIN = {"Authorization": "Bearer planner-admin-token"}
 REQUESTS = 4
 
 
@@ -25,7 +25,7 @@ async def test_admin_planner_and_gauges_follow_what_admission_saw(tmp_path: Path
     config = load_config(
         overrides={
             "data_dir": str(tmp_path),
-            "auth": {"admin_token": "planner-admin"},
+            "auth": {"admin_token": "planner-admin-token"},
             "logging": {"access_log": False},
             "health": {"interval_s": 0.05},
             "pools": {"low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "workers": [LL_URL]}},

@@ -18,22 +18,22 @@ def data_uri(payload: bytes, mime: str = "audio/wav") -> str:
 
 
 @pytest.mark.parametrize(
-    "url",
+    "url, forwarded",
     [
-        "https://allowed.example/a.wav",
-        "http://allowed.example:8080/a.wav?x=1#frag",  # bare host: any port
-        "HTTPS://ALLOWED.EXAMPLE/A.WAV",
-        "https://allowed.example./a.wav",  # trailing-dot FQDN
-        "https://media.example:8443/a.wav",
-        "https://a.cdn.example/a.wav",
-        "https://x.y.cdn.example/a.wav",
-        "http://10.0.0.5/a.wav",
-        "http://[fd00::1]:9000/a.wav",
-        "http://[0:0:0:0:0:0:0:2]/a.wav",  # same IPv6 address, other spelling
+        ("https://allowed.example/a.wav", "https://allowed.example/a.wav"),
+        ("http://allowed.example:8080/a.wav?x=1#frag", "http://allowed.example:8080/a.wav?x=1"),  # bare host: any port
+        ("HTTPS://ALLOWED.EXAMPLE/A.WAV", "https://allowed.example/A.WAV"),
+        ("https://allowed.example./a.wav", "https://allowed.example/a.wav"),  # trailing-dot FQDN
+        ("https://media.example:8443/a.wav", "https://media.example:8443/a.wav"),
+        ("https://a.cdn.example/a.wav", "https://a.cdn.example/a.wav"),
+        ("https://x.y.cdn.example/a.wav", "https://x.y.cdn.example/a.wav"),
+        ("http://10.0.0.5/a.wav", "http://10.0.0.5/a.wav"),
+        ("http://[fd00::1]:9000/a.wav", "http://[fd00::1]:9000/a.wav"),
+        ("http://[0:0:0:0:0:0:0:2]/a.wav", "http://[::2]/a.wav"),  # same IPv6 address, other spelling
     ],
 )
-def test_allowed_urls(url):
-    assert POLICY.check(url) == url
+def test_allowed_urls_reach_the_worker_in_the_form_the_rule_matched(url, forwarded):
+    assert POLICY.check(url) == forwarded
 
 
 @pytest.mark.parametrize(
@@ -52,8 +52,8 @@ def test_allowed_urls(url):
         ("http://[fd00::1]/a.wav", "ref_audio_host_not_allowed"),
         ("http://127.0.0.1/a.wav", "ref_audio_host_not_allowed"),
         ("http://169.254.169.254/latest/meta-data/", "ref_audio_host_not_allowed"),
-        ("http://2130706433/", "ref_audio_host_not_allowed"),  # 127.0.0.1 as an integer
-        ("http://0x0a000005/", "ref_audio_host_not_allowed"),  # 10.0.0.5 in hex
+        ("http://2130706433/", "invalid_ref_audio"),  # 127.0.0.1 as an integer
+        ("http://0x0a000005/", "invalid_ref_audio"),  # 10.0.0.5 in hex
         ("http://10.0.0.5.nip.io/", "ref_audio_host_not_allowed"),
         ("http://[::ffff:10.0.0.5]/", "ref_audio_host_not_allowed"),
         ("http://allowed%2eexample/", "invalid_ref_audio"),
@@ -93,7 +93,7 @@ def test_file_uris_are_refused_even_when_the_host_is_listed():
     [
         data_uri(WAV),
         data_uri(WAV, "audio/x-wav"),
-        "DATA:audio/wav;BASE64," + base64.b64encode(WAV).decode(),
+        "DATA:audio/wav;base64," + base64.b64encode(WAV).decode(),
         "data:audio/wav;codecs=1;base64," + base64.b64encode(WAV).decode(),
     ],
 )
@@ -109,6 +109,11 @@ def test_data_uris_with_audio_are_accepted(value):
         ("data:audio/wav," + "A" * 100, "base64"),
         ("data:audio/wav;base64", "base64"),
         ("data:audio/wav;base64,not*base64!", "not valid base64"),
+        ("data:audio/wav;base64,not*base64!!", "not valid base64"),
+        # The worker takes base64 as the last parameter, spelled so, and no whitespace.
+        ("data:audio/wav;BASE64," + base64.b64encode(WAV).decode(), "base64"),
+        ("data:audio/wav;base64;x=1," + base64.b64encode(WAV).decode(), "base64"),
+        ("data:audio/wav;base64," + base64.encodebytes(WAV).decode(), "not valid base64"),
         (data_uri(b"<script>alert(1)</script>" * 4), "not a recognised audio"),
         (data_uri(b"\x89PNG\r\n\x1a\n" + b"\x00" * 64), "not a recognised audio"),
         (data_uri(wav_bytes(6.0)), "larger than"),
@@ -121,17 +126,6 @@ def test_bad_data_uris_are_refused(value, match):
     with pytest.raises(RefAudioError, match=match) as err:
         POLICY.check(value)
     assert err.value.param == "ref_audio"
-
-
-def test_size_is_judged_before_decoding(monkeypatch):
-    from gateway.security import ref_audio
-
-    def boom(*args, **kwargs):
-        raise AssertionError("decoded an oversized payload")
-
-    monkeypatch.setattr(ref_audio.base64, "b64decode", boom)
-    with pytest.raises(RefAudioError, match="larger than"):
-        POLICY.check("data:audio/wav;base64," + "A" * 400_000)
 
 
 def test_host_entries_are_validated_at_config_load():

@@ -28,3 +28,6 @@ class NullSessionObserver:
 
     def barge_in(self, seconds: float) -> None:
         pass
+
+    def audio_buffered(self, delta_bytes: int) -> None:
+        pass

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from gateway.audio.factory import open_encoder
 from gateway.config import load_config
 from gateway.security.ref_audio import RefAudioPolicy
+from gateway.sessions.key import SessionKey
 from gateway.sessions.outbox import Outbox
 from gateway.sessions.pipeline import SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
@@ -102,8 +103,9 @@ class FakeSocket:
         self.sent.append(data)
         self.changed.set()
 
-    async def close(self, code: int) -> None:
+    async def close(self, code: int, reason: str = "") -> None:
         self.closed_with = code
+        self.close_reason = reason
 
     async def until(self, kind: str) -> dict[str, Any]:
         while True:
@@ -126,18 +128,24 @@ class Records:
 
 class Rig:
     def __init__(self, tmp_path: Path, trace: SessionTrace = UNTRACED_SESSION, slots: int | None = None,
-                 idle_timeout_s: float = 5.0) -> None:  # fmt: skip
+                 idle_timeout_s: float = 5.0, *, limits: SessionLimits | None = None, key: SessionKey | None = None,
+                 socket: FakeSocket | None = None, clock: Callable[[], float] | None = None) -> None:  # fmt: skip
         config = load_config(overrides={"data_dir": str(tmp_path)})
         self.fleet, self.admission = ready_fleet(tmp_path, slots=slots)
         self.transport = GatedTransport()
         relay = Relay(self.transport, self.fleet.health, self.admission, config.upstream)  # type: ignore[arg-type]
         self.records = Records()
-        self.socket = FakeSocket()
-        outbox = Outbox(self.socket)
-        self.pipeline = SentencePipeline(outbox, SentenceUpstream(self.admission, relay, asyncio.get_running_loop().time, self.records), open_encoder, NullSessionObserver(), trace=trace)
+        self.socket = socket if socket is not None else FakeSocket()
+        limits = limits if limits is not None else SessionLimits(5.0, idle_timeout_s, 1000)
+        self.outbox = outbox = Outbox(self.socket, limits.send_timeout_s)
+        clock = clock if clock is not None else asyncio.get_running_loop().time
+        self.pipeline = SentencePipeline(
+            outbox, SentenceUpstream(self.admission, relay, clock, self.records), open_encoder, NullSessionObserver(),
+            trace=trace, lookahead_s=limits.lookahead_s, key=key,
+        )  # fmt: skip
         payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
         voices = SessionVoices(payloads, new_seed=lambda: 42)
-        self.session = Session(self.socket, outbox, self.pipeline, voices, SessionLimits(5.0, idle_timeout_s, 1000), asyncio.get_running_loop().time, NullSessionObserver())
+        self.session = Session(self.socket, outbox, self.pipeline, voices, limits, asyncio.get_running_loop().time, NullSessionObserver(), key)
 
     async def run(self) -> SessionEnd:
         try:

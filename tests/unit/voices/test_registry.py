@@ -246,3 +246,18 @@ async def test_a_restarted_worker_that_restored_its_voices_is_reconciled_not_ref
     report = await registry.replay(A)
     assert report.ok and report.names(Outcome.PRESENT) == ["kept"] and report.names(Outcome.DELETED) == ["gone"]
     assert ("POST", "/v1/audio/voices") not in fleet[A].calls
+
+
+async def test_workers_know_each_owners_voice_by_its_worker_name(registry, fleet):
+    await registry.add("narrator", wav_bytes(), consent="true", owner="0123456789ab")
+    await registry.add("narrator", wav_bytes(1.5), consent="true", owner="ba9876543210")
+    assert fleet[A].names() == {"_0123456789ab.narrator", "_ba9876543210.narrator"}
+    with pytest.raises(VoiceError) as other:
+        await registry.delete("narrator")  # the admin's namespace has none
+    assert other.value.status == 404
+    result = await registry.delete("narrator", owner="ba9876543210")
+    assert result.counts() == {"deleted": 3}
+    assert fleet[A].names() == {"_0123456789ab.narrator"}
+    fleet[B].voices.clear()
+    report = await registry.replay(B)
+    assert report.ok and report.names(Outcome.UPLOADED) == ["_0123456789ab.narrator"]

@@ -206,3 +206,54 @@ def test_a_voice_stored_in_its_upload_container_is_converted_to_wav_at_start(tmp
     assert sorted(p.name for p in directory.iterdir()) == ["audio.wav", "meta.json"]
     assert (directory / "audio.wav").read_bytes()[:4] == b"RIFF"
     assert VoiceStore.in_data_dir(tmp_path).get("legacy") == voice  # idempotent
+
+
+KEY_A, KEY_B = "0123456789ab", "ba9876543210"
+
+
+def test_each_owner_has_its_own_namespace_on_disk(tmp_path, store):
+    admins = store.add("narrator", wav_bytes(), consent="true")
+    alices = store.add("Narrator", wav_bytes(), consent="rec-a", owner=KEY_A)
+    bobs = store.add("narrator", wav_bytes(), consent="rec-b", owner=KEY_B)
+    assert (admins.worker_name, alices.worker_name, bobs.worker_name) == (
+        "narrator", f"_{KEY_A}.Narrator", f"_{KEY_B}.narrator"
+    )  # fmt: skip
+    assert {p.name for p in (tmp_path / "voices").iterdir()} == {v.worker_name for v in (admins, alices, bobs)}
+    assert store.find(KEY_A, "NARRATOR") == alices and store.find(KEY_B, "narrator") == bobs
+    assert store.owned_by(KEY_A) == [alices]
+    with pytest.raises(VoiceError) as duplicate:
+        store.add("narrator", wav_bytes(), consent="true", owner=KEY_A)
+    assert duplicate.value.status == 409  # within one owner only
+    assert store.delete(bobs.worker_name) == bobs and store.find(KEY_A, "narrator") == alices
+    reopened = VoiceStore.in_data_dir(tmp_path)
+    assert {(v.owner, v.name) for v in reopened.list()} == {("admin", "narrator"), (KEY_A, "Narrator")}
+
+
+def test_a_voice_stored_before_owners_is_the_admins(tmp_path, store):
+    voice = store.add("legacy", wav_bytes(), consent="true")
+    meta_path = tmp_path / "voices" / "legacy" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["owner"]  # what a gateway without owners wrote
+    meta_path.write_text(json.dumps(meta))
+    os.utime(tmp_path / "voices")
+    (reopened,) = VoiceStore.in_data_dir(tmp_path).list()
+    assert reopened == voice and reopened.owner == "admin" and reopened.worker_name == "legacy"
+
+
+def test_the_owner_quota_counts_only_the_owners_voices(tmp_path):
+    store = VoiceStore.in_data_dir(tmp_path, VoicesConfig(max_voices=3))
+    store.add("a1", wav_bytes(), consent="true", owner=KEY_A, owner_limit=1)
+    with pytest.raises(VoiceError) as over:
+        store.add("a2", wav_bytes(), consent="true", owner=KEY_A, owner_limit=1)
+    assert over.value.code == "too_many_voices" and "your tier" in over.value.message
+    store.add("b1", wav_bytes(), consent="true", owner=KEY_B, owner_limit=1)
+    store.add("admin1", wav_bytes(), consent="true")
+    with pytest.raises(VoiceError) as full:  # the global max still bounds them all
+        store.add("b2", wav_bytes(), consent="true", owner=KEY_B, owner_limit=5)
+    assert "the most a worker holds" in full.value.message
+
+
+@pytest.mark.parametrize("name", ["_0123456789ab.x", "_admin.x"])
+def test_no_client_name_looks_like_another_owners_worker_name(store, name):
+    with pytest.raises(VoiceError):
+        store.add(name, wav_bytes(), consent="true")
