@@ -103,10 +103,10 @@ async def test_engine_death_under_c16_costs_no_client_5xx_and_the_worker_comes_b
         assert all(o.complete or o.streamed for o in outcomes)
         entry = worker_entry(stack.url, victim.url)
         assert entry["state"] == "ejected", entry
-        at_once = sum(
-            gateway_metric(stack.url, EJECTIONS, reason=reason) for reason in ("engine_dead", "stopped_listening")
-        )
-        assert at_once == 1 and gateway_metric(stack.url, EJECTIONS, reason="request_failures") == 0
+        # Ejected once: on its 500 or the refusal after a failed request (engine_dead,
+        # stopped_listening), or, when no request met the dead engine before the watchdog
+        # stopped the server, on its first refusals (request_failures, still within 1 s).
+        assert gateway_metric(stack.url, EJECTIONS) == 1
         print(f"out of routing after {out_after_s:.3f}s; {len(outcomes)} requests, "
               f"{sum(not o.complete for o in outcomes)} cut after audio; retried "
               f"{gateway_metric(stack.url, 'higgs_gateway_retries_total'):.0f}")
