@@ -278,28 +278,32 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         f"Reproduce: `{command}`",
         "",
         report.units_note(args.time_scale),
-        "Every configuration has exactly two workers (two GPUs' worth) behind its own gateway,",
-        "fresh emulator processes, and receives the same requests (same seed).",
-        "",
-        "| config | workers and policy |",
-        "|---|---|",
-        *[f"| {s.name} | {s.summary} (`{s.policy}`) |" for s in setups],
-        "",
-        *[f"**{name} failed to run:** `{reason}`\n" for name, reason in (failures or {}).items()],
-        "## Summary",
-        "",
-        *headline(documents, levels),
-        "",
-        *targets_table(documents),
-        "## Closed-loop sweep",
-        "",
-        f"Concurrency {', '.join(map(str, levels))}; requests per level "
-        f"{args.requests or 'max(32, 4 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
-        "",
-        report.to_markdown(sweeps, by_class=False),
-        *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "trace_ttfp"],
         "",
     ]
+    lines += [f"**{name} failed to run:** `{reason}`\n" for name, reason in (failures or {}).items()]
+    if sweeps or traces or ramps:  # a voice-clone-only run (--setups "") has none of these
+        lines += [
+            "Every configuration has exactly two workers (two GPUs' worth) behind its own gateway,",
+            "fresh emulator processes, and receives the same requests (same seed).",
+            "",
+            "| config | workers and policy |",
+            "|---|---|",
+            *[f"| {s.name} | {s.summary} (`{s.policy}`) |" for s in setups],
+            "",
+            "## Summary",
+            "",
+            *headline(documents, levels),
+            "",
+            *targets_table(documents),
+            "## Closed-loop sweep",
+            "",
+            f"Concurrency {', '.join(map(str, levels))}; requests per level "
+            f"{args.requests or 'max(32, 4 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
+            "",
+            report.to_markdown(sweeps, by_class=False),
+            *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "trace_ttfp"],
+            "",
+        ]
     if traces:
         lines += [
             "## Bursty mixed-class trace (open loop)",
