@@ -42,6 +42,7 @@ from gateway.api.request_id import RequestIdMiddleware
 from gateway.api.session_entry import SessionEndpoint, SessionEntry
 from gateway.api.speech import SpeechPipeline
 from gateway.api.speech_request import max_speech_body_bytes
+from gateway.audio.delay import FirstAudioDelays
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
@@ -365,6 +366,7 @@ def create_app(
         tracing=tracing,
         allow_pool_pin=config.routing.allow_pool_pin,
         affinity=fleet.affinity,
+        first_audio=FirstAudioDelays(),
     )
 
     # Voice sessions: every sentence goes through the same admission and relay as a request.
@@ -374,7 +376,8 @@ def create_app(
         admission=admission,
         upstream=SentenceUpstream(admission, relay, clock, recorder),
         voices=SessionVoices(payloads),
-        encoders=open_encoder,
+        # A session sends each sentence as one file: no early start (its padding would be in it).
+        encoders=partial(open_encoder, early_start=False),
         limits=SessionLimits(
             sessions_config.config_timeout_s, sessions_config.idle_timeout_s, sessions_config.max_buffered_chars,
             sessions_config.max_queued_sentences, sessions_config.max_duration_s, sessions_config.lookahead_s,

@@ -388,8 +388,12 @@ class LoadReportConfig(Strict):
 class ModelsConfig(Strict):
     served_model_name: str = DEFAULT_MODEL
     aliases: list[str] = Field(
-        default_factory=lambda: ["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "higgs-audio-v3"]
+        default_factory=lambda: ["tts-1", "tts-1-hd", "gpt-4o-mini-tts", "higgs-audio-v3", "higgs-audio-v3-tts"]
     )
+    # Model names for which ``stream: true`` (no ``stream_format``) means a raw audio stream,
+    # as on Boson's hosted API (its LiveKit plugin's default model), instead of the
+    # worker's SSE. docs/clients.md.
+    raw_stream_models: list[str] = Field(default_factory=lambda: ["higgs-audio-v3-tts"])
 
 
 OPENAI_VOICES = (

@@ -79,7 +79,7 @@ def parse_host_rule(entry: str) -> HostRule:
             raise ValueError(f"not a host: {entry!r} (use host, host:port, *.domain or an IP)") from None
         host_text, port = match["host"].strip("[]"), int(match["port"]) if match["port"] else None
         if port is not None and not 0 < port < 65536:
-            raise ValueError(f"not a host: {entry!r} (bad port)")
+            raise ValueError(f"not a host: {entry!r} (bad port)") from None
     host = canonical_host(host_text)
     if host is None or (wildcard and _is_ip(host)):
         raise ValueError(f"not a host: {entry!r}")

@@ -27,6 +27,9 @@ from gateway.voices.store import VoiceStore
 # decides what they mean. ``speed`` never does: the gateway encodes, so it always asks
 # for streamed PCM and applies speed itself.
 FORWARDED_FIELDS = ("ref_audio", "ref_text", "seed", "max_new_tokens", "language", "instructions", "task_type")
+# The worker's tuning fields (sampling overrides; chunking and prompt modes a Higgs worker
+# ignores), forwarded as the worker defines them.
+FORWARDED_FIELDS += ("extra_params", "initial_codec_chunk_frames", "non_streaming_mode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,9 @@ class SpeechFields:
     language: str | None = None
     instructions: str | None = None
     task_type: str | None = None
+    extra_params: dict[str, Any] | None = None
+    initial_codec_chunk_frames: int | None = None
+    non_streaming_mode: bool | None = None
 
 
 def max_new_tokens_limit(model_lengths: Iterable[int | None]) -> int | None:
@@ -71,6 +77,8 @@ class WorkerPayloads:
     ) -> None:
         self._served_model = models.served_model_name
         self._aliases = {models.served_model_name, *models.aliases}
+        # Names whose ``stream: true`` means raw audio (Boson's hosted API), not the worker's SSE.
+        self.raw_stream_models = frozenset(models.raw_stream_models)
         self._voices = voices
         self._store = store
         self._ref_audio = ref_audio

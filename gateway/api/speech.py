@@ -15,7 +15,9 @@ handed to the recorder once, at the end; no part below calls the recorder on the
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable
+import time
+from collections.abc import AsyncGenerator
+from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,6 +28,7 @@ from gateway.api.errors import as_gateway_error, error_response
 from gateway.api.relay_response import ClientGone, DisconnectWatch, RelayResponse, StreamCut
 from gateway.api.sla import parse_sla_headers
 from gateway.api.speech_request import SpeechRequest, parse_speech_request
+from gateway.audio.delay import FirstAudioDelays
 from gateway.audio.encoder import StreamEncoder
 from gateway.audio.formats import STREAMING_HEADERS, AudioFormat, response_media_type
 from gateway.audio.sse import sse_delta, sse_done, sse_error
@@ -47,7 +50,12 @@ from gateway.worker_payload import WorkerPayloads
 log = logging.getLogger("higgs_gateway.speech")
 
 CLIENT_CLOSED = 499  # nginx's convention for "the client went away first"
-EncoderFactory = Callable[[AudioFormat, float], StreamEncoder]
+
+
+class EncoderFactory(Protocol):
+    def __call__(self, fmt: AudioFormat, speed: float = 1.0, sample_rate: int | None = None) -> StreamEncoder: ...
+
+
 SPEECH_OPENAPI = {
     "requestBody": {
         "required": True,
@@ -78,6 +86,7 @@ class SpeechPipeline:
         tracing: SpeechTracing | None = None,
         allow_pool_pin: bool = False,
         affinity: ReferenceAffinity | None = None,
+        first_audio: FirstAudioDelays | None = None,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -91,6 +100,8 @@ class SpeechPipeline:
         self._body_timeout_s = body_timeout_s
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
+        # The gateway's own delay to first audio per format and speed: predicted, then learned.
+        self._first_audio = first_audio or FirstAudioDelays()
 
     async def handle(self, request: Request, request_id: str) -> Response:
         """Never raises: every refusal is an OpenAI envelope, and every request is recorded."""
@@ -142,12 +153,14 @@ class SpeechPipeline:
         self._admission.precheck(sla.sla_class)
         speech = parse_speech_request(await read_json_body(request, self._max_body_bytes, self._body_timeout_s))
         record.model, record.input_text = speech.model, speech.input
-        record.response_format, record.stream_format = speech.response_format.value, speech.stream_format
+        delivery_format = speech.delivery(self._payloads.raw_stream_models)
+        record.response_format, record.stream_format = speech.response_format.value, delivery_format
         fields = await self._payloads.check(speech.fields)
         payload = self._payloads.build(fields, speech.input, owner=voice_owner(key_stream.key))
         reference = reference_key(payload, self._payloads.is_uploaded_voice(payload.get("voice")))
+        own_delay_s = self._first_audio.predict(speech.response_format, speech.tempo)
         info = RequestInfo(
-            sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin,
+            sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin, gateway_delay_s=own_delay_s,
             warm_workers=self._affinity.warm_workers(reference),
         )  # fmt: skip
         watch = DisconnectWatch(request.receive)
@@ -160,7 +173,9 @@ class SpeechPipeline:
                 record.reason, record.queue_wait_s = reservation.decision.reason, reservation.waited_s
                 # The relay owns the slot from here, and logs every attempt into the record.
                 stream = await self._relay.open(reservation, info, payload, record.attempts, trace)
-            encoder = trace.encoding(self._encoders(speech.response_format, speech.speed), speech.response_format)
+            first_chunk_at = time.perf_counter()  # the worker's first chunk is in hand
+            encoder = self._encoders(speech.response_format, speech.tempo, sample_rate=speech.sample_rate)
+            encoder = trace.encoding(encoder, speech.response_format)
         except BaseException:
             watch.close()
             if stream is not None:
@@ -174,8 +189,25 @@ class SpeechPipeline:
                 "request %s served by %s after: %s", record.request_id, stream.worker.worker_id,
                 "; ".join(stream.hidden_failures), extra={"request_id": record.request_id},
             )  # fmt: skip
-        delivery = _Delivery(self._relay, self._recorder, record, stream, encoder, speech, key_stream, trace)
+        first_audio = _FirstAudio(self._first_audio, speech, own_delay_s, first_chunk_at)
+        delivery = _Delivery(
+            self._relay, self._recorder, record, stream, encoder, speech, delivery_format == "sse", key_stream, trace,
+            first_audio,
+        )  # fmt: skip
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
+
+
+class _FirstAudio:
+    """The gateway's own delay to this request's first audio: predicted, then measured."""
+
+    __slots__ = ("_delays", "_since", "_speech", "predicted_s")
+
+    def __init__(self, delays: FirstAudioDelays, speech: SpeechRequest, predicted_s: float, since: float) -> None:
+        self._delays, self._speech, self.predicted_s, self._since = delays, speech, predicted_s, since
+
+    def sent(self) -> None:
+        speech = self._speech
+        self._delays.observe(speech.response_format, speech.tempo, time.perf_counter() - self._since)
 
 
 class _Delivery:
@@ -189,10 +221,13 @@ class _Delivery:
         stream: OpenStream,
         encoder: StreamEncoder,
         speech: SpeechRequest,
+        sse: bool,
         key_stream: KeyStream,
         trace: RequestTrace,
+        first_audio: _FirstAudio,
     ) -> None:
         self._relay = relay
+        self._first_audio = first_audio
         self._key_stream = key_stream
         self._recorder = recorder
         self._record = record
@@ -200,7 +235,7 @@ class _Delivery:
         self._encoder = encoder
         self._speech = speech
         self._trace = trace
-        self._sse = speech.stream_format == "sse"
+        self._sse = sse
         self._status = 200
         self._outcome = StreamOutcome.COMPLETED
         self._done = False
@@ -213,7 +248,9 @@ class _Delivery:
             (_REASON, decision.reason.encode()),
         ]
         if decision.predicted_ttfp_s is not None and decision.predicted_rtf is not None:
-            headers.append((_PREDICTED_TTFP, b"%.0f" % (decision.predicted_ttfp_s * 1000)))
+            # What the client will see: the worker's first packet plus the gateway's own delay.
+            predicted_s = decision.predicted_ttfp_s + self._first_audio.predicted_s
+            headers.append((_PREDICTED_TTFP, b"%.0f" % (predicted_s * 1000)))
             headers.append((_PREDICTED_RTF, b"%.3f" % decision.predicted_rtf))
         headers += _STREAMING
         return headers
@@ -231,6 +268,7 @@ class _Delivery:
                 if out:
                     if record.ttfp_s is None:
                         record.first_byte_sent()
+                        self._first_audio.sent()
                     yield sse_delta(out) if sse else out
                 try:
                     # The transport bounds the silence between chunks (upstream.read_timeout_s).

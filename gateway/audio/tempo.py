@@ -2,6 +2,13 @@
 
 The workers refuse ``speed`` != 1 while streaming, so the gateway stretches the PCM
 itself, before the format encoder. At speed 1 nothing here is constructed at all.
+
+atempo needs about one window (1024 samples at 24 kHz) of input before it emits anything,
+more than the worker's 40 ms first chunk, and the next chunk comes ~250 ms later. So the
+first chunk is also stretched by a throw-away filter that is flushed at once (its tail
+carried out by silence, as at the end of a stream) and sent; the request's own filter,
+fed the same audio, continues the stream from exactly that many output samples on. The
+length stays ``input / speed``, and the one seam falls where the worker's hole is.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ import errno
 import math
 
 import av
+import numpy as np
 from av.error import FFmpegError
 
 from gateway.audio.encoder import EncoderClosedError, StreamEncoder
@@ -32,6 +40,9 @@ _ATEMPO_MAX = 2.0
 # 1 s upstream chunk pushed whole would come out ~1 s late. Feeding 40 ms pieces (the
 # model's codec hop) bounds that lag to 40 ms per atempo instance.
 _PUSH_SAMPLES = 960
+# The first chunk's own stretch and the stream's filter differ near the seam (the first
+# fades into the silence that flushed it): 10 ms of cross-fade hide the step.
+_CROSSFADE_SAMPLES = 240
 
 
 def validate_speed(speed: float) -> float:
@@ -57,30 +68,16 @@ _FLUSH_PADDING_SAMPLES = SAMPLE_RATE // 4
 class TempoStretcher:
     """Streaming PCM -> PCM tempo change through a PyAV filter graph (atempo chain)."""
 
-    def __init__(self, speed: float) -> None:
+    def __init__(self, speed: float, early_start: bool = True) -> None:
         self._align = SampleAligner().align
         self._speed = speed
         self._samples_in = 0
         self._samples_out = 0
-        graph = av.filter.Graph()
-        source = graph.add_abuffer(
-            sample_rate=SAMPLE_RATE,
-            format=PCM_SAMPLE_FORMAT,
-            layout=PCM_LAYOUT,
-            time_base=PCM_TIME_BASE,
-        )
-        stages = [graph.add("atempo", repr(factor)) for factor in atempo_factors(speed)]
-        # Pin the output to the workers' PCM layout: format negotiation is free to pick
-        # another sample format atempo supports, and raw bytes of that would be noise.
-        pin = graph.add(
-            "aformat",
-            sample_fmts=PCM_SAMPLE_FORMAT,
-            sample_rates=str(SAMPLE_RATE),
-            channel_layouts=PCM_LAYOUT,
-        )
-        graph.link_nodes(source, *stages, pin, graph.add("abuffersink"))
-        graph.configure()
-        self._graph: av.filter.Graph | None = graph
+        self._early_start = early_start  # stretch the first audio at once (see the module doc)
+        self._skip_bytes = 0  # this filter's output already sent by the first chunk's own
+        self._held = b""  # the first chunk's stretched tail, cross-faded into this filter's output
+        self._overlap = b""  # this filter's output collected for that cross-fade
+        self._graph: av.filter.Graph | None = _atempo_graph(speed)
 
     def process(self, pcm: bytes) -> bytes:
         """Stretch the next PCM; returns the stretched PCM ready now, possibly ``b""``."""
@@ -94,8 +91,39 @@ class TempoStretcher:
             self._samples_in += len(piece) // BYTES_PER_FRAME
             self._pull_ready(graph, out)
         ready = b"".join(out)
+        if self._early_start and whole:
+            self._early_start = False
+            ready = self._start_early(bytes(whole), ready)
+        elif self._skip_bytes or self._held:
+            ready = self._rejoin(ready)
         self._samples_out += len(ready) // BYTES_PER_FRAME
         return ready
+
+    def _start_early(self, first_pcm: bytes, ready: bytes) -> bytes:
+        """The first audio stretched by a filter of its own, minus a short tail kept to
+        cross-fade into this filter's output (the probe's tail fades into its padding)."""
+        first = _stretch_alone(self._speed, first_pcm)
+        held = min(_CROSSFADE_SAMPLES * BYTES_PER_FRAME, len(first) // 2 // BYTES_PER_FRAME * BYTES_PER_FRAME)
+        sent = first[: len(first) - held]
+        self._held = first[len(sent) :]
+        self._skip_bytes = len(sent)  # this filter's output for the same audio, already sent
+        return sent + self._rejoin(ready)
+
+    def _rejoin(self, ready: bytes) -> bytes:
+        """This filter's output once the first audio's own is over: skip what was sent, then
+        cross-fade from the held tail."""
+        if self._skip_bytes:
+            skipped = min(self._skip_bytes, len(ready))
+            self._skip_bytes -= skipped
+            ready = ready[skipped:]
+        if not self._held or not ready:
+            return ready
+        self._overlap += ready
+        held = self._held
+        if len(self._overlap) < len(held):
+            return b""
+        overlap, self._overlap, self._held = self._overlap, b"", b""
+        return _crossfade(held, overlap[: len(held)]) + overlap[len(held) :]
 
     def flush(self) -> bytes:
         """The stretched tail, so that the whole output lasts input / speed; the stretcher
@@ -118,7 +146,7 @@ class TempoStretcher:
                 self._pull_ready(graph, out)
             graph.push(None)
             self._pull_ready(graph, out)
-            tail = b"".join(out)
+            tail = self._rejoin(b"".join(out)) + self._held  # held: only if the stream was that short
             missing = max(0, expected - self._samples_out) * BYTES_PER_FRAME
             return tail[:missing] + bytes(max(0, missing - len(tail)))
         finally:
@@ -167,3 +195,41 @@ class TimeStretchedEncoder:
     def close(self) -> None:
         self._stretcher.close()
         self._inner.close()
+
+
+def _atempo_graph(speed: float) -> av.filter.Graph:
+    graph = av.filter.Graph()
+    source = graph.add_abuffer(
+        sample_rate=SAMPLE_RATE,
+        format=PCM_SAMPLE_FORMAT,
+        layout=PCM_LAYOUT,
+        time_base=PCM_TIME_BASE,
+    )
+    stages = [graph.add("atempo", repr(factor)) for factor in atempo_factors(speed)]
+    # Pin the output to the workers' PCM layout: format negotiation is free to pick
+    # another sample format atempo supports, and raw bytes of that would be noise.
+    pin = graph.add(
+        "aformat",
+        sample_fmts=PCM_SAMPLE_FORMAT,
+        sample_rates=str(SAMPLE_RATE),
+        channel_layouts=PCM_LAYOUT,
+    )
+    graph.link_nodes(source, *stages, pin, graph.add("abuffersink"))
+    graph.configure()
+    return graph
+
+
+def _stretch_alone(speed: float, pcm: bytes) -> bytes:
+    """``pcm`` stretched as if the stream ended right after it: exactly ``len / speed`` long."""
+    probe = TempoStretcher(speed, early_start=False)
+    try:
+        return probe.process(pcm) + probe.flush()
+    finally:
+        probe.close()
+
+
+def _crossfade(fading_out: bytes, fading_in: bytes) -> bytes:
+    a = np.frombuffer(fading_out, dtype="<i2").astype(np.float32)
+    b = np.frombuffer(fading_in, dtype="<i2").astype(np.float32)
+    ramp = np.linspace(0.0, 1.0, len(a), endpoint=False, dtype=np.float32)
+    return np.rint(a + (b - a) * ramp).astype("<i2").tobytes()

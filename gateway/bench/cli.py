@@ -5,6 +5,7 @@
     higgs-gateway bench plot RESULT.json... --out DIR
     higgs-gateway bench compare --out docs/benchmarks/comparison
     higgs-gateway bench overhead --out docs/benchmarks
+    higgs-gateway bench first-audio --out docs/benchmarks/first-audio
     higgs-gateway bench sessions --out docs/benchmarks/sessions
     higgs-gateway bench profile-changes --out docs/benchmarks/profile-changes
     higgs-gateway bench upload-stall --out docs/benchmarks/upload-stall
@@ -167,10 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("--prefix", default="")
     p_plot.set_defaults(func=cmd_plot)
 
-    from gateway.bench import compare, overhead, profile_changes, sessions, upload_stall
+    from gateway.bench import compare, first_audio, overhead, profile_changes, sessions, upload_stall
 
     compare.add_parser(commands)
     overhead.add_parser(commands)
+    first_audio.add_parser(commands)
     sessions.add_parser(commands)
     profile_changes.add_parser(commands)
     upload_stall.add_parser(commands)

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from gateway.emulator.errors import WorkerError
 from gateway.emulator.faults import GenerationFailed, StreamCut
-from gateway.emulator.metrics import ABORT_CLOSED, ABORT_ERROR, FAILED_CLIENT_DISCONNECT, FAILED_STAGE_ERROR
+from gateway.emulator.metrics import ABORT_CLOSED, FAILED_CLIENT_DISCONNECT, FAILED_STAGE_ERROR
 from gateway.emulator.protocol import SpeechJob, SpeechRequest, validate_speech
 from gateway.emulator.speech import Generation, SpeechService, _Outcome
 from gateway.speech_stream_protocol import (

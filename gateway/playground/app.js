@@ -154,7 +154,7 @@ async function playWhole(bytes, pan) {
 // Unknown until Compare tries; a gateway that refuses it compares the SLA classes instead.
 let pinAllowed = true;
 
-async function speak(sla, view, pan = 0, pool = null) {
+async function speak(sla, view, pan = 0, pinPool = null) {
   const format = $("format").value;
   const speed = parseFloat($("speed").value) || 1;
   const body = { model: "tts-1", input: $("text").value, voice: $("voice").value, response_format: format, speed };
@@ -167,8 +167,8 @@ async function speak(sla, view, pan = 0, pool = null) {
   const started = performance.now();
   let response;
   try {
-    if (pool && pinAllowed) {
-      response = await fetch("/v1/audio/speech", { method: "POST", headers: { ...headers, "X-Gateway-Pin-Pool": pool }, body: JSON.stringify(body) });
+    if (pinPool && pinAllowed) {
+      response = await fetch("/v1/audio/speech", { method: "POST", headers: { ...headers, "X-Gateway-Pin-Pool": pinPool }, body: JSON.stringify(body) });
       if (response.status === 400 && (await response.clone().json().catch(() => ({}))).error?.code === "pool_pin_not_allowed") {
         pinAllowed = false;
         response = null;
@@ -233,10 +233,10 @@ async function run(requests) {
   results.innerHTML = "";
   for (const button of ["speak", "compare"]) $(button).disabled = true;
   try {
-    const runs = requests.map(([title, sla, pan, pool]) => {
+    const runs = requests.map(([title, sla, pan, pinPool]) => {
       const view = resultCard(title);
       results.appendChild(view.card);
-      return speak(sla, view, pan, pool);
+      return speak(sla, view, pan, pinPool);
     });
     const outcomes = await Promise.allSettled(runs);
     const failed = outcomes.find((o) => o.status === "rejected");

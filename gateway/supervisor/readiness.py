@@ -8,7 +8,7 @@ ask ``GET /health`` itself.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import httpx
 

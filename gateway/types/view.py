@@ -36,6 +36,9 @@ class RequestInfo:
     # uploaded voice or ref_audio), inferred by the gateway from where it sent it last
     # (``pools.affinity``). Preferred when their score is close to the best.
     warm_workers: frozenset[str] = frozenset()
+    # The gateway's own time from the worker's first chunk to the first encoded byte for this
+    # request's format and speed (``audio.delay``): the client's TTFP is the worker's plus this.
+    gateway_delay_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -713,7 +713,7 @@ def test_workers_join_and_leave_under_load_without_a_failed_request(
             for source, _ in marks:
                 source.outage(False)
             for source, mark in marks:  # DNS answers again; the API server is re-listed (after a 410)
-                wait_until(lambda: source.good_lookups() >= mark + 2, 30, "discovery recovered")
+                wait_until(lambda source=source, mark=mark: source.good_lookups() >= mark + 2, 30, "discovery recovered")
             outage_end = time.monotonic()
             during = monitor.between(outage_start, outage_end)
             assert during and all(

@@ -7,7 +7,6 @@ serving_speech.py has sent the stream's 200): a stream error before the first by
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest

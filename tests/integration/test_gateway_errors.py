@@ -25,7 +25,7 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str | None, tuple[str, ...]]] = {
     "not_an_object": ({"json": ["tts-1"]}, None, ("JSON object",)),
     "empty_body": ({"content": b"", "headers": JSON}, None, ("empty",)),
     "missing_input": ({"json": {"model": "tts-1", "voice": "alloy"}}, "input", ("Missing", "input")),
-    "missing_voice": ({"json": {"model": "tts-1", "input": "hi"}}, "voice", ("Missing", "voice")),
+    # model and voice may be left out, as on the worker (docs/clients.md).
     "empty_input": ({"json": {**BODY, "input": ""}}, "input", ("input",)),
     "blank_input": ({"json": {**BODY, "input": "  \n "}}, "input", ("input",)),
     "too_long_input": ({"json": {**BODY, "input": "a" * 4097}}, "input", ("4096",)),
@@ -41,7 +41,13 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str | None, tuple[str, ...]]] = {
     "bad_sla_class": ({"json": BODY, "headers": {"x-sla-class": "urgent"}}, "x-sla-class", ("latency", "balanced", "throughput")),
     "bad_ttfp_budget": ({"json": BODY, "headers": {"x-sla-ttfp-ms": "soon"}}, "x-sla-ttfp-ms", ("milliseconds",)),
     "negative_ttfp_budget": ({"json": BODY, "headers": {"x-sla-ttfp-ms": "-5"}}, "x-sla-ttfp-ms", ("milliseconds",)),
-    "negative_seed": ({"json": {**BODY, "seed": -1}}, "seed", ("seed",)),
+    "seed_past_int64": ({"json": {**BODY, "seed": 2**63}}, "seed", ("seed",)),
+    "sample_rate_not_carried": ({"json": {**BODY, "sample_rate": 7000}}, "sample_rate", ("sample_rate", "16000")),
+    "two_references": (
+        {"json": {**BODY, "references": [{"audio_path": "data:audio/wav;base64,AA=="}] * 2}},
+        "references",
+        ("single reference",),
+    ),
     # Bounded by the profiles' Stage 0 max_model_len (8192), not by the default max_tokens.
     "too_many_new_tokens": ({"json": {**BODY, "max_new_tokens": 99_999}}, "max_new_tokens", ("at most 8192",)),
     # Fewer than the model's 8 codebooks give no audio (the worker would answer an empty 200).

@@ -140,6 +140,19 @@ field_values: dict[str, st.SearchStrategy[Any]] = {
     "language": words,
     "temperature": json_scalars,
     "stream": st.booleans(),
+    # The released worker's fields (docs/clients.md).
+    "speaker": st.sampled_from(["alloy", "default", "nobody", ""]),
+    "sample_rate": st.sampled_from([8000, 16000, 22050, 24000, 48000, 7000, 0, -1, 2**64]),
+    "references": st.sampled_from([[], [{}], [{"audio_path": ""}], [{"audio_path": "data:audio/wav;base64,UklGRiQAAABXQVZF"}] * 2])
+    | st.lists(st.fixed_dictionaries({"audio_path": ref_audios, "text": words}), max_size=2),
+    "task_type": st.sampled_from(["CustomVoice", "VoiceDesign", "Base", "Clone"]),
+    "extra_params": st.dictionaries(st.sampled_from(["temperature", "top_p", "top_k", "x"]), json_scalars, max_size=3),
+    "initial_codec_chunk_frames": st.integers(-2, 64),
+    "non_streaming_mode": st.booleans(),
+    "word_timestamps": st.booleans(),
+    "speaker_embedding": st.lists(st.floats(), max_size=3),
+    "ref_audio_2": ref_audios,
+    "duration_seconds": st.floats(),
     "": json_scalars,
 }
 REQUIRED = ("model", "input", "voice")
@@ -286,6 +299,8 @@ valid_speech = st.fixed_dictionaries(
         "response_format": st.sampled_from(formats),
         "speed": st.floats(0.25, 4.0),
         "stream_format": st.sampled_from(["audio", "sse"]),
+        "stream": st.booleans(),
+        "sample_rate": st.sampled_from([8000, 16000, 24000, 48000]),
         "seed": st.integers(0, 2**31),
         # >= 13 frames: a 1-frame clip at speed >= 3 is a known bug, pinned just below.
         "max_new_tokens": st.integers(20, 200),
@@ -315,7 +330,8 @@ def test_valid_speech_requests_get_audio(gw: InProcessGateway, body: dict[str, A
     response = gw.request("POST", "/v1/audio/speech", json=body, headers=headers)
     assert response.status_code == 200, f"{body} -> {response.status_code} {response.text[:300]}"
     fmt = AudioFormat(body.get("response_format", "mp3"))
-    sse = body.get("stream_format") == "sse"
+    # The worker's meaning: stream_format when sent, else SSE on stream: true.
+    sse = body.get("stream_format", "sse" if body.get("stream") else "audio") == "sse"
     assert response.headers["content-type"] == (SSE_CONTENT_TYPE if sse else CONTENT_TYPES[fmt])
     assert response.content
     if sse:

@@ -35,7 +35,8 @@ _OFF_LOW_LATENCY = InPool(PoolName.HIGH_THROUGHPUT)
 def plan(request: RequestInfo, context: Context) -> Plan:
     assert request.deadline_s is not None
     frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
-    meets = MeetsDeadline(request.deadline_s)
+    # The worker's first audio must come early enough for the gateway's own share too.
+    meets = MeetsDeadline(request.deadline_s - request.gateway_delay_s)
     cheapest = delay_to_others(frames)
     return Plan(
         (

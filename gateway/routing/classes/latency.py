@@ -50,10 +50,12 @@ def plan(request: RequestInfo, context: Context) -> Plan:
 def queue_budget_s(request: RequestInfo, thresholds: RoutingThresholds) -> float:
     """x-sla-ttfp-ms x ttfp_budget_queue_fraction when the client sent one, else the default.
 
-    The rest of a client's TTFP budget is left for the worker's own time to first packet.
+    The gateway's own delay for the format and speed comes off the client's budget first;
+    the rest of it is left for the worker's own time to first packet.
     """
     if request.ttfp_budget_ms is not None:
-        return max(0.0, request.ttfp_budget_ms) * thresholds.ttfp_budget_queue_fraction / 1000.0
+        budget_s = max(0.0, request.ttfp_budget_ms / 1000.0 - request.gateway_delay_s)
+        return budget_s * thresholds.ttfp_budget_queue_fraction
     return thresholds.latency_queue_budget_ms / 1000.0
 
 

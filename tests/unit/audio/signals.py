@@ -47,8 +47,15 @@ def irregular_chunks(data: bytes) -> Iterator[bytes]:
 
 
 def encode_all(encoder: StreamEncoder, pcm: bytes) -> tuple[list[bytes], bytes]:
-    """(outputs of every encode() call, output of finish())."""
-    outputs = [encoder.encode(chunk) for chunk in irregular_chunks(pcm)]
+    """(outputs of every encode() call, output of finish()).
+
+    The first audio is the worker's first chunk (one 40 ms frame, here with its first byte
+    arriving alone), then irregular chunks: the early start pads behind the first audio,
+    so the first call decides where that silence goes.
+    """
+    first = 1920
+    chunks = [pcm[:1], pcm[1:first], *irregular_chunks(pcm[first:])]
+    outputs = [encoder.encode(chunk) for chunk in chunks]
     return outputs, encoder.finish()
 
 

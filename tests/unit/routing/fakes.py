@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, replace
 from gateway.config import RoutingThresholds
 from gateway.types import PoolName, SlaClass
 from gateway.types.curve import Curve
-from gateway.types.decision import Decision
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
 LL = PoolName.LOW_LATENCY

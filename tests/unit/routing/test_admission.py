@@ -258,7 +258,7 @@ async def test_fresh_request_cannot_take_a_slot_already_handed_out() -> None:
     fleet = one_slot_fleet()
     admission = make(fleet)
     served: list = []
-    waiting = client(admission, fleet, req(), served)
+    _waiting = client(admission, fleet, req(), served)  # held: the queued request under test
     await settle()
     fleet.release("ll-a")
     admission.capacity_changed()  # handed to `waiting`; the queue is now empty

@@ -32,3 +32,11 @@ def test_balanced_threshold_defaults_to_routable_ll_capacity() -> None:
 )
 def test_latency_queue_budget(ttfp_ms: float | None, knobs: dict, expect_s: float) -> None:
     assert latency_queue_budget_s(req("latency", ttfp_ms=ttfp_ms), thresholds(**knobs)) == pytest.approx(expect_s)
+
+
+def test_the_gateway_own_delay_comes_off_the_client_ttfp_budget() -> None:
+    from dataclasses import replace
+
+    request = replace(req("latency", ttfp_ms=800), gateway_delay_s=0.2)
+    assert latency_queue_budget_s(request, thresholds()) == pytest.approx(0.300)  # (0.8 - 0.2) x 0.5
+    assert latency_queue_budget_s(replace(request, gateway_delay_s=2.0), thresholds()) == 0.0

@@ -1,0 +1,1 @@
+"""Voice-agent framework integrations over the gateway's sessions (optional extras)."""
