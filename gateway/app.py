@@ -321,6 +321,7 @@ def create_app(
         VoiceStore.in_data_dir(data_dir, config.voices, mirror=voice_mirror),
         control_client,
         lambda: [w for w in fleet.view.workers if w.state in voice_targets],
+        streams=lambda url: sum(w.inflight for w in fleet.view.workers if w.url == url),
     )
     shared_state = SharedState(
         config.state,
@@ -377,6 +378,7 @@ def create_app(
         body_timeout_s=config.server.body_timeout_s,
         tracing=tracing,
         allow_pool_pin=config.routing.allow_pool_pin,
+        affinity=fleet.affinity,
         first_audio=FirstAudioDelays(),
     )
 

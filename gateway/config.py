@@ -260,6 +260,14 @@ class RoutingThresholds(Strict):
     latency_queue_budget_ms: float = Field(150.0, ge=0)
     # Part of an x-sla-ttfp-ms budget that may be spent queueing (the rest is the worker's TTFP).
     ttfp_budget_queue_fraction: float = Field(0.5, ge=0, le=1)
+    # adaptive: a request with a reference clip (an uploaded voice, ref_audio) prefers a
+    # worker that probably holds its encoded codes (voice affinity): it skips the clip's
+    # encode. false: no preference.
+    voice_affinity: bool = True
+    # What that encode is worth, taken off a warm worker's predicted time (the classes that
+    # score the request's own time: latency, balanced, pinned); the others prefer a warm
+    # worker only among ties. The worker encodes a clip in a few ms per second of audio.
+    voice_affinity_bonus_ms: float = Field(40.0, ge=0)
 
     # --- rules (the first build's threshold policy, kept as a baseline) ---------------
     # Fleet-wide live concurrency at which `balanced` leaves the low-latency pool.
@@ -412,6 +420,9 @@ class VoicesConfig(Strict):
     replay_prune: bool = True
     # Per-request timeout for voice uploads/deletes/listings sent to one worker.
     worker_timeout_s: float = Field(30.0, gt=0)
+    # Uploads to a worker that is streaming go one at a time, this far apart: the worker
+    # saves a clip on its event loop, pausing its streams (docs/voices.md). 0: all at once.
+    upload_spacing_ms: float = Field(200.0, ge=0)
 
     @model_validator(mode="after")
     def _duration_range(self) -> VoicesConfig:

@@ -137,6 +137,10 @@ class WorkerPayloads:
                 payload["max_new_tokens"] = room
         return payload
 
+    def is_uploaded_voice(self, voice: object) -> bool:
+        """Whether a payload's ``voice`` is one the gateway registered (a voice clone)."""
+        return isinstance(voice, str) and self._store.get(voice) is not None
+
     def _room_for_audio(self, prompt: PromptBound, fields: SpeechFields, voice: str | None, text: str) -> int:
         """The prompt as the worker builds it: a reference clip (``ref_audio``, else an
         uploaded voice's clip) brings ``ref_text`` (the request's, else the voice's)."""

@@ -34,6 +34,7 @@ from gateway.audio.formats import STREAMING_HEADERS, AudioFormat, response_media
 from gateway.audio.sse import sse_delta, sse_done, sse_error
 from gateway.errors import GatewayError
 from gateway.recorder import Recorder, RequestRecord
+from gateway.pools.affinity import ReferenceAffinity, reference_key
 from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.telemetry.tracing import PassThroughTracing, RequestTrace, SpeechTracing
@@ -84,6 +85,7 @@ class SpeechPipeline:
         body_timeout_s: float | None = None,
         tracing: SpeechTracing | None = None,
         allow_pool_pin: bool = False,
+        affinity: ReferenceAffinity | None = None,
         first_audio: FirstAudioDelays | None = None,
     ) -> None:
         self._auth = auth
@@ -94,6 +96,7 @@ class SpeechPipeline:
         self._recorder = recorder
         self._max_body_bytes = max_body_bytes
         self._allow_pool_pin = allow_pool_pin
+        self._affinity = affinity or ReferenceAffinity(0)  # 0 entries: never a hint
         self._body_timeout_s = body_timeout_s
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
@@ -154,10 +157,12 @@ class SpeechPipeline:
         record.response_format, record.stream_format = speech.response_format.value, delivery_format
         fields = await self._payloads.check(speech.fields)
         payload = self._payloads.build(fields, speech.input, owner=voice_owner(key_stream.key))
+        reference = reference_key(payload, self._payloads.is_uploaded_voice(payload.get("voice")))
         own_delay_s = self._first_audio.predict(speech.response_format, speech.tempo)
         info = RequestInfo(
-            sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin, gateway_delay_s=own_delay_s
-        )
+            sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin, gateway_delay_s=own_delay_s,
+            warm_workers=self._affinity.warm_workers(reference),
+        )  # fmt: skip
         watch = DisconnectWatch(request.receive)
         stream: OpenStream | None = None
         try:
@@ -177,6 +182,7 @@ class SpeechPipeline:
                 await stream.close(StreamOutcome.ERROR)  # opened, but the encoder could not be
             raise
         record.pool, record.worker = stream.worker.pool.value, stream.worker.worker_id
+        self._affinity.served(stream.worker.worker_id, reference)  # it encoded (or had) the codes
         record.reason, record.retries = stream.decision.reason, stream.attempts - 1
         if stream.hidden_failures:
             log.info(

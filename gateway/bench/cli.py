@@ -8,6 +8,7 @@
     higgs-gateway bench first-audio --out docs/benchmarks/first-audio
     higgs-gateway bench sessions --out docs/benchmarks/sessions
     higgs-gateway bench profile-changes --out docs/benchmarks/profile-changes
+    higgs-gateway bench upload-stall --out docs/benchmarks/upload-stall
 
 URL is a base URL (``http://127.0.0.1:8000``) or the full ``/v1/audio/speech`` endpoint:
 the gateway, a single worker, or anything else that speaks the API.
@@ -167,13 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("--prefix", default="")
     p_plot.set_defaults(func=cmd_plot)
 
-    from gateway.bench import compare, first_audio, overhead, profile_changes, sessions
+    from gateway.bench import compare, first_audio, overhead, profile_changes, sessions, upload_stall
 
     compare.add_parser(commands)
     overhead.add_parser(commands)
     first_audio.add_parser(commands)
     sessions.add_parser(commands)
     profile_changes.add_parser(commands)
+    upload_stall.add_parser(commands)
     return parser
 
 

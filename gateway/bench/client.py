@@ -35,6 +35,7 @@ class RequestSpec:
 
     text: str
     sla_class: SlaClass | None = None
+    voice: str | None = None  # None: the client options' voice
 
 
 @dataclass(slots=True)
@@ -54,6 +55,7 @@ class RequestResult:
     # Arrival offset from sending (s) and size of every non-empty chunk; dropped after
     # the underrun is computed unless the caller keeps raw data.
     chunks: list[tuple[float, int]] = field(default_factory=list, repr=False)
+    voice: str | None = None  # the spec's own voice, when it named one
 
     @property
     def ok(self) -> bool:
@@ -85,10 +87,10 @@ class SpeechClient(Protocol):
     async def close(self) -> None: ...
 
 
-def _body(options: ClientOptions, text: str) -> bytes:
+def _body(options: ClientOptions, text: str, voice: str | None = None) -> bytes:
     payload: dict[str, object] = {
         "input": text,
-        "voice": options.voice,
+        "voice": voice or options.voice,
         "response_format": "pcm",
         "stream_format": "audio",
     }
@@ -140,8 +142,8 @@ class AiohttpClient:
         self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False)
 
     async def speak(self, spec: RequestSpec, phase_start: float) -> RequestResult:
-        body, headers = _body(self._options, spec.text), _headers(self._options, spec)
-        result = RequestResult(spec.sla_class.value if spec.sla_class else None, len(spec.text), 0.0)
+        body, headers = _body(self._options, spec.text, spec.voice), _headers(self._options, spec)
+        result = RequestResult(spec.sla_class.value if spec.sla_class else None, len(spec.text), 0.0, voice=spec.voice)
         sent = time.perf_counter()
         result.sent_s = sent - phase_start
         try:
@@ -171,8 +173,8 @@ class HttpxClient:
         self._client = httpx.AsyncClient(timeout=options.timeout_s, limits=limits)
 
     async def speak(self, spec: RequestSpec, phase_start: float) -> RequestResult:
-        body, headers = _body(self._options, spec.text), _headers(self._options, spec)
-        result = RequestResult(spec.sla_class.value if spec.sla_class else None, len(spec.text), 0.0)
+        body, headers = _body(self._options, spec.text, spec.voice), _headers(self._options, spec)
+        result = RequestResult(spec.sla_class.value if spec.sla_class else None, len(spec.text), 0.0, voice=spec.voice)
         sent = time.perf_counter()
         result.sent_s = sent - phase_start
         try:

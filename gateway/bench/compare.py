@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.bench import report
+from gateway.bench import report, voice_clone
 from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
@@ -83,6 +83,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--on", type=float, default=15.0)
     parser.add_argument("--off", type=float, default=25.0)
     add_ramp_arguments(parser)
+    voice_clone.add_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     add_quiet_arguments(parser)
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report_only:
         for setup in setups:
             documents += [report.load(p) for p in sorted(args.out.glob(f"{setup.name}-*.json"))]
+        documents += [report.load(p) for p in sorted(args.out.glob("voice-clone-*.json"))]
         write_report(documents, args, setups, levels)
         return 0
     run_id = new_run_id()
@@ -129,6 +131,13 @@ def run(args: argparse.Namespace) -> int:
             except (RuntimeError, TimeoutError) as exc:  # one broken setup must not lose the others
                 failures[setup.name] = str(exc).strip().splitlines()[0][:300]
                 print(f"{setup.name}: failed: {failures[setup.name]}", file=sys.stderr)
+        if args.voice_clone_duration > 0:
+            try:
+                notes = {"command": _command(), "emulator_timing": timing_parameters(), RUN_ID: run_id}
+                documents += voice_clone.measure(Path(scratch), args, notes)
+            except (RuntimeError, TimeoutError) as exc:
+                failures["voice-clone"] = str(exc).strip().splitlines()[0][:300]
+                print(f"voice-clone: failed: {failures['voice-clone']}", file=sys.stderr)
     measured = {s.name for s in setups}
     for name in REFERENCES if ADAPTIVE in measured else ():
         if name not in measured:  # --no-references: earlier rows, shown as not comparable
@@ -259,7 +268,7 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
         "trace `throughput` TTFP p99 (ms) | trace errors | max load average |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for label in dict.fromkeys(d["label"] for d in documents):
+    for label in dict.fromkeys(d["label"] for d in documents if d.get("params", {}).get("kind") != "voice_clone"):
         sweep_doc = next((d for d in documents if d["label"] == label and d["mode"] == "sweep"), None)
         trace_doc = next((d for d in documents if d["label"] == label and d["mode"] == "trace"
                           and d["params"].get("kind") == "bursty"), None)  # fmt: skip
@@ -299,28 +308,32 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         f"Reproduce: `{command}`",
         "",
         report.units_note(args.time_scale),
-        "Every configuration has exactly two workers (two GPUs' worth) behind its own gateway,",
-        "fresh emulator processes, and receives the same requests (same seed).",
-        "",
-        "| config | workers and policy |",
-        "|---|---|",
-        *[f"| {s.name} | {s.summary} (`{s.policy}`) |" for s in setups],
-        "",
-        *[f"**{name} failed to run:** `{reason}`\n" for name, reason in (failures or {}).items()],
-        "## Summary",
-        "",
-        *headline(documents, levels),
-        "",
-        *targets_table(documents),
-        "## Closed-loop sweep",
-        "",
-        f"Concurrency {', '.join(map(str, levels))}; requests per level "
-        f"{args.requests or 'max(32, 4 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
-        "",
-        report.to_markdown(sweeps, by_class=False),
-        *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "trace_ttfp"],
         "",
     ]
+    lines += [f"**{name} failed to run:** `{reason}`\n" for name, reason in (failures or {}).items()]
+    if sweeps or traces or ramps:  # a voice-clone-only run (--setups "") has none of these
+        lines += [
+            "Every configuration has exactly two workers (two GPUs' worth) behind its own gateway,",
+            "fresh emulator processes, and receives the same requests (same seed).",
+            "",
+            "| config | workers and policy |",
+            "|---|---|",
+            *[f"| {s.name} | {s.summary} (`{s.policy}`) |" for s in setups],
+            "",
+            "## Summary",
+            "",
+            *headline(documents, levels),
+            "",
+            *targets_table(documents),
+            "## Closed-loop sweep",
+            "",
+            f"Concurrency {', '.join(map(str, levels))}; requests per level "
+            f"{args.requests or 'max(32, 4 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
+            "",
+            report.to_markdown(sweeps, by_class=False),
+            *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "trace_ttfp"],
+            "",
+        ]
     if traces:
         lines += [
             "## Bursty mixed-class trace (open loop)",
@@ -348,6 +361,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
             *[f"![{p.stem}]({p.name})" for p in plots if p.stem == "ramp_timeline"],
             "",
         ]
+    lines += voice_clone.section(documents)
     example = emulator_command(0, LL_PROFILE, args.time_scale)
     lines += [
         "## Emulator",

@@ -16,10 +16,11 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gateway.bench.client import ClientKind, ClientOptions, RequestSpec, SpeechClient, make_client
+from gateway.bench.client import ClientKind, ClientOptions, RequestResult, RequestSpec, SpeechClient, make_client
 from gateway.bench.progress import Progress
 from gateway.bench.report import SCHEMA
 from gateway.bench.runner import PhaseResult, run_closed, run_open
+from gateway.bench.stats import percentile
 from gateway.bench.summary import summarize_phase
 from gateway.bench.texts import TEXTS, text_order
 from gateway.bench.timeline import timeline
@@ -148,19 +149,46 @@ async def sweep(
     return _document(options, "sweep", params, phases)
 
 
+def repeated_voice_stats(results: Sequence[RequestResult], time_scale: float) -> dict[str, Any]:
+    """TTFP of the requests whose voice was already used earlier in the trace (a worker may
+    hold its codes), and of the first ones (no worker can), in modelled seconds."""
+    seen: set[str] = set()
+    first: list[float] = []
+    repeated: list[float] = []
+    for result in sorted(results, key=lambda r: r.sent_s):
+        if result.voice is None:
+            continue
+        if result.ok and result.ttfp_s is not None:
+            (repeated if result.voice in seen else first).append(result.ttfp_s / time_scale)
+        seen.add(result.voice)
+    return {
+        "repeated": {"count": len(repeated), "ttfp_p50_s": _quantile(repeated, 50), "ttfp_p90_s": _quantile(repeated, 90)},
+        "first": {"count": len(first), "ttfp_p50_s": _quantile(first, 50)},
+    }
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    return percentile(values, q) if values else None
+
+
 async def trace(
     options: RunOptions,
     arrivals: Sequence[Arrival],
     name: str,
     params: dict[str, Any],
     warmup: int = 0,
+    voice_names: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One open-loop trace; ``arrivals`` are in modelled seconds."""
+    """One open-loop trace; ``arrivals`` are in modelled seconds. An arrival's ``voice``
+    indexes ``voice_names`` (a voice clone trace)."""
     client = options.open_client()
     try:
         await _warm(client, options, max(1, warmup), warmup)
         texts = text_order(len(arrivals), options.seed, options.texts)
-        specs = [RequestSpec(text, arrival.sla_class) for text, arrival in zip(texts, arrivals, strict=True)]
+        specs = [
+            RequestSpec(text, arrival.sla_class, None if arrival.voice is None else voice_names[arrival.voice])
+            for text, arrival in zip(texts, arrivals, strict=True)
+        ]
         scaled = [Arrival(arrival.at_s * options.time_scale, arrival.sla_class) for arrival in arrivals]
         progress = _progress(options, name, len(specs))
         phase = await run_open(client, specs, scaled, name, progress, clock=options.clock)
@@ -169,4 +197,6 @@ async def trace(
         await client.close()
     summary = summarize_phase(phase, options.time_scale)
     summary["timeline"] = timeline(phase.results, TIMELINE_WINDOW_S, options.time_scale)
+    if voice_names:
+        summary["repeated_voices"] = repeated_voice_stats(phase.results, options.time_scale)
     return _document(options, "trace", {**params, "warmup": warmup}, [summary])

@@ -16,6 +16,18 @@ from gateway.types import SlaClass
 class Arrival:
     at_s: float  # offset from the start of the trace
     sla_class: SlaClass | None  # None = send no x-sla-class header
+    voice: int | None = None  # voice clone traces: which of the trace's voices (an index)
+
+
+def voice_clone(
+    rate: float, duration_s: float, seed: int, voices: int, sla_class: SlaClass | None = SlaClass.LATENCY
+) -> list[Arrival]:
+    """Poisson arrivals, each cloning one of ``voices`` uploaded voices picked uniformly at
+    random (each voice's requests spread over the whole trace, as a voice's users would)."""
+    if voices <= 0:
+        raise ValueError("voices must be positive")
+    rng = random.Random(seed + 7)
+    return [Arrival(a.at_s, sla_class, rng.randrange(voices)) for a in poisson(rate, duration_s, seed)]
 
 
 def poisson(rate: float, duration_s: float, seed: int, sla_class: SlaClass | None = None) -> list[Arrival]:

@@ -5,7 +5,8 @@
 - ``Readiness``: preparation (voices, warm-up) before a worker becomes routable;
 - ``FleetView``: the read model routing, readiness and operators see;
 - ``Leases``: the one way a request holds a worker slot;
-- ``FleetEvents``: capacity changed, ejected, restarted, for whoever listens.
+- ``FleetEvents``: capacity changed, ejected, restarted, for whoever listens;
+- ``ReferenceAffinity``: which workers probably hold a reference clip's codes (voice affinity).
 
 The composition root (``app.create_app``) hands each consumer only the part it needs;
 consumers declare the small ``Protocol`` they use, so none depends on this bundle.
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from gateway.config import GatewayConfig
+from gateway.pools.affinity import ReferenceAffinity
 from gateway.pools.events import FleetEvents
 from gateway.pools.lease import Leases
 from gateway.pools.members import Members
@@ -37,6 +39,7 @@ class Fleet:
     health: WorkerHealth
     view: FleetView
     leases: Leases
+    affinity: ReferenceAffinity
 
     @classmethod
     def build(
@@ -49,6 +52,8 @@ class Fleet:
         events = FleetEvents()
         readiness = Readiness(events, clock)
         members = Members(specs, readiness, events, clock, drained)
+        affinity = ReferenceAffinity()
+        events.on_worker_restarted(lambda worker, _why: affinity.forget_worker(worker.worker_id))
         return cls(
             specs=specs,
             events=events,
@@ -57,4 +62,5 @@ class Fleet:
             health=WorkerHealth(members, readiness, events, config.health, clock),
             view=FleetView(members, specs, config.load_reports.stale_after_s, clock),
             leases=Leases(members, events, clock),
+            affinity=affinity,
         )

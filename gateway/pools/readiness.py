@@ -59,5 +59,6 @@ class Readiness:
         # A worker removed or replaced while preparing is STOPPED: it stays so.
         if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
             worker.consecutive_failures = 0
+            worker.failed_after_arrival = False
             worker.set_state(WorkerState.READY, self._clock(), "healthy and prepared")
             self._events.capacity_changed()

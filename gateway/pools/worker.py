@@ -45,6 +45,9 @@ class Worker:
     # When our latest leases ended (clock times), for reports that still count them.
     recent_releases: deque[float] = field(default_factory=lambda: deque(maxlen=256))
     consecutive_failures: int = 0
+    # It took a request and failed it (a 500, a cut or empty stream) since its last success:
+    # a refused connection now means the process stopped listening (engine death), not a blip.
+    failed_after_arrival: bool = False
     answered: bool = False  # answered /health since it (re)started
     ejected_at: float | None = None
     last_error: str | None = None

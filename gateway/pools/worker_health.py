@@ -3,7 +3,10 @@ and restarts noticed behind an address.
 
 Only transport faults count toward ejection (connection errors, timeouts, 500, 502, 504,
 cut streams): never a 4xx, 429 or 503, which say the request or the moment was wrong,
-not the worker.
+not the worker. Two signs of a stopped worker eject it at once instead of after
+``health.eject_after_failures``: a 500 saying its engine died, and a refused connection
+right after it failed a request it had taken (the released worker stops listening once
+its engine is dead). Its in-flight requests that had no byte yet are the relay's to retry.
 """
 
 from __future__ import annotations
@@ -67,10 +70,25 @@ class WorkerHealth:
 
     def request_succeeded(self, worker: Worker) -> None:
         worker.consecutive_failures = 0
+        worker.failed_after_arrival = False
+
+    def failed_after_arrival(self, worker: Worker, detail: str, engine_dead: bool) -> None:
+        """The worker took a request and failed it (a 500, a stream cut or empty, silence).
+        Whose fault that was is settled later (``upstream.blame``), but a worker that said its
+        engine died serves nothing more: out of routing now, not after more failures."""
+        worker.failed_after_arrival = True
+        if engine_dead:
+            self._eject_now(worker, EjectionReason.ENGINE_DEAD, detail)
 
     def request_failed(self, worker: Worker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None:
         """A relay attempt failed; ``ejecting`` says whether it was the worker's fault."""
         worker.last_error = f"{kind}: {detail}"
+        if kind == UpstreamErrorKind.CONNECT and worker.failed_after_arrival:
+            # Refused right after failing what it had taken: the process stopped listening.
+            self._eject_now(worker, EjectionReason.STOPPED_LISTENING, detail)
+            return
+        if kind in (UpstreamErrorKind.STREAM_ERROR, UpstreamErrorKind.READ_TIMEOUT):
+            worker.failed_after_arrival = True  # a stream cut after audio (Relay.failed_mid_stream)
         if kind == UpstreamErrorKind.VOICE_MISSING:
             # The gateway only names voices it registered, so the worker lost them: it
             # restarted faster than the probes noticed (or missed a fan-out).
@@ -95,6 +113,12 @@ class WorkerHealth:
         self._events.capacity_changed()
         if worker.answered:
             self._readiness.start(worker)  # it answers already: replay now, not at the next probe
+
+    def _eject_now(self, worker: Worker, reason: EjectionReason, detail: str) -> None:
+        worker.last_error = f"{reason}: {detail}"
+        if worker.state is WorkerState.READY and worker.set_state(WorkerState.EJECTED, self._clock(), reason):
+            self._events.ejected(worker, reason)
+            self._events.capacity_changed()
 
     def _count_failure(self, worker: Worker, reason: EjectionReason) -> None:
         worker.consecutive_failures += 1

@@ -48,7 +48,11 @@ class AdaptivePolicy:
             return reject(reasons.NO_WORKERS)
         context = Context(workers, fleet, thresholds, latency_reserve(thresholds, view, fleet))
         rules = _rules(request, fleet)
-        decision = place(rules.plan(request, context), workers, self._ties, FLEET_SCOPE)
+        decision = place(
+            rules.plan(request, context), workers, self._ties, FLEET_SCOPE,
+            request.warm_workers if thresholds.voice_affinity else frozenset(),
+            thresholds.voice_affinity_bonus_ms / 1000.0,
+        )  # fmt: skip
         if decision.action is Action.ROUTE and rules is not pinned.RULES:
             decision = _degraded_reason(decision, fleet)
         return decision

@@ -7,6 +7,12 @@ scope (wrapping). Ordering by id, not by the view's order, keeps the rotation st
 the view is rebuilt in another order.
 
 The rotation is the only memory picking needs; each policy owns its ``TieBreak``.
+
+Voice affinity comes before the rotation: a ``preferred`` candidate (it probably holds the
+request's encoded reference) wins when its score, less ``bonus`` (what the encode it skips
+is worth, in the score's units), ties with the best; the best-scored of them first. Only the
+candidates the class's filters kept are scored, so the class's caps, ceilings and reserve
+hold whatever the preference.
 """
 
 from __future__ import annotations
@@ -29,11 +35,25 @@ class TieBreak:
     def last(self, scope: str) -> str | None:
         return self._last.get(scope)
 
-    def pick(self, workers: Sequence[WorkerLoad], scores: Sequence[float], scope: str) -> WorkerLoad | None:
+    def pick(
+        self,
+        workers: Sequence[WorkerLoad],
+        scores: Sequence[float],
+        scope: str,
+        preferred: frozenset[str] = frozenset(),
+        bonus: float = 0.0,
+    ) -> WorkerLoad | None:
         """The lowest score; among ties, the next worker id after the last pick. Remembered."""
         if not workers:
             return None
         best = min(scores)
+        if preferred:
+            near = best + TIE * abs(best) + bonus
+            warm = [(s, w.worker_id, w) for w, s in zip(workers, scores, strict=True) if w.worker_id in preferred and s <= near]
+            if warm:
+                chosen = min(warm, key=lambda entry: entry[:2])[2]
+                self._last[scope] = chosen.worker_id
+                return chosen
         bound = best + TIE * abs(best)
         tied = [w for w, s in zip(workers, scores, strict=True) if s <= bound]
         chosen = tied[0]

@@ -25,6 +25,9 @@ class Stage:
     filters: tuple[Filter, ...]
     scorer: Scorer
     reason: str  # what a route from this stage says (x-gateway-route-reason)
+    # The scorer counts the request's own time to first packet (seconds), which a worker
+    # that holds its reference's codes shortens: voice affinity's bonus applies.
+    own_time: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +36,16 @@ class Plan:
     wait_reason: str  # when no stage found room (a filter may name a more precise one)
 
 
-def place(plan: Plan, workers: Sequence[WorkerLoad], ties: TieBreak, scope: str) -> Decision:
-    """ROUTE to the first stage's pick that has a candidate, else WAIT."""
+def place(
+    plan: Plan,
+    workers: Sequence[WorkerLoad],
+    ties: TieBreak,
+    scope: str,
+    preferred: frozenset[str] = frozenset(),
+    bonus_s: float = 0.0,
+) -> Decision:
+    """ROUTE to the first stage's pick that has a candidate, else WAIT. ``preferred``
+    (voice affinity) only decides among the candidates of the stage that routes."""
     wait_reason = plan.wait_reason
     for stage in plan.stages:
         candidates = workers
@@ -46,7 +57,8 @@ def place(plan: Plan, workers: Sequence[WorkerLoad], ties: TieBreak, scope: str)
             if not candidates:
                 break
         else:
-            chosen = ties.pick(candidates, stage.scorer(candidates), scope)
+            bonus = bonus_s if stage.own_time else 0.0
+            chosen = ties.pick(candidates, stage.scorer(candidates), scope, preferred, bonus)
             assert chosen is not None
             return routed(chosen, stage.reason)
     return Decision(Action.WAIT, wait_reason)

@@ -55,6 +55,8 @@ class EjectionReason(StrEnum):
     HEALTH_PROBE = "health_probe"  # consecutive failed /health probes
     REQUEST_FAILURES = "request_failures"  # consecutive transport failures on real traffic
     PROCESS_EXIT = "process_exit"  # a supervised worker's process died
+    ENGINE_DEAD = "engine_dead"  # it answered that its engine died (it serves nothing more)
+    STOPPED_LISTENING = "stopped_listening"  # it refused a connection right after failing a request
 
 
 class RestartReason(StrEnum):

@@ -32,6 +32,10 @@ class RequestInfo:
     # The pool the client pinned (x-gateway-pin-pool, where allowed): routed by the `pinned`
     # rules, inside that pool only, whatever its class.
     pool_pin: PoolName | None = None
+    # Voice affinity: the workers that probably hold this request's encoded reference (its
+    # uploaded voice or ref_audio), inferred by the gateway from where it sent it last
+    # (``pools.affinity``). Preferred when their score is close to the best.
+    warm_workers: frozenset[str] = frozenset()
     # The gateway's own time from the worker's first chunk to the first encoded byte for this
     # request's format and speed (``audio.delay``): the client's TTFP is the worker's plus this.
     gateway_delay_s: float = 0.0

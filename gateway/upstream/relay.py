@@ -19,7 +19,9 @@ whether another worker may try, and what the client is told) is ``upstream.blame
 call; the relay only acts on it. A failure that may follow the request (undecided) is
 reported to the worker's health only once another worker served the same request; if the
 next worker fails the same way, ``blame.repeated`` makes it the request's and nobody is
-counted.
+counted. Whoever's fault it was, the worker's health hears at once that it failed a request
+it had taken (``failed_after_arrival``): a worker that said its engine died, or that refuses
+connections right after, has stopped and is taken out of routing without waiting for a count.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class AttemptReports(Protocol):
 
     def request_succeeded(self, worker: UpstreamWorker) -> None: ...
     def request_failed(self, worker: UpstreamWorker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None: ...
+    def failed_after_arrival(self, worker: UpstreamWorker, detail: str, engine_dead: bool) -> None: ...
 
 
 class RetryAdmission(Protocol):
@@ -198,6 +201,10 @@ class Relay:
             try:
                 await self._attempt(stream, payload)
             except _AttemptFailed as exc:
+                if exc.verdict.blame is Blame.UNDECIDED:
+                    # It took the request and failed it: not counted yet, but a dead engine
+                    # (or a refusal after this) takes it out of routing at once.
+                    self._reports.failed_after_arrival(worker, exc.verdict.detail, exc.verdict.signature == blame.ENGINE_DEAD)
                 verdict = blame.repeated([v for _, v in undecided], exc.verdict, payload)
             except BaseException as exc:
                 outcome = StreamOutcome.CLIENT_DISCONNECTED if isinstance(exc, asyncio.CancelledError) else StreamOutcome.ERROR

@@ -14,6 +14,10 @@ truth and workers are caches of it:
   It never assumes the worker empty: it lists the worker's voices first, keeps those it
   restored that match the store, replaces stale ones and prunes deleted ones.
 
+Uploads to a worker that is streaming are paced (``pacing.UploadPacer``): one at a time,
+``voices.upload_spacing_ms`` apart, so ten voices uploaded at once do not pause its streams
+ten clips long.
+
 Voices are known to workers, and locked, by their worker name (``gateway.voices.owners``:
 each owner has its own namespace, workers have one). Names are locked per voice
 (exclusive for add/delete, shared for replay), and a replay
@@ -37,6 +41,7 @@ from gateway.voices.errors import VoiceError
 from gateway.voices.locks import NameLocks
 from gateway.voices.names import name_key
 from gateway.voices.owners import ADMIN, worker_name
+from gateway.voices.pacing import UploadPacer
 from gateway.voices.store import Voice, VoiceStore
 
 log = logging.getLogger(__name__)
@@ -157,6 +162,7 @@ class VoiceRegistry:
         timeout_s: float | None = None,
         prune: bool | None = None,
         replay_concurrency: int = 4,
+        streams: Callable[[str], int] = lambda base_url: 0,
     ) -> None:
         self.store = store
         self._client = client
@@ -164,6 +170,7 @@ class VoiceRegistry:
         self._timeout = httpx.Timeout(timeout_s if timeout_s is not None else store.config.worker_timeout_s)
         self._prune = store.config.replay_prune if prune is None else prune
         self._replay_concurrency = replay_concurrency
+        self._pacer = UploadPacer(streams, store.config.upload_spacing_ms / 1000.0)
         self._locks = NameLocks()
         # Bumped by every add/delete; a replay repeats while it moved (see module docstring).
         self._generation = 0
@@ -386,7 +393,8 @@ class VoiceRegistry:
             form["speaker_description"] = voice.speaker_description
         # The worker takes the MIME type from the part's content type: send the sniffed one.
         files = {"audio_sample": (f"{voice.worker_name}.{voice.ext}", audio, voice.mime_type)}
-        return await self._client.post(_url(base_url), data=form, files=files, timeout=self._timeout)
+        async with self._pacer.turn(base_url):
+            return await self._client.post(_url(base_url), data=form, files=files, timeout=self._timeout)
 
     async def _delete(self, base_url: str, name: str) -> httpx.Response:
         return await self._client.delete(f"{_url(base_url)}/{quote(name, safe='')}", timeout=self._timeout)

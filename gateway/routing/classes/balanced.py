@@ -26,7 +26,7 @@ from gateway.types.view import RequestInfo
 def plan(request: RequestInfo, context: Context) -> Plan:
     frames = audio_seconds_for(request.input_chars) * FRAMES_PER_SECOND
     room = (WITHIN_CAP, UnderRtfCeiling(context.thresholds.balanced_rtf_ceiling), LeavesLatencyReserve(context.latency_reserve))
-    return Plan((Stage(room, own_time_plus_delay(frames), reasons.FASTEST_FINISH),), reasons.QUEUED_ALL_FULL)
+    return Plan((Stage(room, own_time_plus_delay(frames), reasons.FASTEST_FINISH, own_time=True),), reasons.QUEUED_ALL_FULL)
 
 
 RULES = SlaRules(SlaClass.BALANCED, plan)

@@ -42,7 +42,7 @@ def plan(request: RequestInfo, context: Context) -> Plan:
         (
             Stage((_OFF_LOW_LATENCY, WITHIN_CAP, meets), cheapest, reasons.DEADLINE_MET),
             Stage((WITHIN_CAP, LeavesLatencyReserve(context.latency_reserve), meets), cheapest, reasons.DEADLINE_MET),
-            Stage((WITHIN_CAP,), predicted_ttfp, reasons.DEADLINE_MISSED),
+            Stage((WITHIN_CAP,), predicted_ttfp, reasons.DEADLINE_MISSED, own_time=True),
         ),
         reasons.QUEUED_ALL_FULL,
     )

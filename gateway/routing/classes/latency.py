@@ -40,11 +40,11 @@ _ON_LOW_LATENCY = InPool(LL)
 def plan(request: RequestInfo, context: Context) -> Plan:
     anywhere = (WITHIN_CAP, UnderRtfCeiling(context.thresholds.balanced_rtf_ceiling))
     if not any(w.pool is LL for w in context.fleet):  # none at all (a retry's tried ones count)
-        return Plan((Stage(anywhere, predicted_ttfp, reasons.NO_LL_WORKERS),), reasons.QUEUED_ALL_FULL)
-    fastest = Stage((_ON_LOW_LATENCY, WITHIN_CAP), predicted_ttfp, reasons.FASTEST_TTFP)
+        return Plan((Stage(anywhere, predicted_ttfp, reasons.NO_LL_WORKERS, own_time=True),), reasons.QUEUED_ALL_FULL)
+    fastest = Stage((_ON_LOW_LATENCY, WITHIN_CAP), predicted_ttfp, reasons.FASTEST_TTFP, own_time=True)
     if not request.waited_out:
         return Plan((fastest,), reasons.QUEUED_LL_FULL)
-    return Plan((fastest, Stage(anywhere, predicted_ttfp, reasons.SPILL_LL_FULL)), reasons.QUEUED_ALL_FULL)
+    return Plan((fastest, Stage(anywhere, predicted_ttfp, reasons.SPILL_LL_FULL, own_time=True)), reasons.QUEUED_ALL_FULL)
 
 
 def queue_budget_s(request: RequestInfo, thresholds: RoutingThresholds) -> float:

@@ -21,7 +21,7 @@ from gateway.types.view import RequestInfo
 
 def plan(request: RequestInfo, context: Context) -> Plan:
     assert request.pool_pin is not None  # the policy routes here only pinned requests
-    return Plan((Stage((InPool(request.pool_pin), WITHIN_CAP), predicted_ttfp, reasons.PINNED_POOL),), reasons.QUEUED_ALL_FULL)
+    return Plan((Stage((InPool(request.pool_pin), WITHIN_CAP), predicted_ttfp, reasons.PINNED_POOL, own_time=True),), reasons.QUEUED_ALL_FULL)
 
 
 # The class is the request's own; only the plan differs (the class still names its queue).

@@ -200,3 +200,29 @@ async def test_reports_include_leases_taken_since(tmp_path: Path) -> None:
     assert fleet.view.snapshot().workers[0].load == 4
     clock.now += 10  # stale: local count only (fail open)
     assert fleet.view.snapshot().workers[0].load == 1
+
+
+async def test_a_dead_engine_or_a_refusal_after_a_failure_ejects_at_once(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    await ready_worker(fleet, "low_latency-0")
+    await ready_worker(fleet, "low_latency-1")
+    dead, stopped = fleet.members.get("low_latency-0"), fleet.members.get("low_latency-1")
+    assert dead is not None and stopped is not None
+    ejections: list[str] = []
+    fleet.events.on_ejection(lambda w, reason: ejections.append(f"{w.worker_id} {reason}"))
+    fleet.health.failed_after_arrival(dead, "500: EngineCore encountered an issue.", engine_dead=True)
+    fleet.health.failed_after_arrival(stopped, "cut before audio", engine_dead=False)
+    assert stopped.state is WorkerState.READY, "one failure that may follow the request is not an ejection"
+    fleet.health.request_failed(stopped, "connect", "Connection refused", True)
+    assert ejections == ["low_latency-0 engine_dead", "low_latency-1 stopped_listening"]
+
+
+async def test_a_success_between_a_failure_and_a_refusal_makes_the_refusal_an_ordinary_failure(tmp_path: Path) -> None:
+    fleet = make_fleet(tmp_path)
+    await ready_worker(fleet)
+    worker = fleet.members.get("low_latency-0")
+    assert worker is not None
+    fleet.health.failed_after_arrival(worker, "cut before audio", engine_dead=False)
+    fleet.health.request_succeeded(worker)
+    fleet.health.request_failed(worker, "connect", "Connection refused", True)
+    assert (worker.state, worker.consecutive_failures) == (WorkerState.READY, 1)

@@ -152,4 +152,6 @@ def test_effective_thresholds_resolve_defaults(knobs: dict, expect_threshold: fl
         "adaptive_latency_reserve": 1.0,  # a switch, shown as 1 / 0
         "latency_queue_budget_ms": 150.0,
         "ttfp_budget_queue_fraction": 0.5,
+        "voice_affinity": 1.0,
+        "voice_affinity_bonus_ms": 40.0,
     }

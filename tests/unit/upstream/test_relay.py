@@ -11,7 +11,7 @@ import pytest
 from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
 from gateway.pools.lease import Lease
-from gateway.types import PoolName, SlaClass
+from gateway.types import PoolName, SlaClass, WorkerState
 from gateway.types.decision import Action, Decision
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.types.observations import StreamOutcome
@@ -200,7 +200,6 @@ FOLLOWING_FAILURES = {
         ("empty_200", 400, "no_audio", "max_new_tokens"),
         ("cut_before_audio", 400, "unservable_request", None),
         ("silence", 504, "upstream_timeout", None),  # the fleet's answer: slow is not wrong
-        ("engine_dead", 502, "upstream_error", None),  # dead engines are the fleet's trouble
     ],
 )
 async def test_the_same_failure_on_a_second_worker_is_the_requests_and_ejects_nobody(
@@ -226,6 +225,58 @@ async def test_the_same_failure_on_a_second_worker_is_the_requests_and_ejects_no
     assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
 
 
+async def test_a_worker_whose_engine_died_is_out_of_routing_at_once_and_the_request_served_elsewhere(tmp_path: Path) -> None:
+    relay, transport, observer, fleet = relay_over(
+        tmp_path, {LL_URL: [FakeResponse(500, body=ENGINE_DEAD)], LL2_URL: [FakeResponse(200, [AUDIO])]}
+    )
+    ejections: list[str] = []
+    fleet.events.on_ejection(lambda worker, reason: ejections.append(f"{worker.worker_id} {reason}"))
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert stream.worker.worker_id == "ll-1" and transport.calls == [LL_URL, LL2_URL]
+    assert fleet.members.get("ll-0").state is WorkerState.EJECTED
+    assert ejections == ["ll-0 engine_dead"], "at once: one answer, not eject_after_failures of them"
+    await stream.close(StreamOutcome.COMPLETED)
+
+
+async def test_two_dead_engines_cost_two_attempts_a_502_and_no_count(tmp_path: Path) -> None:
+    dead = [FakeResponse(500, body=ENGINE_DEAD)]
+    relay, transport, observer, fleet = relay_over(tmp_path, {LL_URL: dead, LL2_URL: list(dead), HT_URL: []}, retries=2)
+    with pytest.raises(GatewayError) as caught:
+        await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert (caught.value.status, caught.value.code) == (502, "upstream_error")  # the fleet's trouble
+    assert transport.calls == [LL_URL, LL2_URL], "a second worker settles it: no third attempt"
+    for worker_id in ("ll-0", "ll-1"):
+        # Not blame (nothing counted): a worker that said its engine died serves nothing more.
+        worker = fleet.members.get(worker_id)
+        assert (worker.consecutive_failures, worker.state) == (0, WorkerState.EJECTED)
+    assert fleet.members.get("ht-0").state is WorkerState.READY
+
+
+@pytest.mark.parametrize(
+    "first_failure", ["cut_before_audio", "500", "empty_200"],
+)
+async def test_a_refusal_right_after_a_failed_request_ejects_at_once(tmp_path: Path, first_failure: str) -> None:
+    refused = UpstreamError(UpstreamErrorKind.CONNECT, "Cannot connect to host ll-0.test:80 [Connection refused]")
+    relay, _, observer, fleet = relay_over(
+        tmp_path,
+        {LL_URL: [FOLLOWING_FAILURES[first_failure](), refused], LL2_URL: [FakeResponse(200, [AUDIO]), FakeResponse(200, [AUDIO])]},
+    )  # fmt: skip
+    for _ in range(2):  # the released worker cuts what it had, then stops listening
+        stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+        assert stream.worker.worker_id == "ll-1"
+        await stream.close(StreamOutcome.COMPLETED)
+    assert fleet.members.get("ll-0").state is WorkerState.EJECTED
+
+
+async def test_a_refusal_alone_counts_as_one_failure(tmp_path: Path) -> None:
+    refused = UpstreamError(UpstreamErrorKind.CONNECT, "Connection refused")
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [refused], LL2_URL: [FakeResponse(200, [AUDIO])]})
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    await stream.close(StreamOutcome.COMPLETED)
+    worker = fleet.members.get("ll-0")
+    assert (worker.state, worker.consecutive_failures) == (WorkerState.READY, 1)
+
+
 @pytest.mark.parametrize("failure", sorted(FOLLOWING_FAILURES))
 async def test_a_failure_another_worker_hid_counts_against_the_first_worker(tmp_path: Path, failure: str) -> None:
     relay, _, observer, fleet = relay_over(
@@ -234,7 +285,10 @@ async def test_a_failure_another_worker_hid_counts_against_the_first_worker(tmp_
     stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert stream.worker.worker_id == "ll-1"
     first = fleet.members.get("ll-0")
-    assert first.consecutive_failures == 1 and first.last_error, "the request was fine: the failure was the worker's"
+    if failure == "engine_dead":  # out already: counting it changes nothing
+        assert first.state is WorkerState.EJECTED and first.last_error
+    else:
+        assert first.consecutive_failures == 1 and first.last_error, "the request was fine: the failure was the worker's"
     await stream.close(StreamOutcome.COMPLETED)
 
 

@@ -1,0 +1,43 @@
+"""The voice-clone trace, its repeated-voice figures and the upload-stall gaps."""
+
+from __future__ import annotations
+
+from gateway.bench.client import RequestResult
+from gateway.bench.scenarios import repeated_voice_stats
+from gateway.bench.traces import voice_clone
+from gateway.bench.upload_stall import _gaps
+from gateway.bench.voice_clone import clip_wav
+from gateway.types import SlaClass
+
+
+def test_the_voice_clone_trace_is_seeded_and_uses_every_voice_index() -> None:
+    arrivals = voice_clone(5.0, 60.0, seed=3, voices=4)
+    assert arrivals == voice_clone(5.0, 60.0, seed=3, voices=4)
+    assert {a.voice for a in arrivals} == {0, 1, 2, 3}
+    assert all(a.sla_class is SlaClass.LATENCY for a in arrivals)
+
+
+def test_each_voice_has_its_own_clip() -> None:
+    assert clip_wav(0, 1.0) != clip_wav(1, 1.0)
+    assert clip_wav(0, 1.0)[:4] == b"RIFF"
+
+
+def result(voice: str, sent_s: float, ttfp_s: float) -> RequestResult:
+    return RequestResult(None, 10, sent_s, status=200, ttfp_s=ttfp_s, pcm_bytes=10, voice=voice)
+
+
+def test_repeated_voices_are_those_used_earlier_in_the_trace() -> None:
+    results = [result("b", 2.0, 0.02), result("a", 0.0, 0.05), result("a", 1.0, 0.01), result("a", 3.0, 0.03)]
+    stats = repeated_voice_stats(results, time_scale=0.1)
+    assert stats["first"]["count"] == 2 and stats["repeated"]["count"] == 2
+    assert abs(stats["repeated"]["ttfp_p50_s"] - 0.2) < 1e-9  # modelled: (0.1 + 0.3) / 2
+    assert abs(stats["first"]["ttfp_p50_s"] - 0.35) < 1e-9
+
+
+def test_chunk_gaps_during_and_before_the_uploads() -> None:
+    stream = RequestResult(None, 10, 0.0, status=200)
+    stream.chunks = [(0.1, 1), (0.2, 1), (0.25, 1), (0.9, 1), (1.0, 1)]  # a 0.65 s pause at 0.25-0.9
+    untouched = RequestResult(None, 10, 2.0, status=200)
+    untouched.chunks = [(0.1, 1), (0.2, 1)]
+    during, before = _gaps([stream, untouched], begin=0.5, end=0.8)
+    assert [round(g, 2) for g in during] == [0.65] and [round(g, 2) for g in before] == [0.1]
