@@ -32,6 +32,9 @@ SENTENCES = (
     "At dusk it trots home across the fields.",
 )
 SEED = 42  # the workers' default: the reference audio is asked for without one
+# Pipecat's test runner ends the pipeline a fixed time after the last frame: long enough for
+# the last reply's audio on a busy machine (1 s was not, under a full suite on 2 cores).
+SETTLE_S = 5.0
 LONG = " ".join(["Now a much longer reply that the listener will interrupt halfway through."] * 24)
 
 
@@ -62,7 +65,7 @@ def audio_by_context(frames: list) -> dict[str, float]:
 
 async def test_a_streamed_reply_is_spoken_in_full(stack: Stack) -> None:
     service = HiggsSessionTTSService(base_url=stack.url, voice="alloy", session_config={"seed": SEED})
-    down, _ = await run_test(service, frames_to_send=[*reply(" ".join(SENTENCES)), SleepFrame(1.0)])
+    down, _ = await run_test(service, frames_to_send=[*reply(" ".join(SENTENCES)), SleepFrame(SETTLE_S)])
     heard = audio_by_context(down)
     assert len(heard) == 1, heard
     want = sum(seconds(stack, sentence) for sentence in SENTENCES)
@@ -73,7 +76,7 @@ async def test_a_streamed_reply_is_spoken_in_full(stack: Stack) -> None:
 
 async def test_an_interruption_drops_the_reply_and_keeps_the_socket(stack: Stack) -> None:
     service = HiggsSessionTTSService(base_url=stack.url, voice="alloy", session_config={"seed": SEED})
-    frames = [*reply(LONG), SleepFrame(0.1), InterruptionFrame(), *reply(SENTENCES[0]), SleepFrame(1.0)]
+    frames = [*reply(LONG), SleepFrame(0.1), InterruptionFrame(), *reply(SENTENCES[0]), SleepFrame(SETTLE_S)]
     down, _ = await run_test(service, frames_to_send=frames)
     heard = audio_by_context(down)
     assert len(heard) == 2, heard
