@@ -39,14 +39,7 @@ def create_router(voices_config: VoicesConfig, max_body_bytes: int, admin_auth: 
     async def upload_voice(request: Request) -> dict[str, Any]:
         check(request)
         upload = await read_voice_upload(request, limit, body_limit)
-        result = await voices.add(
-            upload.name,  # type: ignore[arg-type]  # validated by the store
-            upload.audio,
-            consent=upload.consent,
-            ref_text=upload.ref_text,
-            speaker_description=upload.speaker_description,
-            owner=ADMIN,
-        )
+        result = await upload.register(voices, owner=ADMIN)
         voice = result.voice
         return {"success": True, "voice": {"id": voice.name, "owner": voice.owner, **voice.public()}, "workers": result.summary()}
 

@@ -18,6 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from gateway.errors import GatewayError, bad_request
+from gateway.voices.registry import FanOutResult, VoiceRegistry
 
 # The form's text fields and multipart framing on top of the audio: name (64), consent
 # (256), ref_text (2000 characters, up to 4 bytes each), speaker_description (1000), boundaries.
@@ -32,6 +33,19 @@ class VoiceUpload:
     consent: object
     ref_text: object
     speaker_description: object
+
+    async def register(self, voices: VoiceRegistry, owner: str, owner_limit: int | None = None) -> FanOutResult:
+        """Store it as ``owner``'s voice and upload it to the workers (one path for
+        ``/v1/audio/voices`` and ``/admin/voices``)."""
+        return await voices.add(
+            self.name,  # type: ignore[arg-type]  # validated by the store
+            self.audio,
+            consent=self.consent,
+            ref_text=self.ref_text,
+            speaker_description=self.speaker_description,
+            owner=owner,
+            owner_limit=owner_limit,
+        )
 
 
 def upload_body_limit(max_upload_bytes: int, max_body_bytes: int) -> int:

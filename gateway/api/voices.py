@@ -50,15 +50,7 @@ def create_router(
     async def upload_voice(request: Request) -> dict[str, Any]:
         key = await auth.check(request.headers)
         upload = await read_voice_upload(request, limit, body_limit)
-        result = await voices.add(
-            upload.name,  # type: ignore[arg-type]  # validated by the store
-            upload.audio,
-            consent=upload.consent,
-            ref_text=upload.ref_text,
-            speaker_description=upload.speaker_description,
-            owner=voice_owner(key),
-            owner_limit=quota(key),
-        )
+        result = await upload.register(voices, owner=voice_owner(key), owner_limit=quota(key))
         return {"success": True, "voice": {"id": result.voice.name, **result.voice.public()}, "workers": result.counts()}
 
     @router.delete("/v1/audio/voices/{name}")
