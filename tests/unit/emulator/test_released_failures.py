@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,26 +16,16 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.deploy_profile import DeployProfile
-from gateway.emulator.app import EmulatorSettings, create_app
+from gateway.emulator.app import create_app
 from gateway.emulator.engine_death import ENGINE_DEAD_MESSAGE
 from gateway.emulator.ref_cache import CODE_CACHE_MAX_ENTRIES, ReferenceCaches, ResolvedClip
-from gateway.emulator.spoken import SpeechAudio
 from gateway.worker_timing import StepModel
 from tests.support.clip_server import clip_server, tone_wav
+from tests.unit.emulator.test_released_worker_fidelity import PCM_STREAM, settings
 
-MODEL = "bosonai/higgs-audio-v3-tts-4b"
 TEXT = "The quick brown fox jumps over the lazy dog."
 # CJK extension B: 3 tokens a character (byte fallback), 2800 of them pass 8192 tokens.
 OVERLONG = "\U00020000" * 2800
-PCM_STREAM = {"stream_format": "audio", "response_format": "pcm"}
-
-
-def settings(profile: DeployProfile, tmp_path: Path, **changes: Any) -> EmulatorSettings:
-    options: dict[str, Any] = {
-        "model": MODEL, "profile": profile, "voices_dir": tmp_path / "speakers", "time_scale": 0.001,
-        "audio": functools.partial(SpeechAudio, speak=False),
-    }  # fmt: skip
-    return EmulatorSettings(**{**options, **changes})
 
 
 @pytest.fixture
