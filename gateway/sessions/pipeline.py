@@ -17,7 +17,8 @@ its ``audio.done``, and ``session.done`` after an utterance's last sentence.
 
 ``cancel`` (barge-in) and ``close`` (the session ends) stop the delivery first (no audio
 follows), then cancel every sentence's request together and return once all their slots
-are free.
+are free. After a barge-in the player is taken as silent: the client dropped what it had
+not played, so the next utterance's first sentence is dispatched at once.
 """
 
 from __future__ import annotations
@@ -173,6 +174,10 @@ class SentencePipeline:
         # text): its bytes are counted until its end is delivered.
         utterances = sorted({entry.utterance for entry in self._entries} | sent.keys())
         await self._stop_everything()
+        # The listener's player drops what it had not played yet: the next utterance plays
+        # at once, so its first sentence is dispatched now, not once the cancelled audio
+        # would have played out (which held it back by all of that audio past the window).
+        self._playback = Playback()
         return {utterance: sent.pop(utterance, 0) for utterance in utterances}
 
     async def close(self) -> None:

@@ -26,9 +26,10 @@ from gateway.types import SPEECH_PATH
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
 from gateway.types import SlaClass
+from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.observations import AttemptLog, StreamOutcome
 from gateway.worker_payload import WorkerPayloads
-from tests.support.deadline import within
+from tests.support.deadline import until, within
 from tests.unit.sessions.fakes import NullSessionObserver
 from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, ready_fleet
 
@@ -262,6 +263,29 @@ async def test_barge_in_cancels_every_request_at_once_and_the_session_goes_on(tm
     assert await run is SessionEnd.CLIENT_GONE
     await asyncio.sleep(0)
     assert asyncio.all_tasks() - tasks_before <= {run}  # no sentence or delivery task left
+
+
+async def test_after_a_barge_in_the_next_reply_is_requested_at_once(tmp_path: Path) -> None:
+    """The listener's player drops what it had not played: a reply after a barge-in is not
+    held back until the cancelled audio would have played out (it was, by all of that audio
+    past the look-ahead window: 50 s here)."""
+    rig = Rig(tmp_path)  # a 10 s window
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "One long sentence here. "})
+    _, first = await rig.transport.nth(0)
+    minute = b"\x01\x00" * (BYTES_PER_SECOND * 60 // 2)
+    first.feed.put_nowait(minute)  # a fast worker: a minute of audio sent in a moment
+    await until(lambda: minute in rig.socket.sent, 5, "the minute of audio delivered")
+    rig.socket.client_sends({"type": "input.cancel"})
+    await rig.socket.until("input.cancelled")
+    rig.socket.client_sends({"type": "input.text", "text": "Again."})
+    rig.socket.client_sends({"type": "input.done"})
+    _, again = await within(5, rig.transport.nth(1))
+    assert again.body["input"] == "Again."
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
+    assert rig.inflight() == 0
 
 
 async def test_barge_in_while_the_reply_waits_for_text_counts_the_bytes_already_sent(tmp_path: Path) -> None:
