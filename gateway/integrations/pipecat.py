@@ -3,10 +3,16 @@
 One WebSocket to ``/v1/audio/speech/stream`` per pipeline, opened when the pipeline
 starts and kept alive with an empty ``input.text`` every few seconds (the gateway ends a
 session idle for ``sessions.idle_timeout_s``). Each Pipecat turn (audio context) is one
-utterance of the session: its sentences go in as ``input.text``, the end of the turn is
+utterance of the session: its text goes in as ``input.text``, the end of the turn is
 ``input.done``, and the audio of every sentence comes back on the same socket while the
 gateway pipelines the next. An interruption sends ``input.cancel`` and the cancelled
-utterance's audio, whatever of it is still on the wire, is dropped here: no reconnect.
+utterance's audio, whatever of it is still on the wire, is dropped here: no reconnect. So
+is the interrupted reply's text that reaches the service after the interruption.
+
+The LLM's tokens go to the gateway as they come (Pipecat's ``TextAggregationMode.TOKEN``,
+the default here): the gateway cuts the sentences itself, with the worker's rules, so
+Pipecat's own sentence aggregation would only add its wait for the next word before each
+sentence is sent. ``text_aggregation_mode=TextAggregationMode.SENTENCE`` still works.
 
 Which utterance a frame belongs to follows the gateway's numbering (0, 1, ... : one more
 after every ``input.done``, and after a cancel of an utterance still taking text), which
@@ -19,9 +25,18 @@ import json
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-from pipecat.frames.frames import Frame, StartFrame, TTSAudioRawFrame, TTSStoppedFrame
+from pipecat.frames.frames import (
+    Frame,
+    InterruptionFrame,
+    LLMFullResponseStartFrame,
+    LLMTextFrame,
+    StartFrame,
+    TTSAudioRawFrame,
+    TTSStoppedFrame,
+)
+from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import TTSSettings
-from pipecat.services.tts_service import WebsocketTTSService
+from pipecat.services.tts_service import TextAggregationMode, WebsocketTTSService
 from websockets.protocol import State
 
 from gateway.integrations.session_client import AGENT_CONFIG, KEEPALIVE, KEEPALIVE_S, SAMPLE_RATE, stream_url
@@ -42,6 +57,8 @@ class HiggsSessionTTSService(WebsocketTTSService):
     ) -> None:
         """``base_url``: the gateway (``http://host:8000``); ``session_config``: any other
         ``session.config`` field (``seed``, ``ref_audio``, ``language``, ...)."""
+        if "text_aggregation_mode" not in kwargs and "aggregate_sentences" not in kwargs:
+            kwargs["text_aggregation_mode"] = TextAggregationMode.TOKEN
         super().__init__(
             push_stop_frames=True,
             push_start_frame=True,
@@ -60,6 +77,7 @@ class HiggsSessionTTSService(WebsocketTTSService):
         self._open_context: str | None = None  # the turn whose text the open utterance takes
         self._contexts: dict[int, str] = {}  # utterance index -> turn, until its session.done
         self._playing: int | None = None  # the utterance of the sentence whose PCM is arriving
+        self._interrupted = False  # since an interruption, until the next reply starts
         self.connects = 0  # sockets opened: 1 for a pipeline whose socket never broke
 
     def can_generate_metrics(self) -> bool:
@@ -114,6 +132,18 @@ class HiggsSessionTTSService(WebsocketTTSService):
 
     # ---- text in ------------------------------------------------------------------------
 
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        if isinstance(frame, InterruptionFrame):
+            self._interrupted = True  # first: handling it lets queued frames run
+        elif isinstance(frame, LLMFullResponseStartFrame):
+            self._interrupted = False
+        elif isinstance(frame, LLMTextFrame) and self._interrupted:
+            # The interrupted reply's tokens that were still in this processor's queue: an
+            # InterruptionFrame (a system frame) overtakes them there, so they come after it,
+            # and would be spoken as a new turn.
+            return
+        await super().process_frame(frame, direction)
+
     async def run_tts(self, text: str, context_id: str) -> AsyncGenerator[Frame | None, None]:
         if self._websocket is None or self._websocket.state is not State.OPEN:
             await self._connect()
@@ -123,8 +153,9 @@ class HiggsSessionTTSService(WebsocketTTSService):
             self._open_context = context_id
             self._contexts[self._utterance] = context_id
         await self.start_tts_usage_metrics(text)
-        # Sentences arrive without the space between them; the gateway splits the joined text.
-        await self._send({"type": "input.text", "text": text if text.endswith((" ", "\n")) else text + " "})
+        if not self._is_streaming_tokens and not text.endswith((" ", "\n")):
+            text += " "  # aggregated sentences come without the space between them
+        await self._send({"type": "input.text", "text": text})
         yield None  # the audio comes on the receive task
 
     async def flush_audio(self, context_id: str | None = None) -> None:

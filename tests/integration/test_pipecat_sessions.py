@@ -36,6 +36,7 @@ from pipecat.frames.frames import (  # noqa: E402
 from pipecat.pipeline.pipeline import Pipeline  # noqa: E402
 from pipecat.pipeline.worker import PipelineWorker  # noqa: E402
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
+from pipecat.services.tts_service import TextAggregationMode  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
 from gateway.integrations.pipecat import HiggsSessionTTSService  # noqa: E402
@@ -66,9 +67,9 @@ def reply(text: str, size: int = 6) -> list[Frame]:
     return [LLMFullResponseStartFrame(), *tokens, LLMFullResponseEndFrame()]
 
 
-def service(stack: Stack) -> HiggsSessionTTSService:
+def service(stack: Stack, **kwargs: object) -> HiggsSessionTTSService:
     return HiggsSessionTTSService(
-        base_url=stack.url, voice="alloy", session_config={"seed": SEED}, stop_frame_timeout_s=2 * WAIT_S
+        base_url=stack.url, voice="alloy", session_config={"seed": SEED}, stop_frame_timeout_s=2 * WAIT_S, **kwargs
     )
 
 
@@ -141,8 +142,10 @@ def errors(frames: list[Frame]) -> list[str]:
     return [frame.error for frame in frames if isinstance(frame, ErrorFrame)]
 
 
-async def test_a_streamed_reply_is_spoken_in_full(stack: Stack) -> None:
-    tts = service(stack)
+@pytest.mark.parametrize("mode", [None, TextAggregationMode.SENTENCE], ids=["tokens", "sentences"])
+async def test_a_streamed_reply_is_spoken_in_full(stack: Stack, mode: TextAggregationMode | None) -> None:
+    """The service's default hands the gateway the LLM's tokens; Pipecat's sentences work too."""
+    tts = service(stack) if mode is None else service(stack, text_aggregation_mode=mode)
     async with pipeline(tts) as (worker, heard, up):
         await worker.queue_frames(reply(" ".join(SENTENCES)))
         await heard.until("the reply's end", lambda frames: len(heard.stops()) == 1)
@@ -156,12 +159,18 @@ async def test_a_streamed_reply_is_spoken_in_full(stack: Stack) -> None:
 
 
 async def test_an_interruption_drops_the_reply_and_keeps_the_socket(stack: Stack) -> None:
+    """The rest of the interrupted reply's tokens are still in the service's queue when the
+    interruption comes (put there in one go, so the interruption, a system frame, overtakes
+    them): they come after it, and must not be spoken."""
     tts = service(stack)
+    first_half, rest = reply(LONG)[:-1], reply(LONG)[-1:]
+    first_half, rest = first_half[: len(first_half) // 2], first_half[len(first_half) // 2 :] + rest
     async with pipeline(tts) as (worker, heard, up):
-        await worker.queue_frames(reply(LONG))
+        await worker.queue_frames(first_half)
         await heard.until("the first reply's audio", lambda frames: bool(audio_by_context(frames)))
         first_context = next(iter(audio_by_context(heard.frames)))
-        await worker.queue_frame(InterruptionFrame())  # the user speaks
+        for frame in [*rest, InterruptionFrame()]:  # the user speaks while the LLM still streams
+            await tts.queue_frame(frame)
         await worker.queue_frames(reply(SENTENCES[0]))
         await heard.until("the second reply's end", lambda frames: any(c != first_context for c in heard.stops()))
     spoken = audio_by_context(heard.frames)
