@@ -59,14 +59,13 @@ from gateway.pools.restarts import RestartDetector
 from gateway.pools.sink import WorkerSink
 from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.recorder import Recorder
+from gateway.routing import core as routing_core
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
+from gateway.routing.core import RoutingCore
 from gateway.routing.performance import PerformanceModel
-from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
-from gateway.routing.reserve import LatencyDemand
 from gateway.routing.thresholds import ThresholdStore
-from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
@@ -74,7 +73,7 @@ from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import SessionLimits
 from gateway.sessions.voice import SessionVoices
 from gateway.state.replicas import ReplicaSync
-from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend, create_shared_inflight
+from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend, create_shared_inflight, shares_inflight
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.mix import DesiredMix
 from gateway.supervisor.profile_change import ChangeFleet, ChangeObserver, ProfileChanger
@@ -264,21 +263,33 @@ def create_app(
     thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
     # Each pool's deploy profile, read once: slots, prior curves and the supervisor's check.
     profiles = load_pool_profiles(config)
-    # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
+    # Workers and routing: by prediction, every worker's curve learned from the streams the
+    # recorder sees; the `latency` traffic admission sees sizes the latency reserve.
     profile_priors = pool_priors(profiles)
-    # The `latency` traffic admission sees, which each refit turns into the latency reserve.
-    latency_demand = LatencyDemand()
-    performance = PerformanceModel(thresholds.current().learning, clock, profile_priors, latency_demand)
+    specs = pool_specs(config, profiles)
+    fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
+    core: RoutingCore[Lease] = routing_core.build(
+        thresholds.current(),
+        config.admission,
+        fleet.view.snapshot,
+        fleet.leases.lease,  # the slot is held as the policy chooses it
+        clock,
+        priors=profile_priors,
+        any_routable=fleet.view.any_routable,
+        thresholds=thresholds.thresholds,
+        # Replicas sharing Redis: a held slot is confirmed against every replica's leases.
+        confirm=Lease.confirm if shares_inflight(config.state) else None,
+    )
+    admission, performance = core.admission, core.performance
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
     # The fleet planner: arrivals counted at admission, the desired mix sized in the background.
     planner = FleetPlanner(config.planner, performance.snapshot, clock)
     recorder.watch_planner(planner)
+    if config.planner.enabled:
+        admission.count_arrivals(planner.record_arrival)
 
-    # Workers and routing.
-    specs = pool_specs(config, profiles)
-    fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
     # Replicas sharing Redis count each other's leases on every worker (None: one replica).
     inflight = create_shared_inflight(
         config.state,
@@ -290,18 +301,6 @@ def create_app(
     if inflight is not None:
         fleet.leases.share(inflight)
         fleet.view.show_sharing(inflight.describe)
-    admission: Admission[Lease] = Admission(
-        config.admission,
-        create_policy(thresholds.current().policy),
-        thresholds=thresholds.thresholds,
-        snapshot=RoutingSnapshot(fleet.view.snapshot, performance, thresholds.thresholds),
-        reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
-        any_routable=fleet.view.any_routable,
-        clock=clock,
-        on_arrival=planner.record_arrival if config.planner.enabled else None,
-        demand=latency_demand,
-        confirm=Lease.confirm if inflight is not None else None,
-    )
     fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)
     fleet.events.on_ejection(recorder.worker_ejected)
