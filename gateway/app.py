@@ -5,9 +5,10 @@ constructor, and assembles the one ASGI stack that ``serve``, ``demo`` and the t
 run::
 
     CORSMiddleware (when server.cors_origins is set)
-      SessionEntry: WebSocket /v1/audio/speech/stream -> SessionEndpoint (voice sessions)
-        SpeechEntry: POST /v1/audio/speech -> SpeechPipeline
-          FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
+      Entry: the request id, then its table (docs/architecture.md, "The ASGI stack"):
+        WebSocket /v1/audio/speech/stream -> SessionEndpoint.enter (voice sessions)
+        POST /v1/audio/speech -> SpeechEntry.enter -> SpeechPipeline
+        anything else -> FastAPI: every other route, error envelopes, lifespan -> start/stop
 
 Tests pass a transport (the relay's HTTP client), a control client (probes, load
 reports, voices, warm-up), a clock, a discovery factory, a stream observer, a tracer
@@ -37,9 +38,9 @@ from gateway.access_log import AccessLog
 from gateway.api import admin, admin_voices, health, models, playground, voices
 from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
+from gateway.api.entry import Entry, EntryPath
 from gateway.api.fast_path import SpeechEntry, speech_route
-from gateway.api.request_id import RequestIdMiddleware
-from gateway.api.session_entry import SessionEndpoint, SessionEntry
+from gateway.api.session_entry import SessionEndpoint
 from gateway.api.speech import SpeechPipeline
 from gateway.api.speech_request import max_speech_body_bytes
 from gateway.audio.delay import FirstAudioDelays
@@ -80,7 +81,7 @@ from gateway.supervisor.profile_change import ChangeFleet, ChangeObserver, Profi
 from gateway.supervisor.setup import build_supervisors
 from gateway.telemetry.request_context import send_request_id
 from gateway.telemetry.tracing import OtelTracing, PassThroughTracing, SpeechTracing
-from gateway.types import PoolName, WorkerState, reasons
+from gateway.types import SPEECH_PATH, SPEECH_STREAM_PATH, PoolName, WorkerState, reasons
 from gateway.types.observations import StreamObserver
 from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
@@ -435,9 +436,11 @@ def create_app(
     app.include_router(admin_voices.create_router(config.voices, config.server.max_body_bytes, AdminAuth(config.auth), voice_registry), include_in_schema=False)
     if config.server.playground:
         app.include_router(playground.create_router())
-    app.add_middleware(RequestIdMiddleware)
-
-    stack: ASGIApp = SessionEntry(sessions, SpeechEntry(speech, app))
+    # The entry table: the paths served before the framework (the request id set once for all).
+    stack: ASGIApp = Entry((
+        EntryPath("websocket", None, SPEECH_STREAM_PATH, sessions.enter),
+        EntryPath("http", "POST", SPEECH_PATH, SpeechEntry(speech).enter),
+    ), app)  # fmt: skip
     if config.server.cors_origins:
         stack = CORSMiddleware(
             stack,
