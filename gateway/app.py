@@ -63,7 +63,6 @@ from gateway.recorder import Recorder
 from gateway.routing import core as routing_core
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
-from gateway.routing.core import RoutingCore
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.prior import pool_priors
 from gateway.routing.thresholds import ThresholdStore
@@ -269,7 +268,7 @@ def create_app(
     profile_priors = pool_priors(profiles)
     specs = pool_specs(config, profiles)
     fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
-    core: RoutingCore[Lease] = routing_core.build(
+    core = routing_core.build(
         thresholds.current(),
         config.admission,
         fleet.view.snapshot,
