@@ -5,9 +5,10 @@ constructor, and assembles the one ASGI stack that ``serve``, ``demo`` and the t
 run::
 
     CORSMiddleware (when server.cors_origins is set)
-      SessionEntry: WebSocket /v1/audio/speech/stream -> SessionEndpoint (voice sessions)
-        SpeechEntry: POST /v1/audio/speech -> SpeechPipeline
-          FastAPI: request id, every other route, error envelopes, lifespan -> start/stop
+      Entry: the request id, then its table (docs/architecture.md, "The ASGI stack"):
+        WebSocket /v1/audio/speech/stream -> SessionEndpoint.enter (voice sessions)
+        POST /v1/audio/speech -> SpeechEntry.enter -> SpeechPipeline
+        anything else -> FastAPI: every other route, error envelopes, lifespan -> start/stop
 
 Tests pass a transport (the relay's HTTP client), a control client (probes, load
 reports, voices, warm-up), a clock, a discovery factory, a stream observer, a tracer
@@ -37,9 +38,9 @@ from gateway.access_log import AccessLog
 from gateway.api import admin, admin_voices, health, models, playground, voices
 from gateway.api.access import ApiKeyGate
 from gateway.api.errors import install_error_handlers
+from gateway.api.entry import Entry, EntryPath
 from gateway.api.fast_path import SpeechEntry, speech_route
-from gateway.api.request_id import RequestIdMiddleware
-from gateway.api.session_entry import SessionEndpoint, SessionEntry
+from gateway.api.session_entry import SessionEndpoint
 from gateway.api.speech import SpeechPipeline
 from gateway.api.speech_request import max_speech_body_bytes
 from gateway.audio.delay import FirstAudioDelays
@@ -59,14 +60,12 @@ from gateway.pools.restarts import RestartDetector
 from gateway.pools.sink import WorkerSink
 from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.recorder import Recorder
+from gateway.routing import core as routing_core
 from gateway.routing.admission import Admission
 from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
-from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
-from gateway.routing.reserve import LatencyDemand
 from gateway.routing.thresholds import ThresholdStore
-from gateway.routing.view import RoutingSnapshot
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
@@ -74,14 +73,14 @@ from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import SessionLimits
 from gateway.sessions.voice import SessionVoices
 from gateway.state.replicas import ReplicaSync
-from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend, create_shared_inflight
+from gateway.state.shared import SharedState, VoiceMirrorOnLoop, create_backend, create_shared_inflight, shares_inflight
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.mix import DesiredMix
 from gateway.supervisor.profile_change import ChangeFleet, ChangeObserver, ProfileChanger
 from gateway.supervisor.setup import build_supervisors
 from gateway.telemetry.request_context import send_request_id
 from gateway.telemetry.tracing import OtelTracing, PassThroughTracing, SpeechTracing
-from gateway.types import PoolName, WorkerState, reasons
+from gateway.types import SPEECH_PATH, SPEECH_STREAM_PATH, PoolName, WorkerState, reasons
 from gateway.types.observations import StreamObserver
 from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
@@ -264,21 +263,33 @@ def create_app(
     thresholds = ThresholdStore.in_data_dir(data_dir, config.routing)
     # Each pool's deploy profile, read once: slots, prior curves and the supervisor's check.
     profiles = load_pool_profiles(config)
-    # Routing by prediction: every worker's curve, learned from the streams the recorder sees.
+    # Workers and routing: by prediction, every worker's curve learned from the streams the
+    # recorder sees; the `latency` traffic admission sees sizes the latency reserve.
     profile_priors = pool_priors(profiles)
-    # The `latency` traffic admission sees, which each refit turns into the latency reserve.
-    latency_demand = LatencyDemand()
-    performance = PerformanceModel(thresholds.current().learning, clock, profile_priors, latency_demand)
+    specs = pool_specs(config, profiles)
+    fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
+    core = routing_core.build(
+        thresholds.current(),
+        config.admission,
+        fleet.view.snapshot,
+        fleet.leases.lease,  # the slot is held as the policy chooses it
+        clock,
+        priors=profile_priors,
+        any_routable=fleet.view.any_routable,
+        thresholds=thresholds.thresholds,
+        # Replicas sharing Redis: a held slot is confirmed against every replica's leases.
+        confirm=Lease.confirm if shares_inflight(config.state) else None,
+    )
+    admission, performance = core.admission, core.performance
     observers = [performance] if stream_observer is None else [performance, stream_observer]
     recorder = Recorder(metrics, access_log, observers)
 
     # The fleet planner: arrivals counted at admission, the desired mix sized in the background.
     planner = FleetPlanner(config.planner, performance.snapshot, clock)
     recorder.watch_planner(planner)
+    if config.planner.enabled:
+        admission.count_arrivals(planner.record_arrival)
 
-    # Workers and routing.
-    specs = pool_specs(config, profiles)
-    fleet = Fleet.build(config, specs, clock=clock, drained=drains.ids)
     # Replicas sharing Redis count each other's leases on every worker (None: one replica).
     inflight = create_shared_inflight(
         config.state,
@@ -290,18 +301,6 @@ def create_app(
     if inflight is not None:
         fleet.leases.share(inflight)
         fleet.view.show_sharing(inflight.describe)
-    admission: Admission[Lease] = Admission(
-        config.admission,
-        create_policy(thresholds.current().policy),
-        thresholds=thresholds.thresholds,
-        snapshot=RoutingSnapshot(fleet.view.snapshot, performance, thresholds.thresholds),
-        reserve=fleet.leases.lease,  # the slot is held as the policy chooses it
-        any_routable=fleet.view.any_routable,
-        clock=clock,
-        on_arrival=planner.record_arrival if config.planner.enabled else None,
-        demand=latency_demand,
-        confirm=Lease.confirm if inflight is not None else None,
-    )
     fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)
     fleet.events.on_ejection(recorder.worker_ejected)
@@ -436,9 +435,11 @@ def create_app(
     app.include_router(admin_voices.create_router(config.voices, config.server.max_body_bytes, AdminAuth(config.auth), voice_registry), include_in_schema=False)
     if config.server.playground:
         app.include_router(playground.create_router())
-    app.add_middleware(RequestIdMiddleware)
-
-    stack: ASGIApp = SessionEntry(sessions, SpeechEntry(speech, app))
+    # The entry table: the paths served before the framework (the request id set once for all).
+    stack: ASGIApp = Entry((
+        EntryPath("websocket", None, SPEECH_STREAM_PATH, sessions.enter),
+        EntryPath("http", "POST", SPEECH_PATH, SpeechEntry(speech).enter),
+    ), app)  # fmt: skip
     if config.server.cors_origins:
         stack = CORSMiddleware(
             stack,

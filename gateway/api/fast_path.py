@@ -1,12 +1,8 @@
-"""The speech route's ASGI entry: ``POST /v1/audio/speech`` straight to the speech pipeline.
+"""The speech route's entry: ``POST /v1/audio/speech`` straight to the speech pipeline.
 
-The speech route is the hot path and the gateway runs on few cores. Going through the
-framework costs a measurable share of a relayed request's CPU: the router, the exception
-and exit-stack middleware, the route wrapper, and one ``send`` wrapper per middleware
-that every audio chunk passes through. This entry hands speech requests to the pipeline
-(which renders its own errors) and sets the request id itself; every other request goes
-to the framework app. It sits inside the outer middleware (CORS), so those apply to
-speech exactly as to every other route.
+The speech route is the hot path: ``api.entry.Entry`` hands it here without the framework
+(the pipeline renders its own errors). The same endpoint is also a framework route, which
+only documents it and answers other methods on the path (``speech_route``).
 """
 
 from __future__ import annotations
@@ -14,34 +10,22 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from gateway.api.request_id import incoming_request_id
+from gateway.api.entry import id_header
 from gateway.api.speech import SPEECH_OPENAPI, SpeechPipeline
-from gateway.telemetry.request_context import REQUEST_ID
-from gateway.types import REQUEST_ID_HEADER, SPEECH_PATH
-
-_REQUEST_ID = REQUEST_ID_HEADER.encode()
+from gateway.types import SPEECH_PATH
 
 
 class SpeechEntry:
-    def __init__(self, pipeline: SpeechPipeline, app: ASGIApp) -> None:
+    def __init__(self, pipeline: SpeechPipeline) -> None:
         self.pipeline = pipeline
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != SPEECH_PATH or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        request_id = incoming_request_id(scope)
-        scope.setdefault("state", {})["request_id"] = request_id
-        token = REQUEST_ID.set(request_id)  # on every log line the request causes
-        try:
-            response = await self.pipeline.handle(Request(scope, receive), request_id)
-            response.raw_headers.append((_REQUEST_ID, request_id.encode()))
-            await response(scope, receive, send)
-        finally:
-            REQUEST_ID.reset(token)
+    async def enter(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
+        """``Entry``'s handler for POST /v1/audio/speech (the request id already set)."""
+        response = await self.pipeline.handle(Request(scope, receive), request_id)
+        response.raw_headers.append(id_header(request_id))
+        await response(scope, receive, send)
 
 
 def speech_route(pipeline: SpeechPipeline) -> APIRouter:

@@ -4,7 +4,7 @@ Everything the HTTP stack guarantees happens here before the upgrade, so a refus
 session is an ordinary HTTP answer (the OpenAI envelope, ``x-request-id``,
 ``Retry-After``) instead of a socket that opens and closes:
 
-- the request id: echoed or made, sent on the handshake response too;
+- the request id (``api.entry.Entry`` echoes or makes it) on the handshake response too;
 - the origin: a browser page may open a session only from the gateway's own origin or
   one of ``server.cors_origins`` (browsers do not apply CORS to WebSockets, so the
   server must; a client that is not a browser sends no ``Origin``);
@@ -34,12 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from gateway.api.access import ApiKeyGate, KeySession, voice_owner
 from gateway.api.errors import error_response
-from gateway.api.request_id import incoming_request_id
 from gateway.errors import GatewayError
 from gateway.routing.admission import Admission
 from gateway.sessions import messages
@@ -49,9 +48,8 @@ from gateway.sessions.pipeline import EncoderFactory, SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import Session, SessionEnd, SessionLimits
 from gateway.sessions.voice import SessionVoices
-from gateway.telemetry.request_context import REQUEST_ID
 from gateway.telemetry.tracing import PassThroughTracing, SessionTrace, SpeechTracing
-from gateway.types import REQUEST_ID_HEADER, SPEECH_STREAM_PATH, SlaClass
+from gateway.types import REQUEST_ID_HEADER, SlaClass
 
 log = logging.getLogger("gateway.sessions")
 
@@ -131,6 +129,11 @@ class SessionEndpoint:
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
         self.open_sessions = 0
+
+    async def enter(self, scope: Scope, receive: Receive, send: Send, request_id: str) -> None:
+        """``Entry``'s handler for the session path's WebSocket upgrades (the request id set)."""
+        query_key = take_query_key(scope)  # before anything reads or logs the path
+        await self.serve(WebSocket(scope, receive, send), request_id, query_key)
 
     async def serve(self, websocket: WebSocket, request_id: str, query_key: str | None = None) -> None:
         trace = self._tracing.session(websocket.scope["headers"], request_id)
@@ -260,24 +263,3 @@ async def _deny(websocket: WebSocket, error: GatewayError, request_id: str) -> N
     await websocket.accept()
     await websocket.send_text(messages.encode(messages.error(error.message)))
     await websocket.close(CLOSE_TRY_AGAIN if error.status in (429, 503) else 1008)
-
-
-class SessionEntry:
-    """The ASGI entry: WebSocket upgrades on the session path go to the endpoint, the rest on."""
-
-    def __init__(self, endpoint: SessionEndpoint, app: ASGIApp) -> None:
-        self.endpoint = endpoint
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket" or scope["path"] != SPEECH_STREAM_PATH:
-            await self.app(scope, receive, send)
-            return
-        request_id = incoming_request_id(scope)
-        scope.setdefault("state", {})["request_id"] = request_id
-        query_key = take_query_key(scope)  # before anything reads or logs the path
-        token = REQUEST_ID.set(request_id)  # on every log line the session causes
-        try:
-            await self.endpoint.serve(WebSocket(scope, receive, send), request_id, query_key)
-        finally:
-            REQUEST_ID.reset(token)

@@ -18,13 +18,14 @@ import asyncio
 import random
 import statistics
 import time
+from collections.abc import Callable
 
-from gateway.config import RoutingThresholds
+from gateway.config import AdmissionConfig, RoutingConfig, RoutingThresholds
 from gateway.deploy_profile import load_deploy_profile
+from gateway.routing import core as routing_core
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy
 from gateway.routing.prior import prior_curve
-from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, SlaClass
 from gateway.types.observations import PaceSample, StreamObservation
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
@@ -71,25 +72,19 @@ async def _decisions_while_learning(
     view = fleet_view(workers)
     priors = {w.pool: w.curve for w in view.workers if w.curve is not None}
     loop = asyncio.get_running_loop()
-    performance = PerformanceModel(clock=loop.time, priors=priors)  # type: ignore[arg-type]
     loads = LoadView(tuple(WorkerLoad(w.worker_id, w.pool, True, w.load, None, w.slots) for w in view.workers))
-    thresholds = RoutingThresholds()
-    snapshot = RoutingSnapshot(lambda: loads, performance, lambda: thresholds)
     policy = create_policy(policy_name)  # type: ignore[arg-type]
+    # The gateway's routing core over that fleet; decisions are timed on its view, no slot is taken.
+    core = routing_core.build(
+        RoutingConfig(), AdmissionConfig(), lambda: loads, _no_slot, loop.time,
+        priors=priors, any_routable=lambda: True, policy=policy,
+    )  # fmt: skip
+    performance, snapshot, thresholds = core.performance, core.snapshot, RoutingThresholds()
     rng = random.Random(1)
     steps: list[float] = []
-    recompute = performance._recompute
-
-    def timed_step(worker_ids: list[str], now: float) -> None:
-        started = time.perf_counter()
-        recompute(worker_ids, now)
-        steps.append((time.perf_counter() - started) * 1e6)
-
-    performance._recompute = timed_step  # type: ignore[method-assign]
     performance.track(loads)
     performance.refit()
-    steps.clear()
-    refit = asyncio.create_task(performance.run(lambda: loads, interval_s=0.0)) if learning else None
+    refit = asyncio.create_task(_timed_refits(performance, lambda: loads, steps)) if learning else None
     decide_times: list[float] = []
     times: list[float] = []
     classes = list(SlaClass)
@@ -114,6 +109,27 @@ async def _decisions_while_learning(
         if refit is not None:
             refit.cancel()
     return decide_times, times, steps
+
+
+_PASS_DONE = object()
+
+
+def _no_slot(worker_id: str) -> None:
+    raise AssertionError("the decision benchmark never admits a request")
+
+
+async def _timed_refits(performance: PerformanceModel, loads: Callable[[], LoadView], steps: list[float]) -> None:
+    """The gateway's background refit (``PerformanceModel.run`` with no pause between
+    passes), each step timed: what a decision may wait behind on the same event loop."""
+    while True:
+        performance.track(loads())
+        passing = performance.refit_steps()
+        done = False
+        while not done:
+            started = time.perf_counter()
+            done = next(passing, _PASS_DONE) is _PASS_DONE
+            steps.append((time.perf_counter() - started) * 1e6)
+            await asyncio.sleep(0)
 
 
 def time_decisions_while_learning(

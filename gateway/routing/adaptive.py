@@ -21,14 +21,13 @@ from gateway.routing.filters import PREDICTABLE, Untried
 from gateway.routing.outcomes import reject
 from gateway.routing.picker import TieBreak
 from gateway.routing.reserve import latency_reserve
-from gateway.routing.stages import place
+from gateway.routing.stages import FLEET_SCOPE, place
 from gateway.types import PoolName, SlaClass, reasons
 from gateway.types.decision import Action, Decision
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT
-FLEET_SCOPE = "fleet"  # ties rotate over the whole fleet
 
 CLASSES: dict[SlaClass, SlaRules] = {rules.sla: rules for rules in (latency.RULES, balanced.RULES, throughput.RULES)}
 

@@ -109,7 +109,6 @@ class Admission(Generic[SlotT]):
         reserve: Callable[[str], SlotT],
         any_routable: Callable[[], bool],
         clock: Clock = time.monotonic,
-        on_arrival: Callable[[RequestInfo], None] | None = None,
         demand: LatencyDemand | None = None,
         confirm: Callable[[SlotT], Awaitable[bool]] | None = None,
     ) -> None:
@@ -118,8 +117,8 @@ class Admission(Generic[SlotT]):
         # replica, the slot held here is the whole truth, and admission never awaits it.)
         self._confirm = confirm
         # Every request that reaches admission, counted for the fleet planner (a tally:
-        # two integer additions, no clock, no lock).
-        self._on_arrival = on_arrival
+        # two integer additions, no clock, no lock); ``count_arrivals`` sets it.
+        self._on_arrival: Callable[[RequestInfo], None] | None = None
         # Told of every `latency` arrival: the latency reserve is sized from them (off this path).
         self._demand = demand
         self._policy = policy
@@ -139,6 +138,11 @@ class Admission(Generic[SlotT]):
     def closed(self) -> bool:
         """True once the gateway started shutting down: every request is refused."""
         return self._closed
+
+    def count_arrivals(self, on_arrival: Callable[[RequestInfo], None]) -> None:
+        """Tell ``on_arrival`` of every request admission is asked to place (the fleet
+        planner's tally), before the policy answers."""
+        self._on_arrival = on_arrival
 
     def set_policy(self, policy: RoutingPolicy) -> None:
         """Swap the policy at run time (the admin API changed ``routing.policy``); a new

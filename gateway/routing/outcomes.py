@@ -1,15 +1,18 @@
-"""Building decisions for the slot-counting policies (`rules`, the baselines): route to
-the first option (a pool, in order of preference) with a free slot, else wait, or reject.
-They go through the same stages as `adaptive`: filters -> a scorer -> the picker."""
+"""The slot-counting policies' plans (`rules`, the baselines), and the answers that place nothing.
+
+``first_free`` is the plan those policies are made of: route to the first option (a pool,
+in order of preference) with a free slot, else wait. It runs through ``stages.place`` as
+every class of `adaptive` does: filters -> a scorer -> the picker.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 from gateway.routing.filters import FREE_SLOT, ROUTABLE, InPool, Untried
-from gateway.routing.picker import TieBreak
 from gateway.routing.scorers import Scorer, fewest_in_flight
-from gateway.routing.stages import routed
+from gateway.routing.stages import Plan, Stage
 from gateway.types import PoolName
 from gateway.types.decision import Action, Decision
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
@@ -18,24 +21,17 @@ from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 Option = tuple[PoolName, str]
 
 
-def candidates(view: LoadView, request: RequestInfo) -> Sequence[WorkerLoad]:
-    """Routable workers with a free slot that this request has not tried."""
-    return FREE_SLOT.keep(ROUTABLE.keep(Untried(request.tried).keep(view.workers)))
+@cache  # a handful of option lists per policy: each plan is built once
+def first_free(options: tuple[Option, ...], wait_reason: str, scorer: Scorer = fewest_in_flight) -> Plan:
+    """One stage per option: the pool's routable workers with a free slot, best ``scorer``
+    first (fewest in flight), ties rotating within the pool; else WAIT with ``wait_reason``."""
+    stages = (Stage((InPool(pool), ROUTABLE, FREE_SLOT), scorer, reason, scope=pool.value) for pool, reason in options)
+    return Plan(tuple(stages), wait_reason)
 
 
-def first_free(
-    view: LoadView, request: RequestInfo, ties: TieBreak, options: Sequence[Option], wait_reason: str,
-    scorer: Scorer = fewest_in_flight,
-) -> Decision:  # fmt: skip
-    """Route to the best worker (fewest in flight) of the first option with a free slot, else WAIT."""
-    free = candidates(view, request)
-    for pool, reason in options:
-        workers = InPool(pool).keep(free)
-        if workers:
-            chosen = ties.pick(workers, scorer(workers), pool.value)
-            assert chosen is not None
-            return routed(chosen, reason)
-    return wait(wait_reason)
+def untried(view: LoadView, request: RequestInfo) -> Sequence[WorkerLoad]:
+    """The workers a slot-counting plan chooses from: all but those a retry already tried."""
+    return Untried(request.tried).keep(view.workers)
 
 
 def wait(reason: str) -> Decision:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -163,7 +163,10 @@ class PerformanceModel:
         # Pools one of whose workers showed something since the last refit: their peers
         # lean on it, so the refit marks them all (not each observation: O(1) per request).
         self._dirty_pools: set[PoolName] = set()
-        self._published = CurveSnapshot.of({}, self._priors)
+        # Published at once, the latency reserve included: a decision before the first
+        # refit sees the demand's answer (no `latency` traffic yet), not a pinned reserve.
+        self._published: CurveSnapshot
+        self._publish()
 
     # --- membership (control path) ----------------------------------------------------
     def add_worker(self, worker_id: str, prior: Curve, pool: PoolName | None = None) -> None:
@@ -316,11 +319,18 @@ class PerformanceModel:
         return self._published
 
     async def refit_in_steps(self) -> None:
+        for _ in self.refit_steps():
+            await asyncio.sleep(0)
+
+    def refit_steps(self) -> Iterator[None]:
+        """One refit pass, ``RECOMPUTE_PER_STEP`` curves per ``next`` (the first step also
+        finds what is due, the last publishes): the caller yields to the event loop between
+        steps (``refit_in_steps``), or times each one (the decision benchmark)."""
         now = self._clock()
         due = self._start_refit(now)
         for start in range(0, len(due), self.RECOMPUTE_PER_STEP):
             if start:
-                await asyncio.sleep(0)
+                yield
             self._recompute(due[start : start + self.RECOMPUTE_PER_STEP], now)
         self._publish()
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from gateway.config import RoutingThresholds
 from gateway.routing.capacity import balanced_threshold, latency_reserve
-from gateway.routing.outcomes import Option, first_free, reject
+from gateway.routing.outcomes import Option, first_free, reject, untried
 from gateway.routing.picker import TieBreak
+from gateway.routing.stages import place
 from gateway.types import PoolName, SlaClass, reasons
 from gateway.types.decision import Decision
 from gateway.types.view import LoadView, RequestInfo
@@ -43,13 +44,13 @@ class RulesPolicy:
     def _latency(self, request: RequestInfo, view: LoadView) -> Decision:
         if not view.has_workers(LL):
             # Waiting for a pool with no workers is pointless: take high-throughput at once.
-            return first_free(view, request, self._ties, [(HT, reasons.NO_LL_WORKERS)], reasons.QUEUED_ALL_FULL)
+            return self._first_free(view, request, ((HT, reasons.NO_LL_WORKERS),), reasons.QUEUED_ALL_FULL)
         if not request.waited_out:
-            return first_free(view, request, self._ties, [(LL, reasons.LL_SLOT_FREE)], reasons.QUEUED_LL_FULL)
+            return self._first_free(view, request, ((LL, reasons.LL_SLOT_FREE),), reasons.QUEUED_LL_FULL)
         # Budget spent: any slot now. If none, keep waiting until admission's deadline rather
         # than reject; a slot freeing a moment later still beats an error.
-        options = [(LL, reasons.LL_SLOT_FREE), (HT, reasons.SPILL_LL_FULL)]
-        return first_free(view, request, self._ties, options, reasons.QUEUED_ALL_FULL)
+        options = ((LL, reasons.LL_SLOT_FREE), (HT, reasons.SPILL_LL_FULL))
+        return self._first_free(view, request, options, reasons.QUEUED_ALL_FULL)
 
     def _balanced(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         on_high_throughput = self._balanced_on_high_throughput = balanced_mode(
@@ -58,31 +59,34 @@ class RulesPolicy:
             balanced_threshold(thresholds, view),
             thresholds.balanced_hysteresis,
         )
-        options: list[Option]
+        options: tuple[Option, ...]
         if not view.has_workers(LL):
-            options = [(HT, reasons.NO_LL_WORKERS)]
+            options = ((HT, reasons.NO_LL_WORKERS),)
         elif not on_high_throughput:
-            options = [(LL, reasons.BALANCED_UNDER_THRESHOLD), (HT, reasons.SPILL_LL_FULL)]
+            options = ((LL, reasons.BALANCED_UNDER_THRESHOLD), (HT, reasons.SPILL_LL_FULL))
         elif view.has_workers(HT):
-            options = [(HT, reasons.BALANCED_OVER_THRESHOLD), (LL, reasons.SPILL_HT_FULL)]
+            options = ((HT, reasons.BALANCED_OVER_THRESHOLD), (LL, reasons.SPILL_HT_FULL))
         else:
-            options = [(LL, reasons.NO_HT_WORKERS)]
-        return first_free(view, request, self._ties, options, reasons.QUEUED_ALL_FULL)
+            options = ((LL, reasons.NO_HT_WORKERS),)
+        return self._first_free(view, request, options, reasons.QUEUED_ALL_FULL)
 
     def _throughput(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         ll_free = view.free(LL)
         # Borrowing one slot must leave the whole reserve free for latency requests to come.
         may_borrow = ll_free - 1 >= latency_reserve(thresholds, view)
-        options: list[Option] = []
+        options: tuple[Option, ...] = ()
         if view.has_workers(HT):
-            options.append((HT, reasons.THROUGHPUT_DEFAULT))
+            options = ((HT, reasons.THROUGHPUT_DEFAULT),)
             borrow: Option = (LL, reasons.BORROW_LL)
         else:
             borrow = (LL, reasons.NO_HT_WORKERS)
         if may_borrow:
-            options.append(borrow)
+            options = (*options, borrow)
         wait_reason = reasons.QUEUED_LL_RESERVED if ll_free > 0 and not may_borrow else reasons.QUEUED_ALL_FULL
-        return first_free(view, request, self._ties, options, wait_reason)
+        return self._first_free(view, request, options, wait_reason)
+
+    def _first_free(self, view: LoadView, request: RequestInfo, options: tuple[Option, ...], wait_reason: str) -> Decision:
+        return place(first_free(options, wait_reason), untried(view, request), self._ties)
 
 
 def balanced_mode(on_high_throughput: bool, fleet_load: int, threshold: int, hysteresis: int) -> bool:

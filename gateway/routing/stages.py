@@ -1,6 +1,6 @@
 """Every routing decision in the same stages: filters -> a scorer -> the picker.
 
-A class's placement is a ``Plan``: stages tried in order (e.g. `latency`: low-latency
+A class's placement (and each slot-counting policy's: ``outcomes.first_free``) is a ``Plan``: stages tried in order (e.g. `latency`: low-latency
 first, then, once its queue budget is spent, anywhere), each a list of filters and a
 scorer, and what to answer when no stage finds a worker. ``place`` runs a plan; first
 placements, waiters re-asked by admission, spills, promoted requests and retries after a
@@ -19,6 +19,8 @@ from gateway.routing.scorers import Scorer
 from gateway.types.decision import Action, Decision
 from gateway.types.view import WorkerLoad
 
+FLEET_SCOPE = "fleet"  # ties rotate over the whole fleet
+
 
 @dataclass(frozen=True, slots=True)
 class Stage:
@@ -28,6 +30,9 @@ class Stage:
     # The scorer counts the request's own time to first packet (seconds), which a worker
     # that holds its reference's codes shortens: voice affinity's bonus applies.
     own_time: bool = False
+    # The tie rotation's scope (a pool: the slot-counting plans rotate within it); None:
+    # the one ``place`` is given.
+    scope: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +45,7 @@ def place(
     plan: Plan,
     workers: Sequence[WorkerLoad],
     ties: TieBreak,
-    scope: str,
+    scope: str = FLEET_SCOPE,
     preferred: frozenset[str] = frozenset(),
     bonus_s: float = 0.0,
 ) -> Decision:
@@ -58,7 +63,7 @@ def place(
                 break
         else:
             bonus = bonus_s if stage.own_time else 0.0
-            chosen = ties.pick(candidates, stage.scorer(candidates), scope, preferred, bonus)
+            chosen = ties.pick(candidates, stage.scorer(candidates), stage.scope or scope, preferred, bonus)
             assert chosen is not None
             return routed(chosen, stage.reason)
     return Decision(Action.WAIT, wait_reason)

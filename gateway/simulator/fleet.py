@@ -16,18 +16,17 @@ from dataclasses import dataclass
 
 from gateway.bench.client import RequestResult, RequestSpec
 from gateway.bench.stats import worst_underrun
-from gateway.config import AdmissionConfig, LearningSettings, PolicyName, RoutingThresholds
+from gateway.config import AdmissionConfig, LearningSettings, PolicyName, RoutingConfig, RoutingThresholds
 from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine, EngineRequest
 from gateway.pools.specs import default_slots
-from gateway.routing.admission import Admission, AdmissionRejected
-from gateway.routing.performance import PerformanceModel
+from gateway.routing import core as routing_core
+from gateway.routing.admission import AdmissionRejected
+from gateway.routing.core import RoutingCore
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve
-from gateway.routing.reserve import LatencyDemand
-from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, SlaClass
 from gateway.types.codec import BYTES_PER_FRAME
 from gateway.types.observations import StreamObservation
@@ -118,19 +117,21 @@ class SimGateway:
                 self.workers[worker.worker_id] = worker
         self.on_slot_released: Callable[[], None] = lambda: self.admission.capacity_changed()
         priors = {w.pool: prior_curve(w.profile) for w in self.workers.values()}
-        demand = LatencyDemand()
-        self.performance = PerformanceModel(learning or LearningSettings(), clock=self._loop.time, priors=priors, demand=demand)
-        self.admission: Admission[SimSlot] = Admission(
+        # Built as the gateway builds it (its live thresholds this object's, read at each decision).
+        self.routing: RoutingCore[SimSlot] = routing_core.build(
+            RoutingConfig(thresholds=self.thresholds, learning=learning or LearningSettings()),
             admission or AdmissionConfig(),
-            create_policy(policy) if isinstance(policy, str) else policy,
-            thresholds=lambda: self.thresholds,
-            snapshot=RoutingSnapshot(self.loads, self.performance, lambda: self.thresholds),
-            reserve=self.reserve,
+            self.loads,
+            self.reserve,
+            self._loop.time,
+            priors=priors,
             any_routable=lambda: bool(self.workers),
-            clock=self._loop.time,
-            on_arrival=on_arrival,
-            demand=demand,
+            thresholds=lambda: self.thresholds,
+            policy=create_policy(policy) if isinstance(policy, str) else policy,
         )
+        self.performance, self.admission = self.routing.performance, self.routing.admission
+        if on_arrival is not None:
+            self.admission.count_arrivals(on_arrival)
         # The background refit, as in the gateway (it ends with the simulation's loop).
         self._learning = self._loop.create_task(self.performance.run(self.loads), name="learning")
 

@@ -52,6 +52,11 @@ class StateObserver(Protocol):
     def state_change_applied(self, kind: str) -> None: ...
 
 
+def shares_inflight(config: StateConfig) -> bool:
+    """Replicas count each other's leases (a shared backend with ``share_inflight``)."""
+    return config.backend != "local" and config.share_inflight
+
+
 def create_shared_inflight(
     config: StateConfig,
     members: Workers,
@@ -60,7 +65,7 @@ def create_shared_inflight(
     on_shared: Callable[[bool], None],
 ) -> SharedInflight | None:
     """The fleet view of in-flight work other replicas share; None for one replica (local)."""
-    if config.backend == "local" or not config.share_inflight:
+    if not shares_inflight(config):
         return None
     from gateway.state.inflight_redis import RedisInflightStore  # only Redis deployments need it
 

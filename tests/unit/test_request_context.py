@@ -19,7 +19,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from gateway.access_log import ACCESS_LOGGER, configure_logging
-from gateway.api.request_id import RequestIdMiddleware
+from gateway.api.entry import Entry
 from gateway.config import ConfigError, UpstreamConfig, load_config
 from gateway.log_text import TextFormatter
 from gateway.telemetry.request_context import REQUEST_ID, send_request_id
@@ -48,7 +48,7 @@ async def test_lines_logged_while_serving_a_request_carry_its_id(lines: io.Strin
         await asyncio.create_task(_log_later("from a task the request started"))
         return PlainTextResponse("ok")
 
-    app = RequestIdMiddleware(Starlette(routes=[Route("/x", handler)]))
+    app = Entry([], Starlette(routes=[Route("/x", handler)]))  # the id is set before any route
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         given = await client.get("/x", headers={"x-request-id": "req-given-1"})
         made = await client.get("/x")

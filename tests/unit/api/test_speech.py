@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.access_log import AccessLog
 from gateway.api.access import ApiKeyGate
+from gateway.api.entry import Entry, EntryPath
 from gateway.api.fast_path import SpeechEntry
 from gateway.api.speech import EncoderFactory, SpeechPipeline
 from gateway.audio.encoder import StreamEncoder
@@ -56,7 +57,7 @@ class Gateway:
             recorder=self.recorder,
             max_body_bytes=config.server.max_body_bytes,
         )
-        self.app = SpeechEntry(pipeline, FastAPI())
+        self.app = Entry([EntryPath("http", "POST", SPEECH_PATH, SpeechEntry(pipeline).enter)], FastAPI())
 
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://gw.test")

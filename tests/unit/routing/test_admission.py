@@ -332,3 +332,15 @@ async def test_a_served_waiter_carries_its_wait_in_the_reservation() -> None:
     reservation = await task
     assert reservation.waited_s == pytest.approx(0.5)
     reservation.release()
+
+
+async def test_arrivals_are_counted_before_the_policy_answers_admitted_or_refused() -> None:
+    fleet = FakeFleet.of(ll("ll-a", slots=1))
+    admission = make(fleet, queue_size={"latency": 0})
+    counted: list[str] = []
+    admission.count_arrivals(lambda request: counted.append(request.sla_class.value))
+    held = await admission.admit(req("balanced"))
+    with pytest.raises(AdmissionRejected):  # the one slot held, no latency queue: refused
+        await admission.admit(req("latency"))
+    held.release()
+    assert counted == ["balanced", "latency"]

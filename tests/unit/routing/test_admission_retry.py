@@ -50,8 +50,11 @@ async def test_a_retry_is_placed_by_its_class_and_never_on_a_tried_worker(tmp_pa
 
 
 async def test_a_throughput_retry_leaves_the_latency_reserve(tmp_path: Path) -> None:
-    """The reserve holds for retries too: a batch retry cannot take low-latency's last places."""
-    fleet, admission = ready_fleet(tmp_path)
+    """The reserve holds for retries too: a batch retry cannot take low-latency's last places.
+
+    Pinned at ``reserve_for_latency`` (2): left to follow the demand, no `latency` traffic
+    seen yet would leave no reserve at all."""
+    fleet, admission = ready_fleet(tmp_path, routing={"thresholds": {"adaptive_latency_reserve": False}})
     ht_slots = fleet.members.get("ht-0").slots
     held = [fleet.leases.lease("ht-0") for _ in range(ht_slots)]  # high-throughput full
     ll_slots = fleet.members.get("ll-1").slots

@@ -452,3 +452,26 @@ async def test_the_background_refit_follows_the_fleet_and_publishes() -> None:
     finally:
         task.cancel()
     assert performance.snapshot().workers["a"].step(4) < PRIOR.step(4) * 0.8
+
+
+def test_the_first_snapshot_carries_the_demands_reserve_before_any_refit() -> None:
+    from gateway.routing.reserve import LatencyDemand
+
+    assert PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR}, demand=LatencyDemand()).snapshot().latency_places == 0
+    assert PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR}).snapshot().latency_places is None  # no demand: pinned
+
+
+def test_a_refit_pass_runs_in_steps_of_a_few_curves_and_publishes_at_its_end() -> None:
+    from gateway.types.view import LoadView, WorkerLoad
+
+    performance = PerformanceModel(priors={PoolName.LOW_LATENCY: PRIOR})
+    names = [f"w{i}" for i in range(5)]
+    performance.track(LoadView(tuple(WorkerLoad(n, PoolName.LOW_LATENCY, True, 0, None, 16) for n in names)))
+    before = performance.snapshot()
+    steps = performance.refit_steps()
+    taken = 0
+    for _ in steps:
+        taken += 1
+        assert performance.snapshot() is before  # nothing published mid-pass
+    assert taken + 1 == math.ceil(len(names) / PerformanceModel.RECOMPUTE_PER_STEP)  # a yield between steps
+    assert performance.snapshot() is not before and set(performance.snapshot().workers) == set(names)

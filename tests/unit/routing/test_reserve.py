@@ -6,15 +6,12 @@ import math
 
 import pytest
 
-from gateway.config import AdmissionConfig, LearningSettings
+from gateway.config import AdmissionConfig, RoutingConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.routing.adaptive import AdaptivePolicy
-from gateway.routing.admission import Admission
-from gateway.routing.performance import PerformanceModel
-from gateway.routing.policy import create_policy
+from gateway.routing import core as routing_core
 from gateway.routing.prior import prior_curve
 from gateway.routing.reserve import DEMAND_HALF_LIFE_S, LatencyDemand, latency_reserve, poisson_quantile
-from gateway.routing.view import routing_view
 from gateway.types import PoolName
 from gateway.types import reasons as r
 from gateway.types.curve import CHARS_PER_AUDIO_SECOND
@@ -119,16 +116,17 @@ def test_balanced_fills_low_latency_to_its_cap_while_no_latency_traffic_comes() 
 
 
 async def test_admission_counts_latency_arrivals_and_the_refit_publishes_the_reserve() -> None:
+    """As the routing core is built everywhere (``routing.core.build``): one demand between
+    admission and the performance model."""
     clock = FakeClock(0.0)
-    demand = LatencyDemand()
-    performance = PerformanceModel(LearningSettings(), clock, {LL: LL_CURVE, HT: HT_CURVE}, demand)
     workers = FakeFleet.of(WorkerLoad("ll-a", LL, True, 0, None, 16), WorkerLoad("ht-a", HT, True, 0, None, 64))
-    performance.track(workers.snapshot())
-    admission = Admission(
-        AdmissionConfig(), create_policy("adaptive"), thresholds,
-        lambda: routing_view(workers.snapshot(), performance.snapshot(), thresholds()), workers.reserve,
-        workers.any_routable, clock=clock, demand=demand,
+    core = routing_core.build(
+        RoutingConfig(), AdmissionConfig(), workers.snapshot, workers.reserve, clock,
+        priors={LL: LL_CURVE, HT: HT_CURVE}, any_routable=workers.any_routable, thresholds=thresholds,
     )  # fmt: skip
+    performance, admission = core.performance, core.admission
+    performance.track(workers.snapshot())
+    assert core.snapshot().latency_places == 0  # from the start: no `latency` traffic, no reserve
     for _ in range(20):
         clock.advance(1.0)
         (await admission.admit(req("balanced"))).release()
@@ -140,4 +138,4 @@ async def test_admission_counts_latency_arrivals_and_the_refit_publishes_the_res
     assert performance.snapshot().latency_places == 0
     published = performance.refit().latency_places
     assert published is not None and published >= 1
-    assert routing_view(workers.snapshot(), performance.snapshot(), thresholds()).latency_places == published
+    assert core.snapshot().latency_places == published

@@ -11,11 +11,9 @@ from typing import Any
 from gateway.config import load_config
 from gateway.pools.fleet import Fleet
 from gateway.pools.specs import load_pool_profiles, pool_specs
+from gateway.routing import core as routing_core
 from gateway.routing.admission import Admission
-from gateway.routing.performance import PerformanceModel
-from gateway.routing.policy import create_policy
 from gateway.routing.prior import pool_priors
-from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, WorkerState
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.types.observations import AttemptLog
@@ -87,9 +85,11 @@ LL2_URL = "http://ll-1.test"
 HT_URL = "http://ht-0.test"
 
 
-def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str, Any] | None = None) -> tuple[Fleet, Admission]:
+def ready_fleet(
+    tmp_path: Path, *, slots: int | None = None, upstream: dict[str, Any] | None = None, routing: dict[str, Any] | None = None
+) -> tuple[Fleet, Admission]:
     """Two low-latency workers and one high-throughput worker, all READY; admission over them."""
-    overrides: dict[str, Any] = {"data_dir": str(tmp_path), "upstream": upstream or {}}
+    overrides: dict[str, Any] = {"data_dir": str(tmp_path), "upstream": upstream or {}, "routing": routing or {}}
     if slots is not None:
         overrides["pools"] = {
             "low_latency": {"profile": "higgs_multimodal_qwen3_low_latency.yaml", "slots_per_worker": slots},
@@ -106,15 +106,16 @@ def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str,
         worker = fleet.members.get(worker_id)
         assert worker is not None
         worker.set_state(WorkerState.READY, 100.0)
-    admission = Admission(
+    # Built as the gateway builds it: the latency reserve follows the `latency` traffic seen.
+    admission = routing_core.build(
+        config.routing,
         config.admission,
-        create_policy("adaptive"),
-        thresholds=lambda: config.routing.thresholds,
-        snapshot=RoutingSnapshot(fleet.view.snapshot, PerformanceModel(priors=pool_priors(load_pool_profiles(config))), lambda: config.routing.thresholds),
-        reserve=fleet.leases.lease,
+        fleet.view.snapshot,
+        fleet.leases.lease,
+        lambda: 100.0,
+        priors=pool_priors(load_pool_profiles(config)),
         any_routable=fleet.view.any_routable,
-        clock=lambda: 100.0,
-    )
+    ).admission
     fleet.events.on_slot_freed(admission.capacity_changed)
     fleet.events.on_capacity_change(admission.capacity_changed)
     return fleet, admission
