@@ -29,6 +29,8 @@ from gateway.recorder import Recorder
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types import SPEECH_PATH
+from gateway.upstream.call import Upstream
+from gateway.upstream.events import HealthReports
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
@@ -46,12 +48,12 @@ class Gateway:
         self.fleet, admission = ready_fleet(tmp_path)
         self.transport = transport
         self.recorder = Recorder(GatewayMetrics(), AccessLog(enabled=False))
-        relay = Relay(transport, self.fleet.health, admission, config.upstream)
+        relay = Relay(transport, (HealthReports(self.fleet.health), self.recorder), admission, config.upstream)
         pipeline = SpeechPipeline(
             auth=ApiKeyGate(ApiKeyAuth(config.auth), config.auth.open_listings, self.recorder),
             admission=admission,
             payloads=WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth)),
-            relay=relay,
+            upstream=Upstream(admission, relay),
             encoders=encoders,
             recorder=self.recorder,
             max_body_bytes=config.server.max_body_bytes,

@@ -21,12 +21,15 @@ from gateway.sessions.pipeline import SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import Session, SessionEnd, SessionLimits
 from gateway.sessions.voice import SessionVoices
-from gateway.telemetry.tracing import UNTRACED_SESSION, SessionTrace
+from gateway.telemetry.propagation import UNTRACED_SESSION
+from gateway.telemetry.tracing import SessionTrace
 from gateway.types import SPEECH_PATH
+from gateway.upstream.call import Upstream
+from gateway.upstream.events import AttemptEnded, HealthReports, StreamEnded
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
 from gateway.types import SlaClass
-from gateway.types.observations import AttemptLog, StreamOutcome
+from gateway.types.observations import StreamOutcome
 from gateway.worker_payload import WorkerPayloads
 from tests.support.deadline import within
 from tests.unit.sessions.fakes import NullSessionObserver
@@ -117,13 +120,22 @@ class FakeSocket:
 
 
 class Records:
-    """The recorder's ``upstream_done``: each ended sentence's routing, as the recorder gets it."""
+    """The recorder as a sentence reaches it: its admission when it ends (``admission_done``),
+    its attempts and streams as the relay's events."""
 
     def __init__(self) -> None:
-        self.done: list[tuple[SlaClass, float | None, str | None, AttemptLog]] = []
+        self.done: list[tuple[SlaClass, float | None, str | None]] = []
+        self.attempts: list[AttemptEnded] = []
+        self.ends: list[StreamEnded] = []
 
-    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None:
-        self.done.append((sla, queue_wait_s, rejected, log))
+    def admission_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None) -> None:
+        self.done.append((sla, queue_wait_s, rejected))
+
+    def attempt_ended(self, event: AttemptEnded) -> None:
+        self.attempts.append(event)
+
+    def stream_ended(self, event: StreamEnded) -> None:
+        self.ends.append(event)
 
 
 class Rig:
@@ -133,14 +145,14 @@ class Rig:
         config = load_config(overrides={"data_dir": str(tmp_path)})
         self.fleet, self.admission = ready_fleet(tmp_path, slots=slots)
         self.transport = GatedTransport()
-        relay = Relay(self.transport, self.fleet.health, self.admission, config.upstream)  # type: ignore[arg-type]
         self.records = Records()
+        relay = Relay(self.transport, (HealthReports(self.fleet.health), self.records), self.admission, config.upstream)  # type: ignore[arg-type]
         self.socket = socket if socket is not None else FakeSocket()
         limits = limits if limits is not None else SessionLimits(5.0, idle_timeout_s, 1000)
         self.outbox = outbox = Outbox(self.socket, limits.send_timeout_s)
         clock = clock if clock is not None else asyncio.get_running_loop().time
         self.pipeline = SentencePipeline(
-            outbox, SentenceUpstream(self.admission, relay, clock, self.records), open_encoder, NullSessionObserver(),
+            outbox, SentenceUpstream(Upstream(self.admission, relay), clock, self.records), open_encoder, NullSessionObserver(),
             trace=trace, lookahead_s=limits.lookahead_s, key=key,
         )  # fmt: skip
         payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
@@ -190,11 +202,12 @@ async def test_sentence_two_is_synthesized_while_one_streams_and_audio_stays_in_
     rig.socket.client_sends({"type": "session.close"})
     assert await run is SessionEnd.CLOSED
     assert rig.socket.closed_with == 1000 and rig.inflight() == 0
-    # Each sentence recorded once, when it ended: its placement and its stream.
-    recorded = sorted((log.decisions[0].worker_id, [o.outcome for o in log.streams]) for _, _, _, log in rig.records.done)
+    # Each sentence's attempt and stream told once: its placement and its stream.
+    recorded = sorted((end.observation.worker_id, [end.observation.outcome]) for end in rig.records.ends)
     first_worker = {LL_URL: "ll-0", LL2_URL: "ll-1"}[first_url]
     assert recorded == sorted([("ht-0", [StreamOutcome.COMPLETED]), (first_worker, [StreamOutcome.COMPLETED])])
-    assert all(waited is not None and rejected is None for _, waited, rejected, _ in rig.records.done)
+    assert sorted(a.decision.worker_id for a in rig.records.attempts) == sorted(e.observation.worker_id for e in rig.records.ends)
+    assert all(waited is not None and rejected is None for _, waited, rejected in rig.records.done)
 
 
 async def test_a_client_whose_reply_just_ended_is_not_idle(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind, StatusCode, format_span_id, format_trace_id
 
 from gateway.sessions.session import SessionEnd
-from gateway.telemetry.tracing import OtelTracing, PassThroughTracing
+from gateway.telemetry.propagation import PassThroughTracing
+from gateway.telemetry.tracing import OtelTracing
 from tests.support.spans import OpenSpans, children
 from tests.unit.sessions.test_session import CONFIG, PCM, Rig
 

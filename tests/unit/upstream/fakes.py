@@ -18,7 +18,10 @@ from gateway.routing.prior import pool_priors
 from gateway.routing.view import RoutingSnapshot
 from gateway.types import PoolName, WorkerState
 from gateway.types.error_kinds import UpstreamErrorKind
-from gateway.types.observations import AttemptLog
+from gateway.types.decision import Decision
+from gateway.types.error_kinds import RetryReason
+from gateway.types.observations import StreamObservation
+from gateway.upstream.events import AttemptEnded, StreamEnded, UpstreamWorker
 from gateway.upstream.errors import UpstreamError
 
 HANG = object()  # a chunk list item: wait forever (until cancelled)
@@ -74,8 +77,41 @@ class FakeTransport:
         pass
 
 
-class RecordingLog(AttemptLog):
-    """The relay's attempt log, with the failures spelled as the tests compare them."""
+class RecordingLog:
+    """The request's watcher as the relay tells it (an ``UpstreamCall`` without the call):
+    each attempt's placement, failure and retry, each stream's observation, spelled as the
+    tests compare them."""
+
+    def __init__(self, headers: Mapping[str, str] | None = None) -> None:
+        self.headers = dict(headers or {})
+        self.attempts: list[AttemptEnded] = []
+        self.ends: list[StreamEnded] = []
+
+    def headers_for(self, decision: Decision, worker: UpstreamWorker, number: int) -> Mapping[str, str]:
+        return self.headers
+
+    def attempt_ended(self, event: AttemptEnded) -> None:
+        self.attempts.append(event)
+
+    def stream_ended(self, event: StreamEnded) -> None:
+        self.ends.append(event)
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [a.decision for a in self.attempts]
+
+    @property
+    def retries(self) -> list[RetryReason]:
+        return [a.retry_of for a in self.attempts if a.retry_of is not None]
+
+    @property
+    def streams(self) -> list[StreamObservation]:
+        return [e.observation for e in self.ends]
+
+    @property
+    def errors(self) -> list[tuple[PoolName, UpstreamErrorKind]]:
+        failed = [(a.worker.pool, a.failure.kind) for a in self.attempts if a.failure is not None]
+        return failed + [(e.worker.pool, e.cut) for e in self.ends if e.cut is not None]
 
     @property
     def error_kinds(self) -> list[tuple[str, str]]:

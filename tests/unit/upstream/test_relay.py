@@ -18,6 +18,7 @@ from gateway.types.observations import StreamOutcome
 from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
+from gateway.upstream.events import HealthReports
 from gateway.upstream.relay import Relay
 from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingLog, cut, ready_fleet
 
@@ -31,7 +32,8 @@ def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) ->
     fleet, admission = ready_fleet(tmp_path, upstream=upstream)
     transport = FakeTransport(script)
     observer = RecordingLog()
-    return Relay(transport, fleet.health, admission, UpstreamConfig(**upstream)), transport, observer, fleet
+    relay = Relay(transport, (HealthReports(fleet.health),), admission, UpstreamConfig(**upstream))
+    return relay, transport, observer, fleet
 
 
 def on_ll0(fleet: Any) -> Reservation[Lease]:
