@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.audio.factory import open_encoder
 from gateway.config import load_config
 from gateway.security.ref_audio import RefAudioPolicy
@@ -33,7 +35,9 @@ from gateway.types.observations import StreamOutcome
 from gateway.worker_payload import WorkerPayloads
 from tests.support.deadline import within
 from tests.unit.sessions.fakes import NullSessionObserver
-from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, ready_fleet
+from tests.unit.upstream.fakes import (
+    AWAITS_BEFORE_AUDIO, HANG, HT_URL, LL2_URL, LL_URL, FaultyTransport, failing_then_serving, ready_fleet,
+)
 
 PCM = b"\x01\x00" * 960  # 40 ms
 CONFIG = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
@@ -141,10 +145,11 @@ class Records:
 class Rig:
     def __init__(self, tmp_path: Path, trace: SessionTrace = UNTRACED_SESSION, slots: int | None = None,
                  idle_timeout_s: float = 5.0, *, limits: SessionLimits | None = None, key: SessionKey | None = None,
-                 socket: FakeSocket | None = None, clock: Callable[[], float] | None = None) -> None:  # fmt: skip
+                 socket: FakeSocket | None = None, clock: Callable[[], float] | None = None,
+                 transport: Any = None) -> None:  # fmt: skip
         config = load_config(overrides={"data_dir": str(tmp_path)})
         self.fleet, self.admission = ready_fleet(tmp_path, slots=slots)
-        self.transport = GatedTransport()
+        self.transport = transport if transport is not None else GatedTransport()
         self.records = Records()
         relay = Relay(self.transport, (HealthReports(self.fleet.health), self.records), self.admission, config.upstream)  # type: ignore[arg-type]
         self.socket = socket if socket is not None else FakeSocket()
@@ -324,3 +329,42 @@ async def test_a_sentence_that_fails_is_reported_and_the_session_continues(tmp_p
     assert rig.transport.opened == []  # never sent to a worker
     rig.socket.client_sends({"type": "session.close"})
     assert await run is SessionEnd.CLOSED
+
+
+async def test_the_awaits_before_a_sentences_first_byte_are_the_ones_the_fault_tests_hit(tmp_path: Path) -> None:
+    transport = FaultyTransport(failing_then_serving(PCM))
+    rig = Rig(tmp_path, transport=transport)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "Hello there."})
+    rig.socket.client_sends({"type": "input.done"})
+    await rig.socket.until("session.done")
+    assert [m for m in rig.socket.sent if isinstance(m, bytes)] == [PCM]
+    assert tuple(transport.steps[: len(AWAITS_BEFORE_AUDIO)]) == AWAITS_BEFORE_AUDIO
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
+
+
+@pytest.mark.parametrize("fault", ["exception", "cancellation"])
+@pytest.mark.parametrize("step", range(len(AWAITS_BEFORE_AUDIO)), ids=lambda i: f"{i}-{AWAITS_BEFORE_AUDIO[i]}")
+async def test_a_sentence_failing_at_any_await_between_admission_and_the_first_byte_leaves_no_slot_held(
+    tmp_path: Path, step: int, fault: str
+) -> None:
+    transport = FaultyTransport(failing_then_serving(PCM), step, HANG if fault == "cancellation" else RuntimeError("injected"))
+    rig = Rig(tmp_path, transport=transport)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "Hello there."})
+    rig.socket.client_sends({"type": "input.done"})
+    await within(5, transport.reached.wait())
+    if fault == "cancellation":
+        rig.socket.client_sends({"type": "input.cancel"})  # barge-in while the sentence hangs there
+        await rig.socket.until("input.cancelled")
+    else:
+        done = await rig.socket.until("audio.done")
+        # A failed close of the dropped attempt changes nothing: the retry serves the sentence.
+        assert done.get("error", False) is (AWAITS_BEFORE_AUDIO[step] != "close")
+    assert rig.inflight() == 0
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
+    assert rig.inflight() == 0

@@ -158,3 +158,67 @@ def ready_fleet(tmp_path: Path, *, slots: int | None = None, upstream: dict[str,
 
 def cut(detail: str = "connection reset") -> UpstreamError:
     return UpstreamError(UpstreamErrorKind.STREAM_ERROR, detail)
+
+
+class FaultyTransport:
+    """Answers the n-th call with the n-th answer, whichever worker is asked, and counts
+    every await the relay makes on it (``steps``: post, read, chunk, close, in order).
+    At step ``fault_at`` it raises ``fault`` there, or, with ``fault=HANG``, waits there
+    until the test cancels the request: a failure at any await before the first byte."""
+
+    def __init__(self, answers: list[FakeResponse], fault_at: int | None = None, fault: Any = None) -> None:
+        self.answers = list(answers)
+        self.fault_at = fault_at
+        self.fault = fault
+        self.steps: list[str] = []
+        self.reached = asyncio.Event()  # the fault's step was reached
+        self.responses: list[FakeResponse] = []
+
+    async def step(self, name: str) -> None:
+        index = len(self.steps)
+        self.steps.append(name)
+        if index == self.fault_at:
+            self.reached.set()
+            if self.fault is HANG:
+                await asyncio.Event().wait()
+            raise self.fault
+        await asyncio.sleep(0)  # a real suspension, as a socket's would be
+
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = {}) -> _FaultyResponse:
+        await self.step("post")
+        answer = self.answers.pop(0)
+        self.responses.append(answer)
+        return _FaultyResponse(self, answer)
+
+    async def close(self) -> None:
+        pass
+
+
+class _FaultyResponse:
+    def __init__(self, transport: FaultyTransport, answer: FakeResponse) -> None:
+        self._transport = transport
+        self._answer = answer
+        self.status = answer.status
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for part in self._answer.parts:
+            await self._transport.step("chunk")
+            yield part
+
+    async def read(self) -> bytes:
+        await self._transport.step("read")
+        return self._answer.body
+
+    async def close(self) -> None:
+        self._answer.closed = True
+        await self._transport.step("close")
+
+
+def failing_then_serving(audio: bytes) -> list[FakeResponse]:
+    """A 500 (its body read, then dropped for a retry), then an empty chunk and audio: every
+    kind of await the relay makes before a first byte."""
+    return [FakeResponse(500, body=b'{"error": {"message": "boom"}}'), FakeResponse(200, [b"", audio])]
+
+
+# The awaits ``failing_then_serving`` makes before the first byte, in order.
+AWAITS_BEFORE_AUDIO = ("post", "read", "close", "post", "chunk", "chunk")
