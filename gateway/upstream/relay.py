@@ -251,9 +251,6 @@ class Relay:
                 raise error
             retry_of, reservation = reason, retry
 
-    def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
-        return stream.failed_mid_stream(error)
-
     async def _attempt(self, stream: OpenStream, payload: dict[str, Any], headers: Mapping[str, str]) -> Verdict | None:
         """None once the first audio is in hand; else how the attempt failed, judged."""
         worker = stream.worker

@@ -357,7 +357,7 @@ async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_p
     assert stream.rest is not None
     with pytest.raises(UpstreamError) as caught:
         await anext(stream.rest)
-    assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
+    assert stream.failed_mid_stream(caught.value) is UpstreamErrorKind.STREAM_ERROR
     await stream.close(StreamOutcome.CUT)
     assert observer.error_kinds == [("low_latency", "stream_error")] and observer.retries == []
     assert fleet.members.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
