@@ -19,15 +19,14 @@ from collections.abc import Sequence
 
 from gateway.access_log import AccessLog, AccessRecord
 from gateway.metrics import GatewayMetrics
-from gateway.pools.worker import Worker
-from gateway.security.auth import KeyIdentity
 from gateway.supervisor.profile_change import ProfileChange
 from gateway.types import PoolName, SlaClass
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.labels import EjectionReason, KeyResult, RejectReason, RestartReason
 from gateway.types.observations import StreamObserver, StreamOutcome
+from gateway.types.records import KeyIdentity
 from gateway.types.records import RequestRecord as RequestRecord  # re-exported: the pipeline fills it in
-from gateway.upstream.events import AttemptEnded, StreamEnded
+from gateway.upstream.events import AttemptEnded, StreamEnded, UpstreamWorker
 
 
 class Recorder:
@@ -93,10 +92,10 @@ class Recorder:
         return self.metrics.key_series(key.tier, key.label)
 
     # ---- fleet ------------------------------------------------------------------------
-    def worker_ejected(self, worker: Worker, reason: EjectionReason) -> None:
+    def worker_ejected(self, worker: UpstreamWorker, reason: EjectionReason) -> None:
         self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
 
-    def worker_restarted(self, worker: Worker, reason: RestartReason) -> None:
+    def worker_restarted(self, worker: UpstreamWorker, reason: RestartReason) -> None:
         """A new process behind a worker id."""
         self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
 
@@ -110,7 +109,7 @@ class Recorder:
         if change.result is not None:
             self.metrics.profile_changes.labels(source, target, change.result).inc()
 
-    def load_tracking_fallback(self, worker: Worker) -> None:
+    def load_tracking_fallback(self, worker: UpstreamWorker) -> None:
         """A worker's /load never counted: its load is read from /metrics from now on."""
         self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc()
 
