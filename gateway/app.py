@@ -46,10 +46,11 @@ from gateway.api.speech_request import max_speech_body_bytes
 from gateway.audio.delay import FirstAudioDelays
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
-from gateway.metrics import GatewayMetrics
+from gateway.metrics import FleetSnapshot, GatewayMetrics, PlannerGauges, WorkerSnapshot
 from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
+from gateway.pools.view import FleetView
 from gateway.pools.drains import DrainStore
 from gateway.pools.fleet import Fleet
 from gateway.pools.health import HealthChecker
@@ -66,6 +67,8 @@ from gateway.routing.control import RoutingControl
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.prior import pool_priors
 from gateway.routing.thresholds import ThresholdStore
+from gateway.routing.performance import EMPTY_SNAPSHOT
+from gateway.routing.thresholds import effective_thresholds
 from gateway.security.admin import AdminAuth
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
@@ -79,9 +82,13 @@ from gateway.supervisor.mix import DesiredMix
 from gateway.supervisor.profile_change import ChangeFleet, ChangeObserver, ProfileChanger
 from gateway.supervisor.setup import build_supervisors
 from gateway.telemetry.request_context import send_request_id
-from gateway.telemetry.tracing import OtelTracing, PassThroughTracing, SpeechTracing
+from gateway.telemetry.tracing import OtelTracing, SpeechTracing
 from gateway.types import SPEECH_PATH, SPEECH_STREAM_PATH, PoolName, WorkerState, reasons
+from gateway.telemetry.propagation import PassThroughTracing
+from gateway.types.curve import Curve
 from gateway.types.observations import StreamObserver
+from gateway.upstream.call import Upstream
+from gateway.upstream.events import HealthReports
 from gateway.upstream.relay import Relay
 from gateway.upstream.transport import UpstreamTransport, create_transport
 from gateway.voices.registry import VoiceRegistry
@@ -242,7 +249,7 @@ def create_app(
     transport = transport or create_transport(config.upstream)
     control_client = control_client or control_client_for(config)
 
-    tracing, tracer_shutdown = speech_tracing(config, tracer_provider)
+    tracing, tracer_shutdown = speech_tracing(config, tracer_provider, clock)
     # Observing: every metric and access-log line goes through the recorder.
     # No ``*_created`` series: in the classic text format each counter and histogram child
     # would export a second series holding its creation time. prometheus_client's switch is
@@ -286,7 +293,7 @@ def create_app(
 
     # The fleet planner: arrivals counted at admission, the desired mix sized in the background.
     planner = FleetPlanner(config.planner, performance.snapshot, clock)
-    recorder.watch_planner(planner)
+    metrics.set_planner_provider(partial(planner_gauges, planner))
     if config.planner.enabled:
         admission.count_arrivals(planner.record_arrival)
 
@@ -310,7 +317,7 @@ def create_app(
     # Ready while any pool serves (degraded), or only while every pool does (server.ready_requires).
     availability = PoolAvailability(fleet.view.routable_count, config.server.ready_requires, clock=clock)
     fleet.events.on_capacity_change(availability.refresh)
-    recorder.watch_fleet(fleet.view, admission, thresholds, clock, performance, availability)
+    metrics.set_snapshot_provider(partial(fleet_gauges, fleet.view, admission, thresholds, clock, performance, availability))
     routing = RoutingControl(thresholds, admission, fleet.view, performance, profile_priors, mirror=state_backend)
 
     # Voices, worker preparation and the background loops that keep the view true.
@@ -359,7 +366,9 @@ def create_app(
     # The request path.
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
-    relay = Relay(transport, fleet.health, admission, config.upstream, clock=clock)
+    # Every attempt and stream end is told to the worker's health and the recorder (upstream.events).
+    relay = Relay(transport, (HealthReports(fleet.health), recorder), admission, config.upstream, clock=clock)
+    upstream = Upstream(admission, relay)
     # One set of checks and one payload for requests and session sentences alike.
     payloads = WorkerPayloads(
         config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
@@ -369,7 +378,7 @@ def create_app(
         auth=api_keys,
         admission=admission,
         payloads=payloads,
-        relay=relay,
+        upstream=upstream,
         encoders=open_encoder,
         recorder=recorder,
         # A body no valid speech request needs is refused as it is read, before parsing.
@@ -386,7 +395,7 @@ def create_app(
     sessions = SessionEndpoint(
         auth=api_keys,
         admission=admission,
-        upstream=SentenceUpstream(admission, relay, clock, recorder),
+        upstream=SentenceUpstream(upstream, clock, recorder),
         voices=SessionVoices(payloads),
         # A session sends each sentence as one file: no early start (its padding would be in it).
         encoders=partial(open_encoder, early_start=False),
@@ -495,15 +504,78 @@ def profile_changer_for(
 
 
 def speech_tracing(
-    config: GatewayConfig, provider: TracerProvider | None
+    config: GatewayConfig, provider: TracerProvider | None, clock: Callable[[], float] = time.monotonic
 ) -> tuple[SpeechTracing, Callable[[], object] | None]:
     """Spans through ``provider``, or through an OTLP-exporting SDK provider when
     ``tracing.endpoint`` is set (with its shutdown); else no spans and no SDK at all."""
     if provider is not None:
-        return OtelTracing(provider), None
+        return OtelTracing(provider, clock), None
     if not config.tracing.enabled:
         return PassThroughTracing(), None
     from gateway.telemetry.otlp import tracer_provider  # the SDK: loaded only when tracing
 
     owned = tracer_provider(config.tracing)
-    return OtelTracing(owned), owned.shutdown
+    return OtelTracing(owned, clock), owned.shutdown
+
+
+# ---- gauges read at scrape time: the fleet's and the planner's, wired here ---------------
+# Loads the learned curves are exported at: few, so the series stay low-cardinality.
+CURVE_LOADS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def fleet_gauges(
+    fleet: FleetView,
+    admission: Admission,
+    thresholds: ThresholdStore,
+    clock: Callable[[], float],
+    performance: PerformanceModel | None = None,
+    availability: PoolAvailability | None = None,
+) -> FleetSnapshot:
+    """The fleet as ``/metrics`` shows it, read at scrape time (never a refit)."""
+    now = clock()
+    pools = availability.current() if availability is not None else None
+    curves = performance.snapshot() if performance is not None else EMPTY_SNAPSHOT
+    workers = [
+        WorkerSnapshot(
+            pool=w.pool.value,
+            worker=w.worker_id,
+            inflight=w.inflight,
+            reported_load=w.reported_load,
+            up=w.routable,
+            report_age_s=None if w.reported_at is None else now - w.reported_at,
+            slots=w.slots,
+            report_leak=w.report_leak,
+            curve=_curve_points(curves.curve(w.worker_id, w.pool)),
+        )
+        for w in fleet.workers
+        if w.state is not WorkerState.STOPPED
+    ]
+    return FleetSnapshot(
+        workers=workers,
+        queue_depths={sla.value: depth for sla, depth in admission.queue_depths().items()},
+        thresholds=effective_thresholds(thresholds.thresholds(), fleet.snapshot()),
+        empty_pool_seconds=pools.empty_for_s if pools is not None else {},
+        degraded=pools.degraded if pools is not None else False,
+    )
+
+
+def planner_gauges(planner: FleetPlanner) -> PlannerGauges:
+    """The planner's gauges: read from its published plan at scrape time."""
+    plan = planner.snapshot()
+    sizing = plan.sizing
+    rates = {} if plan.arrivals is None else {sla.value: a.rate for sla, a in plan.arrivals.classes.items()}
+    if sizing is None:
+        return PlannerGauges(judged=plan.judged, arrival_rates=rates)
+    return PlannerGauges(
+        judged=plan.judged,
+        desired={pool.value: count for pool, count in sizing.workers.items()},
+        bound_by={pool.value: bound.value for pool, bound in sizing.bound_by.items()},
+        margin=sizing.margin,
+        arrival_rates=rates,
+    )
+
+
+def _curve_points(curve: Curve | None) -> dict[int, tuple[float, float]]:
+    if curve is None:
+        return {}
+    return {load: (curve.rtf(load), curve.ttfp(load)) for load in CURVE_LOADS if load <= curve.max_load}

@@ -30,6 +30,7 @@ from gateway.deploy_profile import deep_merge
 from gateway.host_rules import parse_host_rule
 from gateway.types import PoolName, SlaClass
 from gateway.types.codec import MIN_AUDIO_TOKENS
+from gateway.types.records import DEFAULT_TIER as DEFAULT_TIER  # re-exported: configs name it
 
 DEFAULT_MODEL = "bosonai/higgs-audio-v3-tts-4b"
 ENV_PREFIX = "HIGGS_GATEWAY_"
@@ -431,7 +432,6 @@ class VoicesConfig(Strict):
         return self
 
 
-DEFAULT_TIER = "default"
 # Key and tier names become metric label values and log fields: short and plain.
 LABEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 

@@ -1,68 +1,32 @@
 """The one place that writes metrics and the access log.
 
-A speech request is recorded once, when it ends: its ``RequestRecord``, filled in along
-the way (admission's decision and wait, the relay's ``AttemptLog``, the outcome), becomes
-the request's event series, each attempt's stream observation (passed on to the routing's
-performance model) and its access-log line. Admission and the relay never call the
-recorder; only live gauges move earlier (the key's stream gauge, as the stream opens and
-closes; the fleet's gauges are read at scrape time). The fleet and the shared state report
-their own events here as they happen. Adding a metric is ``metrics.py`` (the series) plus
-a line here (when it moves).
+What happened upstream is heard as it happens: the recorder subscribes to the relay's
+events (``upstream.events``), one per attempt (its placement, its failure, the retry it
+was) and one per stream end (its observation, passed on to the routing's performance
+model, and the prediction errors). A speech request itself is recorded once, when it
+ends: its ``RequestRecord`` (admission's wait or refusal, the outcome) becomes the
+request's series and its access-log line; a session's sentence gives its admission here
+the same way (``admission_done``). The fleet and the shared state report their own
+events here as they happen; the gauges read at scrape time are wired in the composition
+root (``app.py``). Adding a metric is ``metrics.py`` (the series) plus a line here, in
+the event or record that already carries what it counts.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from gateway.access_log import AccessLog, AccessRecord
-from gateway.metrics import FleetSnapshot, GatewayMetrics, PlannerGauges, WorkerSnapshot
-from gateway.planner.planner import FleetPlanner
-from gateway.pools.availability import PoolAvailability
-from gateway.pools.view import FleetView
-from gateway.pools.worker import Worker
-from gateway.routing.admission import Admission
-from gateway.routing.performance import EMPTY_SNAPSHOT, PerformanceModel
-from gateway.routing.thresholds import ThresholdStore, effective_thresholds
-from gateway.security.auth import KeyIdentity
+from gateway.metrics import GatewayMetrics
 from gateway.supervisor.profile_change import ProfileChange
-from gateway.types import PoolName, SlaClass, WorkerState
+from gateway.types import PoolName, SlaClass
 from gateway.types.codec import BYTES_PER_SECOND
-from gateway.types.curve import Curve
 from gateway.types.labels import EjectionReason, KeyResult, RejectReason, RestartReason
-from gateway.types.observations import AttemptLog, StreamObservation, StreamObserver, StreamOutcome
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    """One speech request as the pipeline fills it in; recorded once, when it ends."""
-
-    request_id: str
-    sla_class: SlaClass = SlaClass.BALANCED
-    started: float = field(default_factory=time.perf_counter)
-    key: KeyIdentity | None = None  # the API key that sent it, when keys are configured
-    pool: str | None = None  # where its audio came from; None: never reached a worker
-    worker: str | None = None
-    reason: str | None = None  # the routing reason
-    queue_wait_s: float | None = None  # time in admission; None: never left it with an answer
-    rejected: str | None = None  # admission's reason for turning it away
-    attempts: AttemptLog = field(default_factory=AttemptLog)  # what the relay did
-    ttfp_s: float | None = None  # start to the first byte sent to the client
-    pcm_bytes: int = 0
-    retries: int = 0
-    error: str | None = None  # a short error code, never a worker's message
-    disconnect_phase: str | None = None
-    trace_id: str | None = None  # the trace it belongs to (recorded here, or the caller's)
-    # From the request body, once parsed.
-    model: str | None = None
-    response_format: str | None = None
-    stream_format: str | None = None
-    input_text: str | None = None
-
-    def first_byte_sent(self) -> None:
-        if self.ttfp_s is None:
-            self.ttfp_s = time.perf_counter() - self.started
+from gateway.types.observations import StreamObserver, StreamOutcome
+from gateway.types.records import KeyIdentity
+from gateway.types.records import RequestRecord as RequestRecord  # re-exported: the pipeline fills it in
+from gateway.upstream.events import AttemptEnded, StreamEnded, UpstreamWorker
 
 
 class Recorder:
@@ -128,10 +92,10 @@ class Recorder:
         return self.metrics.key_series(key.tier, key.label)
 
     # ---- fleet ------------------------------------------------------------------------
-    def worker_ejected(self, worker: Worker, reason: EjectionReason) -> None:
+    def worker_ejected(self, worker: UpstreamWorker, reason: EjectionReason) -> None:
         self.metrics.worker_ejections.labels(worker.pool.value, reason).inc()
 
-    def worker_restarted(self, worker: Worker, reason: RestartReason) -> None:
+    def worker_restarted(self, worker: UpstreamWorker, reason: RestartReason) -> None:
         """A new process behind a worker id."""
         self.metrics.worker_restarts.labels(worker.pool.value, reason).inc()
 
@@ -145,7 +109,7 @@ class Recorder:
         if change.result is not None:
             self.metrics.profile_changes.labels(source, target, change.result).inc()
 
-    def load_tracking_fallback(self, worker: Worker) -> None:
+    def load_tracking_fallback(self, worker: UpstreamWorker) -> None:
         """A worker's /load never counted: its load is read from /metrics from now on."""
         self.metrics.load_tracking_fallbacks.labels(worker.pool.value).inc()
 
@@ -169,7 +133,7 @@ class Recorder:
         audio_s = record.pcm_bytes / BYTES_PER_SECOND
         metrics = self.metrics
         sla = record.sla_class  # a StrEnum is its own label value (``.value`` is a call on 3.11)
-        self.upstream_done(sla, record.queue_wait_s, record.rejected, record.attempts)
+        self.admission_done(sla, record.queue_wait_s, record.rejected)
         metrics.observe_request(
             sla_class=sla,
             pool=record.pool,
@@ -207,27 +171,28 @@ class Recorder:
             )
         )
 
-    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None:
-        """What admission and the relay did for one upstream request (a speech request's,
-        or a voice session's sentence), once it ended: its wait in admission, a refusal,
-        every placement, upstream failure and retry, and each attempt's stream observation
-        (on to the performance model)."""
-        metrics = self.metrics
+    def admission_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None) -> None:
+        """What admission did for one upstream request (a speech request's, or a voice
+        session's sentence), once it ended: its wait, or its refusal."""
         if queue_wait_s is not None:
-            metrics.admission_wait_by(sla).observe(queue_wait_s)
+            self.metrics.admission_wait_by(sla).observe(queue_wait_s)
         if rejected is not None:
-            metrics.rejections_by(sla, rejected).inc()
-        for decision in log.decisions:
-            if decision.pool is not None:
-                metrics.routing_decisions_by(sla, decision.pool, decision.reason).inc()
-        for pool, kind in log.errors:
-            metrics.upstream_errors_by(pool, kind).inc()
-        for reason in log.retries:
-            metrics.retries_by(reason).inc()
-        for observation in log.streams:
-            self._stream_done(observation)
+            self.metrics.rejections_by(sla, rejected).inc()
 
-    def _stream_done(self, observation: StreamObservation) -> None:
+    # ---- the relay's events (upstream.events): once per attempt, once per stream end -----
+    def attempt_ended(self, event: AttemptEnded) -> None:
+        metrics, decision = self.metrics, event.decision
+        if decision.pool is not None:
+            metrics.routing_decisions_by(event.request.sla_class, decision.pool, decision.reason).inc()
+        if event.retry_of is not None:
+            metrics.retries_by(event.retry_of).inc()
+        if event.failure is not None:
+            metrics.upstream_errors_by(event.worker.pool, event.failure.kind).inc()
+
+    def stream_ended(self, event: StreamEnded) -> None:
+        observation = event.observation
+        if event.cut is not None:
+            self.metrics.upstream_errors_by(observation.pool, event.cut).inc()
         if observation.outcome is StreamOutcome.COMPLETED:
             pool = observation.pool
             if observation.predicted_ttfp_s and observation.ttfp_s is not None:
@@ -239,72 +204,3 @@ class Recorder:
                     self.metrics.prediction_ratio_by(pool, "rtf").observe(observed_rtf / observation.predicted_rtf)
         for observer in self._streams:
             observer.on_stream_done(observation)
-
-    # ---- live gauges, read at scrape time ---------------------------------------------
-    def watch_fleet(
-        self,
-        fleet: FleetView,
-        admission: Admission,
-        thresholds: ThresholdStore,
-        clock: Callable[[], float],
-        performance: PerformanceModel | None = None,
-        availability: PoolAvailability | None = None,
-    ) -> None:
-        def snapshot() -> FleetSnapshot:
-            now = clock()
-            pools = availability.current() if availability is not None else None
-            curves = performance.snapshot() if performance is not None else EMPTY_SNAPSHOT  # a read, never a refit
-            workers = [
-                WorkerSnapshot(
-                    pool=w.pool.value,
-                    worker=w.worker_id,
-                    inflight=w.inflight,
-                    reported_load=w.reported_load,
-                    up=w.routable,
-                    report_age_s=None if w.reported_at is None else now - w.reported_at,
-                    slots=w.slots,
-                    report_leak=w.report_leak,
-                    curve=_curve_points(curves.curve(w.worker_id, w.pool)),
-                )
-                for w in fleet.workers
-                if w.state is not WorkerState.STOPPED
-            ]
-            return FleetSnapshot(
-                workers=workers,
-                queue_depths={sla.value: depth for sla, depth in admission.queue_depths().items()},
-                thresholds=effective_thresholds(thresholds.thresholds(), fleet.snapshot()),
-                empty_pool_seconds=pools.empty_for_s if pools is not None else {},
-                degraded=pools.degraded if pools is not None else False,
-            )
-
-        self.metrics.set_snapshot_provider(snapshot)
-
-
-    def watch_planner(self, planner: FleetPlanner) -> None:
-        """The planner's gauges: read from its published plan at scrape time."""
-
-        def gauges() -> PlannerGauges:
-            plan = planner.snapshot()
-            sizing = plan.sizing
-            rates = {} if plan.arrivals is None else {sla.value: a.rate for sla, a in plan.arrivals.classes.items()}
-            if sizing is None:
-                return PlannerGauges(judged=plan.judged, arrival_rates=rates)
-            return PlannerGauges(
-                judged=plan.judged,
-                desired={pool.value: count for pool, count in sizing.workers.items()},
-                bound_by={pool.value: bound.value for pool, bound in sizing.bound_by.items()},
-                margin=sizing.margin,
-                arrival_rates=rates,
-            )
-
-        self.metrics.set_planner_provider(gauges)
-
-
-# Loads the learned curves are exported at: few, so the series stay low-cardinality.
-CURVE_LOADS = (1, 2, 4, 8, 16, 32, 64)
-
-
-def _curve_points(curve: Curve | None) -> dict[int, tuple[float, float]]:
-    if curve is None:
-        return {}
-    return {load: (curve.rtf(load), curve.ttfp(load)) for load in CURVE_LOADS if load <= curve.max_load}

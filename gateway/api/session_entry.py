@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.types import Receive, Scope, Send
@@ -48,8 +47,10 @@ from gateway.sessions.pipeline import EncoderFactory, SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import Session, SessionEnd, SessionLimits
 from gateway.sessions.voice import SessionVoices
-from gateway.telemetry.tracing import PassThroughTracing, SessionTrace, SpeechTracing
+from gateway.telemetry.tracing import SessionTrace, SpeechTracing
 from gateway.types import REQUEST_ID_HEADER, SlaClass
+from gateway.types.records import SessionSummary
+from gateway.telemetry.propagation import PassThroughTracing
 
 log = logging.getLogger("gateway.sessions")
 
@@ -59,19 +60,6 @@ KEY_QUERY = "api_key"
 CLOSE_TRY_AGAIN = 1013
 SWITCHING_PROTOCOLS = 101
 DENIED = "denied"  # the handshake was refused: no session ran
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    """How a session ended, for its trace (``tracing.SessionSummary``)."""
-
-    status: int
-    end: str
-    error: str | None = None
-    utterances: int = 0
-    sentences: int = 0
-    model: str | None = None
-    response_format: str | None = None
 
 
 class StarletteSocket:

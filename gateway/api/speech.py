@@ -1,22 +1,22 @@
 """``POST /v1/audio/speech``: the speech pipeline, in the order a request goes through it.
 
-auth (rate, concurrent streams) -> SLA headers -> admission precheck -> body -> payload -> admission -> relay ->
-encoder -> response, with the recorder and the request's trace told once how it ended. The order matters:
-capacity is checked before the body is read (a flood is turned away cheaply), and
-admission answers with a reservation: the worker's slot, already held, that the relay
-takes over (nobody can steal it in between). The relay's ``OpenStream.close`` is the one release of the worker,
-``_Delivery.finish`` the one place a streamed request ends.
+auth (rate, concurrent streams) -> SLA headers -> admission precheck -> body -> payload ->
+upstream call (admission -> relay) -> encoder -> response, with the recorder and the
+request's trace told once how it ended. The order matters: capacity is checked before the
+body is read (a flood is turned away cheaply). The ``UpstreamCall`` owns the worker's slot
+from admission to its ``close`` (``upstream.call``); this module only delivers its bytes,
+and ``_Delivery.finish`` is the one place a streamed request ends.
 
 One ``RequestRecord`` goes down the walk: admission's answer (decision, wait, or the
-refusal), the relay's ``AttemptLog`` and the outcome are written into it, and it is
-handed to the recorder once, at the end; no part below calls the recorder on the way.
+refusal) and the outcome are written into it, and it is handed to the recorder once, at
+the end. What each attempt did reaches the recorder as the relay's events.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Protocol
 
 from starlette.requests import Request
@@ -37,14 +37,15 @@ from gateway.recorder import Recorder, RequestRecord
 from gateway.pools.affinity import ReferenceAffinity, reference_key
 from gateway.pools.lease import Lease
 from gateway.routing.admission import Admission, AdmissionRejected
-from gateway.telemetry.tracing import PassThroughTracing, RequestTrace, SpeechTracing
+from gateway.telemetry.propagation import PassThroughTracing
+from gateway.telemetry.tracing import RecordedRequest, SpeechTracing
 from gateway.types import POOL_HEADER, PREDICTED_RTF_HEADER, PREDICTED_TTFP_HEADER, ROUTE_REASON_HEADER, PoolName
 from gateway.types.codec import BYTES_PER_SECOND, FRAMES_PER_SECOND
 from gateway.types.labels import DisconnectPhase
 from gateway.types.observations import StreamOutcome
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
-from gateway.upstream.relay import OpenStream, Relay
+from gateway.upstream.call import Upstream, UpstreamCall
 from gateway.worker_payload import WorkerPayloads
 
 log = logging.getLogger("higgs_gateway.speech")
@@ -78,7 +79,7 @@ class SpeechPipeline:
         auth: ApiKeyGate,
         admission: Admission[Lease],
         payloads: WorkerPayloads,
-        relay: Relay,
+        upstream: Upstream,
         encoders: EncoderFactory,
         recorder: Recorder,
         max_body_bytes: int,
@@ -91,7 +92,7 @@ class SpeechPipeline:
         self._auth = auth
         self._admission = admission
         self._payloads = payloads
-        self._relay = relay
+        self._upstream = upstream
         self._encoders = encoders
         self._recorder = recorder
         self._max_body_bytes = max_body_bytes
@@ -107,15 +108,16 @@ class SpeechPipeline:
         """Never raises: every refusal is an OpenAI envelope, and every request is recorded."""
         # Counted from the first line: refusals (auth, bad headers, bad body) are requests too.
         record = RequestRecord(request_id)
-        trace = self._tracing.start(request.headers.raw, request_id)
-        record.trace_id = trace.trace_id
+        started = self._tracing.start(request.headers.raw, request_id)
+        record.trace_id, trace = started.trace_id, started.spans
         try:
-            return await self._serve(request, record, trace)
+            return await self._serve(request, record, started.headers, trace)
         except ClientGone:
             routed = record.reason is not None
             record.disconnect_phase = DisconnectPhase.BEFORE_FIRST_BYTE if routed else DisconnectPhase.QUEUED
             self._recorder.request_done(record, CLIENT_CLOSED)
-            trace.finish(CLIENT_CLOSED, record)
+            if trace is not None:
+                trace.finish(CLIENT_CLOSED, record)
             return Response(status_code=CLIENT_CLOSED)
         except Exception as exc:  # refusals: auth, headers, body, admission, voices, upstream
             error = as_gateway_error(exc)
@@ -129,25 +131,28 @@ class SpeechPipeline:
                     extra={"request_id": request_id},
                 )  # fmt: skip
             self._recorder.request_done(record, error.status)
-            trace.finish(error.status, record)
+            if trace is not None:
+                trace.finish(error.status, record)
             return error_response(error)
 
-    async def _serve(self, request: Request, record: RequestRecord, trace: RequestTrace) -> Response:
+    async def _serve(
+        self, request: Request, record: RequestRecord, headers: Mapping[str, str], trace: RecordedRequest | None
+    ) -> Response:
         # The key's concurrent-stream hold is taken first and released however the request
         # ends: here when it ends before audio flows, by the delivery's ``finish`` after.
         key_stream = await self._auth.open_speech(request.headers)
         record.key = key_stream.key
         try:
-            return await self._admitted(request, record, key_stream, trace)
+            return await self._admitted(request, record, key_stream, headers, trace)
         except BaseException:
             await key_stream.close()
             raise
 
     async def _admitted(
-        self, request: Request, record: RequestRecord, key_stream: KeyStream, trace: RequestTrace
-    ) -> Response:
-        headers = request.headers
-        sla = parse_sla_headers(headers, self._allow_pool_pin)
+        self, request: Request, record: RequestRecord, key_stream: KeyStream, worker_headers: Mapping[str, str],
+        trace: RecordedRequest | None,
+    ) -> Response:  # fmt: skip
+        sla = parse_sla_headers(request.headers, self._allow_pool_pin)
         record.sla_class = sla.sla_class
         # Cheap rejection before reading a body: full queue (429) or no worker at all (503).
         self._admission.precheck(sla.sla_class)
@@ -164,37 +169,42 @@ class SpeechPipeline:
             warm_workers=self._affinity.warm_workers(reference),
         )  # fmt: skip
         watch = DisconnectWatch(request.receive)
-        stream: OpenStream | None = None
+        call = self._upstream.call(info, payload, worker_headers, trace)
         try:
             with watch.guard():
-                trace.admission_started()
-                reservation = await self._admission.admit(info)
-                trace.routed(reservation.decision)
-                record.reason, record.queue_wait_s = reservation.decision.reason, reservation.waited_s
-                # The relay owns the slot from here, and logs every attempt into the record.
-                stream = await self._relay.open(reservation, info, payload, record.attempts, trace)
+                await call.open()  # owns the slot from admission on, and frees it if this fails
             first_chunk_at = time.perf_counter()  # the worker's first chunk is in hand
             encoder = self._encoders(speech.response_format, speech.tempo, sample_rate=speech.sample_rate)
-            encoder = trace.encoding(encoder, speech.response_format)
+            if trace is not None:
+                encoder = trace.encoding(encoder, speech.response_format)
         except BaseException:
             watch.close()
-            if stream is not None:
-                await stream.close(StreamOutcome.ERROR)  # opened, but the encoder could not be
+            _admitted_as(record, call)
+            await call.close(StreamOutcome.ERROR)  # opened, but the encoder could not be; else a no-op
             raise
-        record.pool, record.worker = stream.worker.pool.value, stream.worker.worker_id
-        self._affinity.served(stream.worker.worker_id, reference)  # it encoded (or had) the codes
-        record.reason, record.retries = stream.decision.reason, stream.attempts - 1
-        if stream.hidden_failures:
+        _admitted_as(record, call)
+        worker = call.worker
+        record.pool, record.worker = worker.pool.value, worker.worker_id
+        self._affinity.served(worker.worker_id, reference)  # it encoded (or had) the codes
+        hidden = call.stream.hidden_failures if call.stream is not None else ()
+        if hidden:
             log.info(
-                "request %s served by %s after: %s", record.request_id, stream.worker.worker_id,
-                "; ".join(stream.hidden_failures), extra={"request_id": record.request_id},
+                "request %s served by %s after: %s", record.request_id, worker.worker_id,
+                "; ".join(hidden), extra={"request_id": record.request_id},
             )  # fmt: skip
         first_audio = _FirstAudio(self._first_audio, speech, own_delay_s, first_chunk_at)
         delivery = _Delivery(
-            self._relay, self._recorder, record, stream, encoder, speech, delivery_format == "sse", key_stream, trace,
-            first_audio,
+            self._recorder, record, call, encoder, speech, delivery_format == "sse", key_stream, trace, first_audio,
         )  # fmt: skip
         return RelayResponse(delivery.body(), delivery.headers(), watch, delivery.client_left, delivery.finish)
+
+
+def _admitted_as(record: RequestRecord, call: UpstreamCall) -> None:
+    """What admission and the relay settled, into the record: the placement, the wait, the retries."""
+    if call.decision is not None:
+        record.reason = call.decision.reason
+    record.queue_wait_s = call.waited_s if call.waited_s is not None else record.queue_wait_s
+    record.retries = call.retries
 
 
 class _FirstAudio:
@@ -215,23 +225,21 @@ class _Delivery:
 
     def __init__(
         self,
-        relay: Relay,
         recorder: Recorder,
         record: RequestRecord,
-        stream: OpenStream,
+        call: UpstreamCall,
         encoder: StreamEncoder,
         speech: SpeechRequest,
         sse: bool,
         key_stream: KeyStream,
-        trace: RequestTrace,
+        trace: RecordedRequest | None,
         first_audio: _FirstAudio,
     ) -> None:
-        self._relay = relay
         self._first_audio = first_audio
         self._key_stream = key_stream
         self._recorder = recorder
         self._record = record
-        self._stream = stream
+        self._call = call
         self._encoder = encoder
         self._speech = speech
         self._trace = trace
@@ -241,7 +249,8 @@ class _Delivery:
         self._done = False
 
     def headers(self) -> list[tuple[bytes, bytes]]:
-        decision = self._stream.decision
+        decision = self._call.decision
+        assert decision is not None
         headers = [
             (b"content-type", _CONTENT_TYPES[self._speech.response_format, self._sse]),
             (_POOL, _POOL_VALUES[decision.pool]),
@@ -256,12 +265,12 @@ class _Delivery:
         return headers
 
     async def body(self) -> AsyncGenerator[bytes, None]:
-        stream, encoder, record, sse = self._stream, self._encoder, self._record, self._sse
-        rest = stream.rest
+        call, encoder, record, sse = self._call, self._encoder, self._record, self._sse
+        rest = call.rest
         assert rest is not None
         # Bound once: this loop runs per chunk.
-        next_chunk, received, encode = rest.__anext__, stream.received, encoder.encode
-        chunk = stream.first_chunk
+        next_chunk, count, encode = rest.__anext__, call.count, encoder.encode
+        chunk = call.first_chunk
         try:
             while True:
                 out = encode(chunk)
@@ -275,7 +284,7 @@ class _Delivery:
                     chunk = await next_chunk()
                 except StopAsyncIteration:
                     break
-                received(chunk)
+                count(len(chunk))
             tail = encoder.finish()
             if tail:
                 record.first_byte_sent()
@@ -286,7 +295,7 @@ class _Delivery:
         except UpstreamError as exc:
             # Bytes already reached the client: no retry. SSE ends with an error event; a raw
             # stream is cut (no terminating chunk) so the client cannot mistake it for a whole clip.
-            kind = self._relay.failed_mid_stream(stream, exc)
+            kind = call.failed_mid_stream(exc)
             self._status, self._outcome, record.error = 502, StreamOutcome.CUT, kind.value
             self._done = True
             if not sse:
@@ -303,16 +312,18 @@ class _Delivery:
     async def finish(self) -> None:
         self._encoder.close()
         try:
-            await self._stream.close(self._outcome)
+            await self._call.close(self._outcome)
         finally:
             await self._key_stream.close()
-        self._record.pcm_bytes = self._stream.pace.bytes
+        self._record.pcm_bytes = self._call.received_bytes
+        self._record.retries = self._call.retries
         self._recorder.request_done(self._record, self._status)
-        self._trace.finish(self._status, self._record)
+        if self._trace is not None:
+            self._trace.finish(self._status, self._record)
 
     def _usage(self) -> dict[str, int]:
         # Workers report token usage only on whole-file answers; on the PCM stream we
         # relay, the output is one token per codec frame and the input is estimated.
-        output_tokens = round(self._stream.pace.bytes / BYTES_PER_SECOND * FRAMES_PER_SECOND)
+        output_tokens = round(self._call.received_bytes / BYTES_PER_SECOND * FRAMES_PER_SECOND)
         input_tokens = max(1, (len(self._speech.input) + 3) // 4)
         return {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}

@@ -88,7 +88,7 @@ class WorkerHealth:
             self._eject_now(worker, EjectionReason.STOPPED_LISTENING, detail)
             return
         if kind in (UpstreamErrorKind.STREAM_ERROR, UpstreamErrorKind.READ_TIMEOUT):
-            worker.failed_after_arrival = True  # a stream cut after audio (Relay.failed_mid_stream)
+            worker.failed_after_arrival = True  # a stream cut after audio (told with its StreamEnded)
         if kind == UpstreamErrorKind.VOICE_MISSING:
             # The gateway only names voices it registered, so the worker lost them: it
             # restarted faster than the probes noticed (or missed a fan-out).

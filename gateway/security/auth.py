@@ -17,12 +17,13 @@ import hmac
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from gateway.config import DEFAULT_TIER, AuthConfig
+from gateway.config import AuthConfig
 from gateway.security.errors import AuthError
 from gateway.state.rate_limit import LocalRateLimiter, RateLimiter
 from gateway.state.stream_limit import LocalStreamLimiter, StreamLimiter, StreamSlot
+# The identity is shared vocabulary (the recorder's records carry it); re-exported here.
+from gateway.types.records import DEFAULT_TIER, KeyIdentity as KeyIdentity
 
 KEY_ID_CHARS = 12
 # A stream slot frees when some stream of the key ends: no time can be promised, so the
@@ -35,18 +36,6 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class KeyIdentity:
-    key_id: str  # safe to log: a prefix of the key's digest, or "anonymous"
-    authenticated: bool
-    tier: str = DEFAULT_TIER
-    name: str | None = None  # the configured name of a named key
-    digest: str | None = field(default=None, repr=False)  # what the limits are kept under
-
-    @property
-    def label(self) -> str:
-        """The key in per-key metrics: its configured name, else its key id."""
-        return self.name or self.key_id
 
 
 ANONYMOUS = KeyIdentity("anonymous", authenticated=False)

@@ -45,7 +45,8 @@ from gateway.sessions.outbox import Outbox, SocketClosed
 from gateway.sessions.playback import Playback, pcm_seconds
 from gateway.sessions.sentence import SentenceAudio, SentenceFailed, SentenceUpstream
 from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
-from gateway.telemetry.tracing import UNTRACED_SESSION, SessionTrace
+from gateway.telemetry.propagation import UNTRACED_SESSION
+from gateway.telemetry.tracing import SessionTrace
 from gateway.types import SlaClass
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.types.curve import audio_seconds_for

@@ -1,16 +1,17 @@
 """One sentence's upstream request: admitted, relayed, its audio buffered until its turn.
 
 ``SentenceAudio.start`` runs the request in its own task, as ``POST /v1/audio/speech``
-would run it: it takes one of the key's stream slots (``SessionStreams``), admission holds a
-worker slot, the relay opens the worker's PCM stream and may retry before the first byte;
-the chunks queue up here while earlier sentences play, and the worker's stream is read only
-while the session's ``AudioBudget`` has room (a client that stops reading stops the reads).
-``cancel`` ends it at once: a queued request leaves the queue, an open stream is closed
-(the worker aborts it) and its slot is freed; ``OpenStream.close`` is still the one
-release. ``chunks`` hands the audio over in order and raises ``SentenceFailed`` where the
-request failed. Like a speech request, a sentence is recorded once, when it ends: its wait
-in admission (or refusal) and the relay's ``AttemptLog`` go to ``UpstreamRecords``, and its
-trace (the session's ``sentence``) is told how it ended.
+would run it: it takes one of the key's stream slots (``SessionStreams``), then sends it as
+an ``UpstreamCall`` (admission holds a worker slot, the relay opens the worker's PCM stream
+and may retry before the first byte); the chunks queue up here while earlier sentences
+play, and the worker's stream is read only while the session's ``AudioBudget`` has room (a
+client that stops reading stops the reads). ``cancel`` ends it at once: a queued request
+leaves the queue, an open stream is closed (the worker aborts it) and its slot is freed;
+the call's ``close`` is the one release. ``chunks`` hands the audio over in order and
+raises ``SentenceFailed`` where the request failed. Like a speech request, a sentence's
+admission is recorded once, when it ends (``UpstreamRecords``); its attempts reach the
+recorder as the relay's events, and its trace (the session's ``sentence``) is told how it
+ended.
 """
 
 from __future__ import annotations
@@ -19,21 +20,21 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.errors import GatewayError
-from gateway.pools.lease import Lease
-from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.routing.admission import AdmissionRejected
 from gateway.sessions.budget import AudioBudget
 from gateway.sessions.key import SessionStreams, StreamHold, StreamsTaken
-from gateway.telemetry.tracing import SentenceTrace
+from gateway.telemetry.propagation import Started
+from gateway.telemetry.tracing import RecordedSentence
 from gateway.types import SlaClass
 from gateway.types.decision import Decision
-from gateway.types.observations import AttemptLog, StreamOutcome
+from gateway.types.observations import StreamOutcome
+from gateway.types.records import SentenceEnd as SentenceEnd  # re-exported: how a sentence ended
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
-from gateway.upstream.relay import OpenStream, Relay
+from gateway.upstream.call import Upstream, UpstreamCall
 
 Clock = Callable[[], float]
 log = logging.getLogger(__name__)
@@ -54,19 +55,6 @@ class _End:
         self.failure = failure
 
 
-@dataclass(frozen=True, slots=True)
-class SentenceEnd:
-    """How a sentence's request ended, for its trace (``tracing.SentenceSummary``)."""
-
-    outcome: str  # completed, cancelled, failed, cut
-    status: int  # what the request would have been answered over HTTP; 499: cancelled
-    error: str | None
-    detail: str | None
-    decision: Decision | None
-    retries: int
-    received_bytes: int
-
-
 # The request's outcome as a sentence's trace names it.
 _OUTCOMES = {
     StreamOutcome.COMPLETED: "completed",
@@ -78,17 +66,16 @@ CANCELLED = 499  # as a request whose client left: barge-in, or the session ende
 
 
 class UpstreamRecords(Protocol):
-    """Where an ended sentence's routing is counted (the recorder's ``upstream_done``)."""
+    """Where an ended sentence's admission is counted (the recorder's ``admission_done``)."""
 
-    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None: ...
+    def admission_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None) -> None: ...
 
 
 class SentenceUpstream:
-    """What every sentence of every session is sent through: admission, then the relay."""
+    """What every sentence of every session is sent through: the same upstream calls as a request's."""
 
-    def __init__(self, admission: Admission[Lease], relay: Relay, clock: Clock, records: UpstreamRecords) -> None:
-        self.admission = admission
-        self.relay = relay
+    def __init__(self, calls: Upstream, clock: Clock, records: UpstreamRecords) -> None:
+        self.calls = calls
         self.clock = clock
         self.records = records
 
@@ -100,7 +87,7 @@ class SentenceAudio:
         request: RequestInfo,
         payload: dict[str, Any] | GatewayError,
         on_progress: Callable[[], None],
-        trace: Callable[[RequestInfo], SentenceTrace],
+        trace: Callable[[RequestInfo], Started[RecordedSentence]],
         budget: AudioBudget,
         streams: SessionStreams,
     ) -> None:
@@ -164,12 +151,12 @@ class SentenceAudio:
         upstream = self._upstream
         # Started here, not in ``start``: a task cancelled before it runs never runs its
         # ``finally`` either, and so leaves no span open.
-        trace = self._trace(self.request)
-        stream: OpenStream | None = None
+        started = self._trace(self.request)
+        trace = started.spans  # None: tracing off
+        call: UpstreamCall | None = None
         outcome = StreamOutcome.CLIENT_DISCONNECTED  # unless it ends another way below
         status, error = CANCELLED, None
         failure: SentenceFailed | None = None
-        attempts = AttemptLog()
         waited_s: float | None = None
         rejected: str | None = None
         hold: StreamHold | None = None
@@ -177,25 +164,15 @@ class SentenceAudio:
             if isinstance(self._payload, GatewayError):
                 raise self._payload
             hold = await self._streams.take()  # the key's slot first, as an HTTP request's
-            trace.admission_started()
-            try:
-                reservation = await upstream.admission.admit(self.request)
-            except AdmissionRejected as exc:
-                rejected, waited_s = exc.reason, exc.waited_s
-                raise
-            trace.routed(reservation.decision)
-            waited_s = reservation.waited_s
-            self.decision = reservation.decision
-            self.placed.set()
-            self._on_progress()  # placed: the pipeline reports where
-            stream = await upstream.relay.open(reservation, self.request, self._payload, attempts, trace)  # owns the slot from here
-            self.decision = stream.decision  # a retry may have moved it
-            self._received(stream.first_chunk)
-            rest = stream.rest
+            call = upstream.calls.call(self.request, self._payload, started.headers, trace)
+            await call.open(self._placed)  # owns the worker's slot from admission on
+            self.decision = call.decision  # a retry may have moved it
+            self._received(call.first_chunk)
+            rest, count = call.rest, call.count
             assert rest is not None
             await self._budget.room(self, self._queued)
             async for chunk in rest:
-                stream.received(chunk)
+                count(len(chunk))
                 self._received(chunk)
                 await self._budget.room(self, self._queued)  # the client is behind: the worker waits
             outcome, status = StreamOutcome.COMPLETED, 200
@@ -203,11 +180,13 @@ class SentenceAudio:
             outcome, failure = StreamOutcome.ERROR, SentenceFailed(exc.message)
             status, error = 429, "concurrent_streams_exceeded"
         except UpstreamError as exc:
-            assert stream is not None  # before the stream opened, the relay raises GatewayError
-            kind = upstream.relay.failed_mid_stream(stream, exc)
+            assert call is not None  # before the stream opened, the call raises GatewayError
+            kind = call.failed_mid_stream(exc)
             outcome, failure = StreamOutcome.CUT, SentenceFailed(f"the worker failed mid-stream ({kind.value})")
             status, error = 502, kind.value
         except GatewayError as exc:  # refused by admission, the voice, or every worker tried
+            if isinstance(exc, AdmissionRejected):
+                rejected, waited_s = exc.reason, exc.waited_s
             outcome, failure = StreamOutcome.ERROR, SentenceFailed(exc.message)
             status, error = exc.status, exc.code or type(exc).__name__
         except Exception as exc:  # a bug must still end the sentence as failed, not as whole
@@ -215,17 +194,27 @@ class SentenceAudio:
             outcome, failure = StreamOutcome.ERROR, SentenceFailed(f"internal error ({type(exc).__name__})")
             status, error = 500, type(exc).__name__
         finally:
-            if stream is not None:
-                await stream.close(outcome)
+            retries = 0
+            if call is not None:
+                await call.close(outcome)
+                retries = call.retries
+                if call.waited_s is not None:
+                    waited_s = call.waited_s
             if hold is not None:
                 await self._streams.give_back(hold)  # after the worker's slot: both are free now
-            upstream.records.upstream_done(self.request.sla_class, waited_s, rejected, attempts)
-            detail = None if failure is None else failure.reason
-            trace.ended(SentenceEnd(_OUTCOMES[outcome], status, error, detail, self.decision, len(attempts.retries), self.received_bytes))
+            upstream.records.admission_done(self.request.sla_class, waited_s, rejected)
+            if trace is not None:
+                detail = None if failure is None else failure.reason
+                trace.ended(SentenceEnd(_OUTCOMES[outcome], status, error, detail, self.decision, retries, self.received_bytes))
             self.ended = True
             self.placed.set()
             self._queue.put_nowait(_End(failure))
             self._on_progress()
+
+    def _placed(self, decision: Decision) -> None:
+        self.decision = decision
+        self.placed.set()
+        self._on_progress()  # placed: the pipeline reports where
 
     def _queued(self) -> int:
         return self.queued_bytes

@@ -3,24 +3,28 @@
 Workers are the emulator's own engines (the same timing model and deploy profiles as
 ``higgs-gateway emulate``), warmed like a supervised worker. The gateway side is the real
 thing wherever routing is concerned: ``Admission``, the policy, the performance model
-learning from what ``PaceMeter`` measures, ``routing_view``. What it leaves out is HTTP:
-requests go straight to the engine, and audio comes back as chunk events at the times the
-engine says, so a simulated TTFP lacks the gateway's own ~2 ms per request.
+learning from what ``PaceMeter`` measures, ``routing_view``, and each request is the same
+``UpstreamCall`` through the same relay as the gateway's. What it leaves out is HTTP: the
+relay's transport is the engine itself (``EngineTransport``), whose audio comes back as
+chunk events at the times the engine says, so a simulated TTFP lacks the gateway's own
+~2 ms per request.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 from gateway.bench.client import RequestResult, RequestSpec
 from gateway.bench.stats import worst_underrun
 from gateway.config import AdmissionConfig, LearningSettings, PolicyName, RoutingConfig, RoutingThresholds
+from gateway.config import UpstreamConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
-from gateway.emulator.engine import Engine, EngineRequest
+from gateway.emulator.engine import ChunkEvent, Engine, EngineRequest
 from gateway.pools.specs import default_slots
 from gateway.routing import core as routing_core
 from gateway.routing.admission import AdmissionRejected
@@ -28,10 +32,15 @@ from gateway.routing.core import RoutingCore
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.routing.prior import prior_curve
 from gateway.types import PoolName, SlaClass
+from gateway.types import SPEECH_PATH
 from gateway.types.codec import BYTES_PER_FRAME
-from gateway.types.observations import StreamObservation
+from gateway.types.error_kinds import UpstreamErrorKind
+from gateway.types.observations import StreamOutcome
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
-from gateway.upstream.pace import PaceMeter
+from gateway.upstream.call import Upstream
+from gateway.upstream.errors import UpstreamError
+from gateway.upstream.events import StreamObservers
+from gateway.upstream.relay import Relay
 from gateway.worker_timing import StepModel, TimingParams
 
 
@@ -62,6 +71,7 @@ class SimWorker:
         self.slots = default_slots(plan.pool, plan.slots_per_worker, self.model.max_num_seqs)
         self.inflight = 0
         self.routable = True  # False while provisioning or draining (an elastic fleet)
+        self.url = f"sim://{worker_id}"  # what the relay posts to; the engine transport answers it
         self._ids = 0
 
     def request(self, text: str) -> EngineRequest:
@@ -73,6 +83,72 @@ class SimWorker:
             total_frames=model.frames_for(text),
             overhead_seconds=model.overhead_seconds(),
         )
+
+
+class _EngineChunks:
+    """A worker's audio as the relay reads it: one chunk of PCM-sized silence per engine
+    event (only its length matters), ending after the final one."""
+
+    __slots__ = ("_events", "_done")
+
+    def __init__(self, events: asyncio.Queue[ChunkEvent | None]) -> None:
+        self._events = events
+        self._done = False
+
+    def __aiter__(self) -> _EngineChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._done:
+            raise StopAsyncIteration
+        event = await self._events.get()
+        if event is None:
+            raise UpstreamError(UpstreamErrorKind.STREAM_ERROR, "the engine died")
+        self._done = event.final
+        return _silence(event.frames * BYTES_PER_FRAME)
+
+
+_SILENCE: dict[int, bytes] = {}
+
+
+def _silence(size: int) -> bytes:
+    chunk = _SILENCE.get(size)
+    if chunk is None:
+        chunk = _SILENCE[size] = bytes(size)
+    return chunk
+
+
+class _EngineResponse:
+    __slots__ = ("_worker", "_request", "_events", "status")
+
+    def __init__(self, worker: SimWorker, request: EngineRequest) -> None:
+        self._worker, self._request = worker, request
+        self._events = worker.driver.submit(request)
+        self.status = 200
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return _EngineChunks(self._events)
+
+    async def read(self) -> bytes:
+        return b""
+
+    async def close(self) -> None:
+        self._worker.driver.release(self._request)
+
+
+class EngineTransport:
+    """The relay's transport in the simulator: a POST is a request submitted to the
+    worker's engine, on the same loop, with no socket in between."""
+
+    def __init__(self, workers: Mapping[str, SimWorker]) -> None:
+        self._workers = workers
+
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = {}) -> _EngineResponse:
+        worker = self._workers[url.removesuffix(SPEECH_PATH).removeprefix("sim://")]
+        return _EngineResponse(worker, worker.request(body["input"]))
+
+    async def close(self) -> None:
+        pass
 
 
 class SimSlot:
@@ -132,6 +208,13 @@ class SimGateway:
         self.performance, self.admission = self.routing.performance, self.routing.admission
         if on_arrival is not None:
             self.admission.count_arrivals(on_arrival)
+        # Each request as the gateway sends it: one call, through the relay, to the engine.
+        # No health to tell (engines never fail here) and no first-byte timer (virtual time).
+        relay = Relay(
+            EngineTransport(self.workers), (StreamObservers([self.performance]),), self.admission, UpstreamConfig(retries=0),
+            clock=self._loop.time, bound_first_byte=False,
+        )  # fmt: skip
+        self.upstream = Upstream(self.admission, relay)
         # The background refit, as in the gateway (it ends with the simulation's loop).
         self._learning = self._loop.create_task(self.performance.run(self.loads), name="learning")
 
@@ -150,38 +233,29 @@ class SimGateway:
         result.sent_s = sent - phase_start
         sla = spec.sla_class
         request = RequestInfo(sla or SlaClass.BALANCED, None, len(spec.text))
+        call = self.upstream.call(request, {"input": spec.text}, {})
         try:
-            reservation = await self.admission.admit(request)
+            await call.open()  # admitted, the engine's first chunk in hand
         except AdmissionRejected as exc:
             result.status, result.error = exc.status, f"http_{exc.status}"
             result.e2e_s = now() - sent
             return result
-        decision, worker = reservation.decision, reservation.slot.worker  # the slot is already held
-        engine_request = worker.request(spec.text)
-        dispatch_load, dispatched_at = worker.inflight, now()
-        pace = PaceMeter(now, lambda: worker.inflight)  # what the relay measures, the same way
+        result.status, result.pool = 200, call.worker.pool.value
+        outcome = StreamOutcome.CLIENT_DISCONNECTED
         try:
-            events = worker.driver.submit(engine_request)
-            result.status, result.pool = 200, worker.pool.value
-            while True:
-                event = await events.get()
-                size = event.frames * BYTES_PER_FRAME
+            at = now()
+            result.ttfp_s = at - sent
+            result.chunks.append((at - sent, len(call.first_chunk)))
+            assert call.rest is not None
+            count = call.count
+            async for chunk in call.rest:
+                count(len(chunk))  # what the relay measures, the same way
                 at = now()
-                pace.add(size)
-                if result.ttfp_s is None:
-                    result.ttfp_s = at - sent
-                result.chunks.append((at - sent, size))
-                result.pcm_bytes += size
-                if event.final:
-                    break
+                result.chunks.append((at - sent, len(chunk)))
+            outcome = StreamOutcome.COMPLETED
         finally:
-            worker.driver.release(engine_request)
-            reservation.release()  # wakes admission's queue, as the fleet's lease does
-        ttfp = None if pace.first_at is None else pace.first_at - dispatched_at
-        self.performance.on_stream_done(StreamObservation(
-            worker.worker_id, worker.pool, dispatch_load, ttfp, tuple(pace.samples), bytes=pace.bytes,
-            predicted_ttfp_s=decision.predicted_ttfp_s, predicted_rtf=decision.predicted_rtf,
-        ))  # fmt: skip
+            await call.close(outcome)  # wakes admission's queue, as the fleet's lease does
+        result.pcm_bytes = call.received_bytes
         result.e2e_s = now() - sent
         result.underrun_s = worst_underrun(result.chunks)
         result.chunks = []

@@ -1,9 +1,9 @@
 """What one upstream stream showed: the data the performance model learns from.
 
 One ``StreamObservation`` per attempt on a worker (a retried request yields one per
-worker tried), written into the request's ``AttemptLog`` when the attempt ends; the
-recorder reads the log once, when the request ends, and passes each observation on to
-``StreamObserver``s (the routing's performance model).
+worker tried), carried by the relay's ``StreamEnded`` event when the attempt's stream
+closes; the recorder passes each on to ``StreamObserver``s (the routing's performance
+model).
 
 Every 40 ms codec frame a worker streams is one of its decode steps, so the time a stream
 takes to deliver 25 more frames (one second of audio) is 25 decode steps at the load the
@@ -12,14 +12,12 @@ worker carried meanwhile; ``gateway.upstream.pace.PaceMeter`` measures such samp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 from gateway.types import PoolName
 from gateway.types.codec import FRAMES_PER_SECOND
-from gateway.types.decision import Decision
-from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
 
 
 class StreamOutcome(StrEnum):
@@ -66,16 +64,3 @@ class StreamObservation:
 
 class StreamObserver(Protocol):
     def on_stream_done(self, observation: StreamObservation) -> None: ...
-
-
-@dataclass(slots=True)
-class AttemptLog:
-    """What happened upstream for one request, in order: every placement admission made
-    (the first and each retry's), every attempt's observation, every upstream failure
-    and retry. The relay writes it as it goes; the recorder reads it once, at the end, so
-    the relay never calls the recorder."""
-
-    decisions: list[Decision] = field(default_factory=list)
-    streams: list[StreamObservation] = field(default_factory=list)
-    errors: list[tuple[PoolName, UpstreamErrorKind]] = field(default_factory=list)
-    retries: list[RetryReason] = field(default_factory=list)

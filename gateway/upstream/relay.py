@@ -4,61 +4,46 @@ Before the first byte nothing has reached the client, so a refused connection, a
 a hang or an empty answer can still be hidden by trying another worker (``upstream.retries``
 times, by default once), which admission picks (``Admission.retry``) so a slot it handed
 to a queued request is never handed out twice. After the first byte, the bytes already
-sent cannot be taken back: the speech pipeline ends the stream instead.
+sent cannot be taken back: the stream is ended instead (``OpenStream.failed_mid_stream``).
 
 Each attempt is an ``OpenStream`` that owns its reservation (the slot admission took for
-it: the lease) and its upstream response;
-``OpenStream.close`` is the one place either is let go, whatever way the attempt ends.
-What each attempt showed (its placement, its observation, a failure, a retry) goes into
-the request's ``AttemptLog``, which the recorder reads once when the request ends; the
-worker's health hears of each attempt at once (it ejects on failures).
-Every attempt sends the request's ``x-request-id`` and ``traceparent`` (its ``AttemptTrace``).
+it: the lease) and its upstream response; ``OpenStream.close`` is the one place either is
+let go, whatever way the attempt ends. The relay itself only sends, reads the first byte
+and decides on a retry: how each attempt went is told once, as an ``AttemptEnded`` event,
+and each stream's end once, as a ``StreamEnded`` (``upstream.events``), to the hooks it
+was built with (the worker's health, the recorder) and to the request's own watcher (its
+``UpstreamCall``, which passes them on to the request's spans when tracing is on).
 
 Whose fault a failed attempt was (and so whether it counts toward the worker's ejection,
 whether another worker may try, and what the client is told) is ``upstream.blame``'s
 call; the relay only acts on it. A failure that may follow the request (undecided) is
-reported to the worker's health only once another worker served the same request; if the
-next worker fails the same way, ``blame.repeated`` makes it the request's and nobody is
-counted. Whoever's fault it was, the worker's health hears at once that it failed a request
-it had taken (``failed_after_arrival``): a worker that said its engine died, or that refuses
-connections right after, has stopped and is taken out of routing without waiting for a count.
+settled by the next attempt: if another worker serves the request, the event of that
+attempt names the earlier failures as the workers' (``AttemptEnded.settled``); if the
+next worker fails the same way, ``blame.repeated`` makes it the request's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Set
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
-from gateway.telemetry.tracing import UNTRACED, AttemptTrace, UpstreamTrace
-from gateway.types import SPEECH_PATH, PoolName
+from gateway.types import SPEECH_PATH
 from gateway.types.decision import Decision
-from gateway.types.error_kinds import RETRY_REASON, UpstreamErrorKind
-from gateway.types.observations import AttemptLog, StreamObservation, StreamOutcome
+from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
+from gateway.types.observations import StreamObservation, StreamOutcome
 from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
-from gateway.upstream.errors import UpstreamError
-from gateway.upstream.pace import PaceMeter
 from gateway.upstream import blame
 from gateway.upstream.blame import Blame, Verdict
+from gateway.upstream.errors import UpstreamError
+from gateway.upstream.events import AttemptEnded, AttemptHooks, StreamEnded, UpstreamWorker
+from gateway.upstream.pace import PaceMeter
 from gateway.upstream.transport import UpstreamResponse, UpstreamTransport
 
 Clock = Callable[[], float]
-
-
-class UpstreamWorker(Protocol):
-    """A worker as the relay uses it (the fleet's ``Worker``)."""
-
-    @property
-    def worker_id(self) -> str: ...
-    @property
-    def pool(self) -> PoolName: ...
-    @property
-    def url(self) -> str: ...
-    @property
-    def inflight(self) -> int: ...
 
 
 class HeldSlot(Protocol):
@@ -69,70 +54,102 @@ class HeldSlot(Protocol):
     def release(self) -> None: ...
 
 
-class AttemptReports(Protocol):
-    """Where the relay says how an attempt went (the fleet's ``WorkerHealth``)."""
-
-    def request_succeeded(self, worker: UpstreamWorker) -> None: ...
-    def request_failed(self, worker: UpstreamWorker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None: ...
-    def failed_after_arrival(self, worker: UpstreamWorker, detail: str, engine_dead: bool) -> None: ...
-
-
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
     def retry(self, request: RequestInfo, tried: Set[str]) -> Reservation[HeldSlot] | None: ...
 
 
+class AttemptWatcher(AttemptHooks, Protocol):
+    """The request's own subscriber (its ``UpstreamCall``): it also says what headers each
+    attempt carries (the request id, and the attempt's traceparent when tracing)."""
+
+    def headers_for(self, decision: Decision, worker: UpstreamWorker, number: int) -> Mapping[str, str]: ...
+
+
 class OpenStream:
     """One attempt on one worker: its lease, its upstream response and what it delivered.
 
     After ``Relay.open`` returns, ``first_chunk`` holds the first non-empty chunk and
-    ``rest`` the others; the caller reports each chunk with ``received`` and ends with
-    ``close``, the single release of the lease.
+    ``rest`` the others; the caller counts each chunk (``received``, or ``pace.add`` of its
+    length) and ends with ``close``, the single release of the lease.
     """
 
     __slots__ = (
-        "lease", "decision", "attempts", "response", "first_chunk", "rest", "log",
-        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace", "hidden_failures",
+        "lease", "decision", "request", "number", "retry_of", "response", "first_chunk", "rest",
+        "load_at_dispatch", "dispatched_at", "connected_at", "status", "pace", "hidden_failures",
+        "_relay", "_watcher", "_settled", "_closed", "_cut", "_cut_detail",
     )  # fmt: skip
 
     def __init__(
-        self, reservation: Reservation[HeldSlot], attempts: int, log: AttemptLog, clock: Clock, trace: AttemptTrace
-    ) -> None:
+        self, relay: Relay, reservation: Reservation[HeldSlot], request: RequestInfo, number: int,
+        retry_of: RetryReason | None, watcher: AttemptWatcher,
+    ) -> None:  # fmt: skip
         self.lease = lease = reservation.slot
         self.decision: Decision = reservation.decision
-        self.attempts = attempts
+        self.request = request
+        self.number = number
+        self.retry_of = retry_of
         self.response: UpstreamResponse | None = None
         self.first_chunk = b""
         self.rest: AsyncIterator[bytes] | None = None
-        self.log = log
-        log.decisions.append(reservation.decision)
         worker = lease.worker
         self.load_at_dispatch = worker.inflight  # our lease included
-        self.dispatched_at = clock()
-        self.pace = PaceMeter(clock, lambda: worker.inflight)
-        self._closed = False
-        self.trace = trace
+        self.dispatched_at = relay.clock()
+        self.connected_at: float | None = None
+        self.status: int | None = None
+        self.pace = PaceMeter(relay.clock, lambda: worker.inflight)
         self.hidden_failures: tuple[str, ...] = ()  # earlier attempts' failures, for the log
+        self._relay = relay
+        self._watcher = watcher
+        self._settled = False
+        self._closed = False
+        self._cut: UpstreamErrorKind | None = None
+        self._cut_detail: str | None = None
 
     @property
     def worker(self) -> UpstreamWorker:
         return self.lease.worker
 
+    @property
+    def attempts(self) -> int:
+        return self.number
+
     def received(self, chunk: bytes) -> None:
         """Count one upstream chunk (hot path: one clock read per second of audio)."""
         self.pace.add(len(chunk))
 
+    def failed_mid_stream(self, error: UpstreamError) -> UpstreamErrorKind:
+        """The stream broke after audio reached the client: no retry, but the worker is
+        blamed (told with the stream's end, in ``close``)."""
+        kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
+        self._cut, self._cut_detail = kind, error.detail or kind.value
+        return kind
+
+    def settle(self, failure: Verdict | None = None, judged: Verdict | None = None, settled: tuple[tuple[UpstreamWorker, Verdict], ...] = ()) -> None:
+        """Tell how this attempt went, once: served, failed, or (neither given, no first
+        byte) abandoned."""
+        if self._settled:
+            return
+        self._settled = True
+        pace = self.pace
+        self._relay.tell_attempt(
+            AttemptEnded(
+                self.request, self.decision, self.worker, self.number, self.retry_of, self.dispatched_at, self.connected_at,
+                self.status, pace.first_at if failure is None else None, failure, judged, settled,
+            ),
+            self._watcher,
+        )  # fmt: skip
+
     async def close(self, outcome: StreamOutcome) -> None:
-        """Release the worker slot, log the attempt and drop the upstream connection; once."""
+        """Release the worker slot, tell how the stream ended and drop the upstream connection; once."""
         if self._closed:
             return
         self._closed = True
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
-        worker, pace, decision = self.lease.worker, self.pace, self.decision
-        self.trace.closed(outcome, pace.bytes)  # a StrEnum: its own value
-        self.log.streams.append(
-            StreamObservation(
+        try:
+            worker, pace, decision = self.lease.worker, self.pace, self.decision
+            observation = StreamObservation(
                 worker_id=worker.worker_id,
                 pool=worker.pool,
                 load_at_dispatch=self.load_at_dispatch,
@@ -143,134 +160,117 @@ class OpenStream:
                 predicted_ttfp_s=decision.predicted_ttfp_s,
                 predicted_rtf=decision.predicted_rtf,
             )
-        )
-        if self.response is not None:
-            try:
-                # A half-read stream must drop the connection so the worker aborts the request.
-                await self.response.close()
-            except Exception:  # closing a broken connection may itself fail; nothing to do
-                pass
-
-
-class _AttemptFailed(Exception):
-    def __init__(self, verdict: Verdict) -> None:
-        super().__init__(verdict.detail)
-        self.verdict = verdict
+            ended = StreamEnded(self.request, worker, self.number, observation, self._relay.clock(), self._cut, self._cut_detail)
+            self._relay.tell_stream(ended, self._watcher)
+        finally:
+            if self.response is not None:
+                try:
+                    # A half-read stream must drop the connection so the worker aborts the request.
+                    await self.response.close()
+                except Exception:  # closing a broken connection may itself fail; nothing to do
+                    pass
 
 
 class Relay:
     def __init__(
         self,
         transport: UpstreamTransport,
-        reports: AttemptReports,
+        hooks: Sequence[AttemptHooks],
         admission: RetryAdmission,
         config: UpstreamConfig,
         clock: Clock = time.monotonic,
+        *,
+        bound_first_byte: bool = True,
     ) -> None:
+        """``hooks``: told of every attempt and stream end (the worker's health, the recorder).
+        ``bound_first_byte=False``: no first-byte timer (the simulator's engines run on
+        virtual time, where a wall-clock bound means nothing and its timer would only add
+        entries to the loop's schedule)."""
         self._transport = transport
-        self._reports = reports
+        self._hooks = tuple(hooks)
         self._admission = admission
-        self._config = config
-        self._clock = clock
+        self._retries = config.retries
+        self._first_byte_timeout_s = config.first_byte_timeout_s if bound_first_byte else None
+        self.clock = clock
+
+    def tell_attempt(self, event: AttemptEnded, watcher: AttemptHooks) -> None:
+        for hook in self._hooks:
+            hook.attempt_ended(event)
+        watcher.attempt_ended(event)
+
+    def tell_stream(self, event: StreamEnded, watcher: AttemptHooks) -> None:
+        for hook in self._hooks:
+            hook.stream_ended(event)
+        watcher.stream_ended(event)
 
     async def open(
-        self,
-        reservation: Reservation[HeldSlot],
-        request: RequestInfo,
-        payload: dict[str, Any],
-        log: AttemptLog,
-        trace: UpstreamTrace = UNTRACED,
+        self, reservation: Reservation[HeldSlot], request: RequestInfo, payload: dict[str, Any], watcher: AttemptWatcher
     ) -> OpenStream:
         """The stream of the first worker that produced audio, its first chunk read.
 
         Owns ``reservation`` (a slot admission already holds) and each retry's from here.
         Raises ``GatewayError`` when every attempt failed (its ``log_detail`` says what each
         worker did); on any exception (cancellation included) every lease it took is released.
-        Every attempt is written into ``log``, whatever way it ends.
+        Every attempt is told to the hooks and ``watcher`` once, whatever way it ends.
         """
         tried: set[str] = set()
         undecided: list[tuple[UpstreamWorker, Verdict]] = []  # failures only a later attempt can settle
         history: list[str] = []
-        attempts = 0
+        number = 0
+        retry_of: RetryReason | None = None
         while True:
-            attempts += 1
-            worker = reservation.slot.worker
-            attempt = trace.attempt(worker.worker_id, worker.pool, worker.url + SPEECH_PATH, attempts)
-            stream = OpenStream(reservation, attempts, log, self._clock, attempt)
+            number += 1
+            stream = OpenStream(self, reservation, request, number, retry_of, watcher)  # owns the lease from here
+            worker = stream.worker
             tried.add(worker.worker_id)
             try:
-                await self._attempt(stream, payload)
-            except _AttemptFailed as exc:
-                if exc.verdict.blame is Blame.UNDECIDED:
-                    # It took the request and failed it: not counted yet, but a dead engine
-                    # (or a refusal after this) takes it out of routing at once.
-                    self._reports.failed_after_arrival(worker, exc.verdict.detail, exc.verdict.signature == blame.ENGINE_DEAD)
-                verdict = blame.repeated([v for _, v in undecided], exc.verdict, payload)
+                judged = await self._attempt(stream, payload, watcher.headers_for(stream.decision, worker, number))
+                if judged is None:
+                    stream.settle(settled=tuple(undecided))  # another worker served it: those were the workers'
+                    stream.hidden_failures = tuple(history)
+                    return stream
+                verdict = blame.repeated([v for _, v in undecided], judged, payload)
+                stream.settle(verdict, judged)
             except BaseException as exc:
                 outcome = StreamOutcome.CLIENT_DISCONNECTED if isinstance(exc, asyncio.CancelledError) else StreamOutcome.ERROR
-                await stream.close(outcome)
+                try:
+                    stream.settle()  # abandoned (unless it was told already)
+                finally:
+                    await stream.close(outcome)
                 raise
-            else:
-                self._reports.request_succeeded(worker)
-                for earlier, failed in undecided:
-                    # Another worker served this very request: those failures were the workers'.
-                    self._reports.request_failed(earlier, failed.kind, failed.detail, ejecting=True)
-                stream.hidden_failures = tuple(history)
-                return stream
             history.append(f"{worker.worker_id} ({verdict.blame.value}) {verdict.kind.value}: {verdict.detail}")
-            self._report(worker, verdict, log)
-            stream.trace.failed(verdict.kind.value, verdict.detail)
             if verdict.blame is Blame.UNDECIDED:
                 undecided.append((worker, verdict))
             reason = RETRY_REASON.get(verdict.kind) if verdict.retryable else None
-            may_retry = reason is not None and attempts <= self._config.retries
+            may_retry = reason is not None and number <= self._retries
             await stream.close(StreamOutcome.RETRIED if may_retry else StreamOutcome.ERROR)
             retry = self._admission.retry(request, tried) if may_retry else None
             if retry is None:
                 error = verdict.client_error
                 error.log_detail = "; ".join(history)
                 raise error
-            assert reason is not None
-            log.retries.append(reason)
-            trace.routed(retry.decision, retry=True)
-            reservation = retry
+            retry_of, reservation = reason, retry
 
-    def _report(self, worker: UpstreamWorker, verdict: Verdict, log: AttemptLog) -> None:
-        """Tell the fleet what the failure says about the worker, and log it for the count."""
-        if verdict.blame not in (Blame.REQUEST, Blame.UNDECIDED):
-            # Undecided failures are counted (or not) once a later attempt settles them;
-            # the request's own are never the worker's business.
-            self._reports.request_failed(worker, verdict.kind, verdict.detail, ejecting=verdict.blame is Blame.WORKER)
-        log.errors.append((worker.pool, verdict.kind))
-
-    def failed_mid_stream(self, stream: OpenStream, error: UpstreamError) -> UpstreamErrorKind:
-        """The stream broke after audio reached the client: no retry, but the worker is blamed."""
-        kind = UpstreamErrorKind.READ_TIMEOUT if error.kind is UpstreamErrorKind.READ_TIMEOUT else UpstreamErrorKind.STREAM_ERROR
-        self._reports.request_failed(stream.worker, kind, error.detail or kind.value, ejecting=True)
-        stream.log.errors.append((stream.worker.pool, kind))
-        stream.trace.failed(kind.value, error.detail or kind.value)
-        return kind
-
-    async def _attempt(self, stream: OpenStream, payload: dict[str, Any]) -> None:
-        worker, trace = stream.worker, stream.trace
+    async def _attempt(self, stream: OpenStream, payload: dict[str, Any], headers: Mapping[str, str]) -> Verdict | None:
+        """None once the first audio is in hand; else how the attempt failed, judged."""
+        worker = stream.worker
         try:
-            async with asyncio.timeout(self._config.first_byte_timeout_s):
-                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload, trace.headers)
-                trace.connected(response.status)
+            async with asyncio.timeout(self._first_byte_timeout_s):
+                response = stream.response = await self._transport.post_stream(worker.url + SPEECH_PATH, payload, headers)
+                stream.connected_at, stream.status = self.clock(), response.status
                 if response.status != 200:
-                    raise _AttemptFailed(blame.judge_status(response.status, await response.read(), payload))
+                    return blame.judge_status(response.status, await response.read(), payload)
                 rest = response.chunks().__aiter__()
                 first = b""
                 while not first:
                     first = await anext(rest)
-        except TimeoutError as exc:
-            raise _AttemptFailed(blame.judge_silence()) from exc
-        except StopAsyncIteration as exc:
-            raise _AttemptFailed(blame.judge_no_audio()) from exc
+        except TimeoutError:
+            return blame.judge_silence()
+        except StopAsyncIteration:
+            return blame.judge_no_audio()
         except UpstreamError as exc:
-            raise _AttemptFailed(blame.judge_transport(exc)) from exc
-        trace.first_byte()
+            return blame.judge_transport(exc)
         stream.first_chunk = first
         stream.rest = rest
-        stream.received(first)
-
+        stream.pace.add(len(first))
+        return None

@@ -1,4 +1,4 @@
-"""The recorder: each request's record (and each fleet report) becomes the right series, the access line and the observers' call."""
+"""The recorder: each request's record, each of the relay's events (and each fleet report) becomes the right series, the access line and the observers' call."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from gateway.types.decision import Action, Decision
 from gateway.types.error_kinds import RetryReason, UpstreamErrorKind
 from gateway.types.labels import NO_POOL, DisconnectPhase, EjectionReason, KeyResult, ProfileChangeResult, RestartReason
 from gateway.types.observations import PaceSample, StreamObservation, StreamOutcome
+from gateway.types.view import RequestInfo
+from gateway.upstream import blame
+from gateway.upstream.blame import Verdict
+from gateway.upstream.events import AttemptEnded, StreamEnded
 
 LL = PoolName.LOW_LATENCY
 WORKER = Worker("ll-0", LL, "http://ll-0.test", slots=4)
@@ -52,12 +56,20 @@ def observation(outcome: StreamOutcome = StreamOutcome.COMPLETED, **fields: obje
     return StreamObservation("ll-0", LL, 2, 0.3, pace, outcome, BYTES_PER_SECOND, **fields)  # type: ignore[arg-type]
 
 
-def test_admission_answers_in_the_record_become_waits_decisions_and_rejections() -> None:
+def attempt(decision: Decision, *, retry_of: RetryReason | None = None, failure: Verdict | None = None) -> AttemptEnded:
+    request = RequestInfo(SlaClass.LATENCY, None, 10)
+    return AttemptEnded(request, decision, WORKER, 1 if retry_of is None else 2, retry_of, 0.0, None, None, None, failure)
+
+
+def ended(observation: StreamObservation, cut: UpstreamErrorKind | None = None) -> StreamEnded:
+    return StreamEnded(RequestInfo(SlaClass.LATENCY, None, 10), WORKER, 1, observation, 1.0, cut)
+
+
+def test_admission_answers_in_the_record_become_waits_and_rejections_and_attempts_decisions() -> None:
     rec, _ = recorder()
     routed = RequestRecord("req-1", SlaClass.LATENCY, pool="low_latency", worker="ll-0", queue_wait_s=0.02)
-    routed.attempts.decisions.append(Decision(Action.ROUTE, reasons.FASTEST_TTFP, LL, "ll-0"))
-    routed.attempts.decisions.append(Decision(Action.WAIT, reasons.QUEUED_LL_FULL))  # no pool: not a placement
     refused = RequestRecord("req-2", SlaClass.THROUGHPUT, rejected=reasons.QUEUE_FULL)  # refused on arrival: no wait
+    rec.attempt_ended(attempt(Decision(Action.ROUTE, reasons.FASTEST_TTFP, LL, "ll-0")))
     rec.request_done(routed, 200)
     rec.request_done(refused, 429)
     rec.key_checked(KeyIdentity("abc123", authenticated=True), KeyResult.RATE_LIMITED, SlaClass.BALANCED)
@@ -87,15 +99,15 @@ def test_a_voice_session_refused_by_its_key_counts_in_key_requests_not_in_reject
     assert not any(name == "higgs_gateway_rejections_total" for name, _ in counted)
 
 
-def test_the_attempt_log_becomes_errors_retries_prediction_ratios_and_observations() -> None:
+def test_the_relays_events_become_errors_retries_prediction_ratios_and_observations() -> None:
     rec, observers = recorder()
-    record = RequestRecord("req-1", SlaClass.BALANCED, pool="low_latency", worker="ll-1")
+    first = Decision(Action.ROUTE, reasons.FASTEST_TTFP, LL, "ll-0")
     failed = observation(StreamOutcome.RETRIED)
     done = observation(predicted_ttfp_s=0.15, predicted_rtf=0.25)
-    record.attempts.errors.append((LL, UpstreamErrorKind.STATUS_5XX))
-    record.attempts.retries.append(RetryReason.STATUS_5XX)
-    record.attempts.streams.extend([failed, done])
-    rec.request_done(record, 200)
+    rec.attempt_ended(attempt(first, failure=blame.judge_status(500, b"boom", {})))
+    rec.stream_ended(ended(failed))
+    rec.attempt_ended(attempt(Decision(Action.ROUTE, reasons.RETRY_OTHER_WORKER, LL, "ll-1"), retry_of=RetryReason.STATUS_5XX))
+    rec.stream_ended(ended(done))
     assert value(rec, "higgs_gateway_upstream_errors_total", pool="low_latency", kind="status_5xx") == 1
     assert value(rec, "higgs_gateway_retries_total", reason="status_5xx") == 1
     assert value(rec, "higgs_gateway_prediction_ratio_sum", pool="low_latency", quantity="ttfp") == pytest.approx(2.0)
@@ -103,13 +115,12 @@ def test_the_attempt_log_becomes_errors_retries_prediction_ratios_and_observatio
     assert observers.seen == [failed, done]  # the performance model hears every attempt, in order
 
 
-def test_only_a_completed_stream_is_compared_with_its_prediction() -> None:
+def test_only_a_completed_stream_is_compared_with_its_prediction_and_a_cut_is_an_upstream_error() -> None:
     rec, observers = recorder()
-    record = RequestRecord("req-1")
     cut = observation(StreamOutcome.CUT, predicted_ttfp_s=0.15, predicted_rtf=0.25)
-    record.attempts.streams.append(cut)
-    rec.request_done(record, 502)
+    rec.stream_ended(ended(cut, UpstreamErrorKind.STREAM_ERROR))
     assert value(rec, "higgs_gateway_prediction_ratio_count", pool="low_latency", quantity="ttfp") == 0
+    assert value(rec, "higgs_gateway_upstream_errors_total", pool="low_latency", kind="stream_error") == 1
     assert observers.seen == [cut]
 
 

@@ -23,7 +23,7 @@ from gateway.api.entry import Entry
 from gateway.config import ConfigError, UpstreamConfig, load_config
 from gateway.log_text import TextFormatter
 from gateway.telemetry.request_context import REQUEST_ID, send_request_id
-from gateway.telemetry.tracing import incoming_trace_headers, valid_traceparent
+from gateway.telemetry.propagation import incoming_trace_headers, valid_traceparent
 from gateway.upstream.transport import HttpxTransport
 
 CALLER = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

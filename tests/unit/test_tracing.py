@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +266,37 @@ async def test_tracing_off_passes_the_callers_trace_headers_through(tmp_path: Pa
     ]
     access = [r for r in log_records(access_lines) if r["logger"] == "higgs_gateway.access"]
     assert [r["trace_id"] for r in access] == [CALLER_TRACE, None, None]
+
+
+@contextmanager
+def calls_into(module: Any) -> Iterator[list[str]]:
+    """Every Python function of ``module`` entered meanwhile, by name (the profiler hook)."""
+    path, entered = module.__file__, []
+
+    def profile(frame: Any, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename == path:
+            entered.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        yield entered
+    finally:
+        sys.setprofile(None)
+
+
+async def test_tracing_off_runs_no_tracing_code_per_request(tmp_path: Path) -> None:
+    from gateway.telemetry import tracing
+
+    # A retry too: a failed attempt, then a served one.
+    transport = FakeTransport({LL_URL: [FakeResponse(500, body=b"boom")], HT_URL: [FakeResponse(200, [PCM])]})
+    async with gateway(build(tmp_path, transport)) as client:
+        with calls_into(tracing) as entered:
+            response = await client.post("/v1/audio/speech", json=BODY, headers={"x-sla-class": "latency", "traceparent": CALLER})
+    assert response.status_code == 200 and len(transport.calls) == 2
+    assert entered == []
+    with calls_into(tracing) as entered:  # the counter counts: a traced request enters it
+        tracing.OtelTracing(TracerProvider()).start([], "req-1")
+    assert entered
 
 
 def test_tracing_off_never_loads_the_sdk(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -30,10 +31,14 @@ from gateway.recorder import Recorder
 from gateway.security.auth import ApiKeyAuth
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types import SPEECH_PATH
+from gateway.upstream.call import Upstream
+from gateway.upstream.events import HealthReports
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
-from tests.unit.upstream.fakes import HANG, FakeResponse, FakeTransport, cut, ready_fleet
+from tests.unit.upstream.fakes import (
+    AWAITS_BEFORE_AUDIO, HANG, FakeResponse, FakeTransport, FaultyTransport, cut, failing_then_serving, ready_fleet,
+)
 
 PCM = b"\x01\x00" * 960  # one 40 ms frame
 BODY = {"model": "tts-1", "input": "Hello there.", "voice": "alloy", "response_format": "pcm"}
@@ -47,12 +52,12 @@ class Gateway:
         self.fleet, admission = ready_fleet(tmp_path)
         self.transport = transport
         self.recorder = Recorder(GatewayMetrics(), AccessLog(enabled=False))
-        relay = Relay(transport, self.fleet.health, admission, config.upstream)
+        relay = Relay(transport, (HealthReports(self.fleet.health), self.recorder), admission, config.upstream)
         pipeline = SpeechPipeline(
             auth=ApiKeyGate(ApiKeyAuth(config.auth), config.auth.open_listings, self.recorder),
             admission=admission,
             payloads=WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth)),
-            relay=relay,
+            upstream=Upstream(admission, relay),
             encoders=encoders,
             recorder=self.recorder,
             max_body_bytes=config.server.max_body_bytes,
@@ -163,3 +168,63 @@ async def test_a_failure_before_the_first_byte_is_retried_on_another_worker(tmp_
     assert gateway.inflight() == 0
     assert gateway.count("higgs_gateway_requests_total", sla_class="throughput", pool=response.headers["x-gateway-pool"], status="200") == 1
 
+
+
+async def request_raw(gateway: Gateway, leave: asyncio.Event, until: asyncio.Event) -> list[dict[str, Any]]:
+    """One speech request straight through the ASGI app; the client leaves once ``until``
+    is set (if it ever is). Returns what the app sent."""
+    body = json.dumps(BODY).encode()
+    received = iter([{"type": "http.request", "body": body, "more_body": False}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        message = next(received, None)
+        if message is not None:
+            return message
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "method": "POST", "path": SPEECH_PATH, "raw_path": SPEECH_PATH.encode(), "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        "http_version": "1.1", "scheme": "http", "server": ("gw.test", 80), "client": ("127.0.0.1", 1), "root_path": "",
+    }  # fmt: skip
+    request = asyncio.create_task(gateway.app(scope, receive, send))
+    reached = asyncio.create_task(until.wait())
+    await asyncio.wait({request, reached}, return_when=asyncio.FIRST_COMPLETED)
+    if until.is_set():
+        leave.set()  # hanging at the step: the client gives up
+    async with asyncio.timeout(5):
+        await request
+    reached.cancel()
+    return sent
+
+
+async def test_the_awaits_before_the_first_byte_are_the_ones_the_fault_tests_hit(tmp_path: Path) -> None:
+    transport = FaultyTransport(failing_then_serving(PCM))
+    gateway = Gateway(tmp_path, transport)
+    sent = await request_raw(gateway, asyncio.Event(), asyncio.Event())
+    assert sent[0]["status"] == 200 and tuple(transport.steps[: len(AWAITS_BEFORE_AUDIO)]) == AWAITS_BEFORE_AUDIO
+
+
+@pytest.mark.parametrize("fault", ["exception", "cancellation"])
+@pytest.mark.parametrize("step", range(len(AWAITS_BEFORE_AUDIO)), ids=lambda i: f"{i}-{AWAITS_BEFORE_AUDIO[i]}")
+async def test_a_failure_at_any_await_between_admission_and_the_first_byte_leaves_no_slot_held(
+    tmp_path: Path, step: int, fault: str
+) -> None:
+    transport = FaultyTransport(failing_then_serving(PCM), step, HANG if fault == "cancellation" else RuntimeError("injected"))
+    gateway = Gateway(tmp_path, transport)
+    sent = await request_raw(gateway, asyncio.Event(), transport.reached)
+    assert transport.reached.is_set()
+    status = sent[0]["status"]
+    if fault == "cancellation":
+        assert status == 499
+    elif AWAITS_BEFORE_AUDIO[step] == "close":
+        assert status == 200  # a failed close of the dropped attempt changes nothing: the retry serves it
+    else:
+        assert status == 500
+    assert gateway.inflight() == 0
+    assert gateway.count("higgs_gateway_requests_total", sla_class="balanced", pool="none", status=str(status)) == (status != 200)

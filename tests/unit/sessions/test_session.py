@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.audio.factory import open_encoder
 from gateway.config import load_config
 from gateway.security.ref_audio import RefAudioPolicy
@@ -21,17 +23,22 @@ from gateway.sessions.pipeline import SentencePipeline
 from gateway.sessions.sentence import SentenceUpstream
 from gateway.sessions.session import Session, SessionEnd, SessionLimits
 from gateway.sessions.voice import SessionVoices
-from gateway.telemetry.tracing import UNTRACED_SESSION, SessionTrace
+from gateway.telemetry.propagation import UNTRACED_SESSION
+from gateway.telemetry.tracing import SessionTrace
 from gateway.types import SPEECH_PATH
+from gateway.upstream.call import Upstream
+from gateway.upstream.events import AttemptEnded, HealthReports, StreamEnded
 from gateway.upstream.relay import Relay
 from gateway.voices.store import VoiceStore
 from gateway.types import SlaClass
 from gateway.types.codec import BYTES_PER_SECOND
-from gateway.types.observations import AttemptLog, StreamOutcome
+from gateway.types.observations import StreamOutcome
 from gateway.worker_payload import WorkerPayloads
 from tests.support.deadline import until, within
 from tests.unit.sessions.fakes import NullSessionObserver
-from tests.unit.upstream.fakes import HT_URL, LL2_URL, LL_URL, ready_fleet
+from tests.unit.upstream.fakes import (
+    AWAITS_BEFORE_AUDIO, HANG, HT_URL, LL2_URL, LL_URL, FaultyTransport, failing_then_serving, ready_fleet,
+)
 
 PCM = b"\x01\x00" * 960  # 40 ms
 CONFIG = {"type": "session.config", "response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
@@ -118,30 +125,40 @@ class FakeSocket:
 
 
 class Records:
-    """The recorder's ``upstream_done``: each ended sentence's routing, as the recorder gets it."""
+    """The recorder as a sentence reaches it: its admission when it ends (``admission_done``),
+    its attempts and streams as the relay's events."""
 
     def __init__(self) -> None:
-        self.done: list[tuple[SlaClass, float | None, str | None, AttemptLog]] = []
+        self.done: list[tuple[SlaClass, float | None, str | None]] = []
+        self.attempts: list[AttemptEnded] = []
+        self.ends: list[StreamEnded] = []
 
-    def upstream_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None, log: AttemptLog) -> None:
-        self.done.append((sla, queue_wait_s, rejected, log))
+    def admission_done(self, sla: SlaClass, queue_wait_s: float | None, rejected: str | None) -> None:
+        self.done.append((sla, queue_wait_s, rejected))
+
+    def attempt_ended(self, event: AttemptEnded) -> None:
+        self.attempts.append(event)
+
+    def stream_ended(self, event: StreamEnded) -> None:
+        self.ends.append(event)
 
 
 class Rig:
     def __init__(self, tmp_path: Path, trace: SessionTrace = UNTRACED_SESSION, slots: int | None = None,
                  idle_timeout_s: float = 5.0, *, limits: SessionLimits | None = None, key: SessionKey | None = None,
-                 socket: FakeSocket | None = None, clock: Callable[[], float] | None = None) -> None:  # fmt: skip
+                 socket: FakeSocket | None = None, clock: Callable[[], float] | None = None,
+                 transport: Any = None) -> None:  # fmt: skip
         config = load_config(overrides={"data_dir": str(tmp_path)})
         self.fleet, self.admission = ready_fleet(tmp_path, slots=slots)
-        self.transport = GatedTransport()
-        relay = Relay(self.transport, self.fleet.health, self.admission, config.upstream)  # type: ignore[arg-type]
+        self.transport = transport if transport is not None else GatedTransport()
         self.records = Records()
+        relay = Relay(self.transport, (HealthReports(self.fleet.health), self.records), self.admission, config.upstream)  # type: ignore[arg-type]
         self.socket = socket if socket is not None else FakeSocket()
         limits = limits if limits is not None else SessionLimits(5.0, idle_timeout_s, 1000)
         self.outbox = outbox = Outbox(self.socket, limits.send_timeout_s)
         clock = clock if clock is not None else asyncio.get_running_loop().time
         self.pipeline = SentencePipeline(
-            outbox, SentenceUpstream(self.admission, relay, clock, self.records), open_encoder, NullSessionObserver(),
+            outbox, SentenceUpstream(Upstream(self.admission, relay), clock, self.records), open_encoder, NullSessionObserver(),
             trace=trace, lookahead_s=limits.lookahead_s, key=key,
         )  # fmt: skip
         payloads = WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth))
@@ -191,11 +208,12 @@ async def test_sentence_two_is_synthesized_while_one_streams_and_audio_stays_in_
     rig.socket.client_sends({"type": "session.close"})
     assert await run is SessionEnd.CLOSED
     assert rig.socket.closed_with == 1000 and rig.inflight() == 0
-    # Each sentence recorded once, when it ended: its placement and its stream.
-    recorded = sorted((log.decisions[0].worker_id, [o.outcome for o in log.streams]) for _, _, _, log in rig.records.done)
+    # Each sentence's attempt and stream told once: its placement and its stream.
+    recorded = sorted((end.observation.worker_id, [end.observation.outcome]) for end in rig.records.ends)
     first_worker = {LL_URL: "ll-0", LL2_URL: "ll-1"}[first_url]
     assert recorded == sorted([("ht-0", [StreamOutcome.COMPLETED]), (first_worker, [StreamOutcome.COMPLETED])])
-    assert all(waited is not None and rejected is None for _, waited, rejected, _ in rig.records.done)
+    assert sorted(a.decision.worker_id for a in rig.records.attempts) == sorted(e.observation.worker_id for e in rig.records.ends)
+    assert all(waited is not None and rejected is None for _, waited, rejected in rig.records.done)
 
 
 async def test_a_client_whose_reply_just_ended_is_not_idle(tmp_path: Path) -> None:
@@ -335,3 +353,42 @@ async def test_a_sentence_that_fails_is_reported_and_the_session_continues(tmp_p
     assert rig.transport.opened == []  # never sent to a worker
     rig.socket.client_sends({"type": "session.close"})
     assert await run is SessionEnd.CLOSED
+
+
+async def test_the_awaits_before_a_sentences_first_byte_are_the_ones_the_fault_tests_hit(tmp_path: Path) -> None:
+    transport = FaultyTransport(failing_then_serving(PCM))
+    rig = Rig(tmp_path, transport=transport)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "Hello there."})
+    rig.socket.client_sends({"type": "input.done"})
+    await rig.socket.until("session.done")
+    assert [m for m in rig.socket.sent if isinstance(m, bytes)] == [PCM]
+    assert tuple(transport.steps[: len(AWAITS_BEFORE_AUDIO)]) == AWAITS_BEFORE_AUDIO
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
+
+
+@pytest.mark.parametrize("fault", ["exception", "cancellation"])
+@pytest.mark.parametrize("step", range(len(AWAITS_BEFORE_AUDIO)), ids=lambda i: f"{i}-{AWAITS_BEFORE_AUDIO[i]}")
+async def test_a_sentence_failing_at_any_await_between_admission_and_the_first_byte_leaves_no_slot_held(
+    tmp_path: Path, step: int, fault: str
+) -> None:
+    transport = FaultyTransport(failing_then_serving(PCM), step, HANG if fault == "cancellation" else RuntimeError("injected"))
+    rig = Rig(tmp_path, transport=transport)
+    run = asyncio.create_task(rig.run())
+    rig.socket.client_sends(CONFIG)
+    rig.socket.client_sends({"type": "input.text", "text": "Hello there."})
+    rig.socket.client_sends({"type": "input.done"})
+    await within(5, transport.reached.wait())
+    if fault == "cancellation":
+        rig.socket.client_sends({"type": "input.cancel"})  # barge-in while the sentence hangs there
+        await rig.socket.until("input.cancelled")
+    else:
+        done = await rig.socket.until("audio.done")
+        # A failed close of the dropped attempt changes nothing: the retry serves the sentence.
+        assert done.get("error", False) is (AWAITS_BEFORE_AUDIO[step] != "close")
+    assert rig.inflight() == 0
+    rig.socket.client_sends({"type": "session.close"})
+    assert await run is SessionEnd.CLOSED
+    assert rig.inflight() == 0

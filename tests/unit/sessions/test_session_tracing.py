@@ -16,9 +16,11 @@ from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import SpanKind, StatusCode, format_span_id, format_trace_id
 
 from gateway.sessions.session import SessionEnd
-from gateway.telemetry.tracing import OtelTracing, PassThroughTracing
+from gateway.telemetry.propagation import PassThroughTracing
+from gateway.telemetry.tracing import OtelTracing
 from tests.support.spans import OpenSpans, children
 from tests.unit.sessions.test_session import CONFIG, PCM, Rig
+from tests.unit.test_tracing import calls_into
 
 CALLER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER = f"00-{CALLER_TRACE}-b7ad6b7169203331-01"
@@ -47,6 +49,22 @@ async def finish(rig: Rig, run: asyncio.Task[SessionEnd]) -> None:
     rig.socket.client_sends({"type": "session.close"})
     assert await run is SessionEnd.CLOSED
     assert rig.inflight() == 0
+
+
+async def test_without_tracing_a_sentence_runs_no_tracing_code(tmp_path: Path) -> None:
+    from gateway.telemetry import tracing
+
+    rig = Rig(tmp_path, PassThroughTracing().session([(b"traceparent", CALLER.encode())], "sess-1"))
+    run = asyncio.create_task(rig.run())
+    with calls_into(tracing) as entered:
+        rig.socket.client_sends(CONFIG)
+        rig.socket.client_sends({"type": "input.text", "text": "First one here. "})
+        _, response = await rig.transport.nth(0)
+        response.feed.put_nowait(PCM)
+        response.feed.put_nowait(None)
+        await rig.socket.until("audio.done")
+    assert entered == []
+    await finish(rig, run)
 
 
 async def test_without_tracing_each_sentence_has_its_own_id_and_the_callers_trace(tmp_path: Path) -> None:

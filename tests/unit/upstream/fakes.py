@@ -16,7 +16,10 @@ from gateway.routing.admission import Admission
 from gateway.routing.prior import pool_priors
 from gateway.types import PoolName, WorkerState
 from gateway.types.error_kinds import UpstreamErrorKind
-from gateway.types.observations import AttemptLog
+from gateway.types.decision import Decision
+from gateway.types.error_kinds import RetryReason
+from gateway.types.observations import StreamObservation
+from gateway.upstream.events import AttemptEnded, StreamEnded, UpstreamWorker
 from gateway.upstream.errors import UpstreamError
 
 HANG = object()  # a chunk list item: wait forever (until cancelled)
@@ -72,8 +75,41 @@ class FakeTransport:
         pass
 
 
-class RecordingLog(AttemptLog):
-    """The relay's attempt log, with the failures spelled as the tests compare them."""
+class RecordingLog:
+    """The request's watcher as the relay tells it (an ``UpstreamCall`` without the call):
+    each attempt's placement, failure and retry, each stream's observation, spelled as the
+    tests compare them."""
+
+    def __init__(self, headers: Mapping[str, str] | None = None) -> None:
+        self.headers = dict(headers or {})
+        self.attempts: list[AttemptEnded] = []
+        self.ends: list[StreamEnded] = []
+
+    def headers_for(self, decision: Decision, worker: UpstreamWorker, number: int) -> Mapping[str, str]:
+        return self.headers
+
+    def attempt_ended(self, event: AttemptEnded) -> None:
+        self.attempts.append(event)
+
+    def stream_ended(self, event: StreamEnded) -> None:
+        self.ends.append(event)
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return [a.decision for a in self.attempts]
+
+    @property
+    def retries(self) -> list[RetryReason]:
+        return [a.retry_of for a in self.attempts if a.retry_of is not None]
+
+    @property
+    def streams(self) -> list[StreamObservation]:
+        return [e.observation for e in self.ends]
+
+    @property
+    def errors(self) -> list[tuple[PoolName, UpstreamErrorKind]]:
+        failed = [(a.worker.pool, a.failure.kind) for a in self.attempts if a.failure is not None]
+        return failed + [(e.worker.pool, e.cut) for e in self.ends if e.cut is not None]
 
     @property
     def error_kinds(self) -> list[tuple[str, str]]:
@@ -123,3 +159,67 @@ def ready_fleet(
 
 def cut(detail: str = "connection reset") -> UpstreamError:
     return UpstreamError(UpstreamErrorKind.STREAM_ERROR, detail)
+
+
+class FaultyTransport:
+    """Answers the n-th call with the n-th answer, whichever worker is asked, and counts
+    every await the relay makes on it (``steps``: post, read, chunk, close, in order).
+    At step ``fault_at`` it raises ``fault`` there, or, with ``fault=HANG``, waits there
+    until the test cancels the request: a failure at any await before the first byte."""
+
+    def __init__(self, answers: list[FakeResponse], fault_at: int | None = None, fault: Any = None) -> None:
+        self.answers = list(answers)
+        self.fault_at = fault_at
+        self.fault = fault
+        self.steps: list[str] = []
+        self.reached = asyncio.Event()  # the fault's step was reached
+        self.responses: list[FakeResponse] = []
+
+    async def step(self, name: str) -> None:
+        index = len(self.steps)
+        self.steps.append(name)
+        if index == self.fault_at:
+            self.reached.set()
+            if self.fault is HANG:
+                await asyncio.Event().wait()
+            raise self.fault
+        await asyncio.sleep(0)  # a real suspension, as a socket's would be
+
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = {}) -> _FaultyResponse:
+        await self.step("post")
+        answer = self.answers.pop(0)
+        self.responses.append(answer)
+        return _FaultyResponse(self, answer)
+
+    async def close(self) -> None:
+        pass
+
+
+class _FaultyResponse:
+    def __init__(self, transport: FaultyTransport, answer: FakeResponse) -> None:
+        self._transport = transport
+        self._answer = answer
+        self.status = answer.status
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        for part in self._answer.parts:
+            await self._transport.step("chunk")
+            yield part
+
+    async def read(self) -> bytes:
+        await self._transport.step("read")
+        return self._answer.body
+
+    async def close(self) -> None:
+        self._answer.closed = True
+        await self._transport.step("close")
+
+
+def failing_then_serving(audio: bytes) -> list[FakeResponse]:
+    """A 500 (its body read, then dropped for a retry), then an empty chunk and audio: every
+    kind of await the relay makes before a first byte."""
+    return [FakeResponse(500, body=b'{"error": {"message": "boom"}}'), FakeResponse(200, [b"", audio])]
+
+
+# The awaits ``failing_then_serving`` makes before the first byte, in order.
+AWAITS_BEFORE_AUDIO = ("post", "read", "close", "post", "chunk", "chunk")

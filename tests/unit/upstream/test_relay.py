@@ -18,6 +18,7 @@ from gateway.types.observations import StreamOutcome
 from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
+from gateway.upstream.events import HealthReports
 from gateway.upstream.relay import Relay
 from tests.unit.upstream.fakes import HANG, HT_URL, LL2_URL, LL_URL, FakeResponse, FakeTransport, RecordingLog, cut, ready_fleet
 
@@ -31,7 +32,8 @@ def relay_over(tmp_path: Path, script: dict[str, list[Any]], **upstream: Any) ->
     fleet, admission = ready_fleet(tmp_path, upstream=upstream)
     transport = FakeTransport(script)
     observer = RecordingLog()
-    return Relay(transport, fleet.health, admission, UpstreamConfig(**upstream)), transport, observer, fleet
+    relay = Relay(transport, (HealthReports(fleet.health),), admission, UpstreamConfig(**upstream))
+    return relay, transport, observer, fleet
 
 
 def on_ll0(fleet: Any) -> Reservation[Lease]:
@@ -355,7 +357,7 @@ async def test_a_stream_cut_after_audio_blames_the_worker_without_retrying(tmp_p
     assert stream.rest is not None
     with pytest.raises(UpstreamError) as caught:
         await anext(stream.rest)
-    assert relay.failed_mid_stream(stream, caught.value) is UpstreamErrorKind.STREAM_ERROR
+    assert stream.failed_mid_stream(caught.value) is UpstreamErrorKind.STREAM_ERROR
     await stream.close(StreamOutcome.CUT)
     assert observer.error_kinds == [("low_latency", "stream_error")] and observer.retries == []
     assert fleet.members.get("ll-0").consecutive_failures == 1 and inflight(fleet)["ll-0"] == 0
