@@ -30,8 +30,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from gateway.bench.targets import ADAPTIVE, Target
-from gateway.bench.text_stream import REPLIES
-from gateway.bench.voice_client import SessionOptions, open_session, stream_url
+from gateway.bench.voice_client import REPLIES, SessionOptions, open_session, stream_url
 
 WAYS = ("drop", "close", "idle", "binary_frame", "invalid_json", "unknown_type", "cancel_storm", "no_config")
 DEFAULT_SESSIONS = 200

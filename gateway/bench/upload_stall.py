@@ -27,10 +27,9 @@ from typing import Any
 from gateway.bench.client import ClientOptions, RequestResult, RequestSpec, make_client
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.runner import run_closed_until
-from gateway.bench.scenarios import run_async
+from gateway.bench.scenarios import run_async, run_closed_until
 from gateway.bench.stats import percentile
-from gateway.bench.texts import TEXTS, text_order
+from gateway.bench.workload import TEXTS, text_order
 from gateway.bench.voice_clone import upload_voices
 from gateway.config import VoicesConfig
 from gateway.help_format import HelpFormatter

@@ -116,6 +116,3 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     return asyncio.run(_migrate(args))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

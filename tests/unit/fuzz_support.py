@@ -32,7 +32,7 @@ import httpx
 import orjson
 from starlette.types import ASGIApp, Message
 
-from gateway.bench.leaks import LeakCheck
+from gateway.bench.soak import LeakCheck
 from gateway.app import GatewayApp, create_app
 from gateway.config import DEFAULT_MODEL, load_config
 from gateway.deploy_profile import load_deploy_profile
