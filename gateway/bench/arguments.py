@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+
 def int_list(text: str) -> list[int]:
     try:
         values = [int(part) for part in text.split(",") if part.strip()]

@@ -156,4 +156,3 @@ def main(argv: list[str] | None = None) -> int:
         cells = " | ".join(f"{t[f'{n}_median']:.1f} / {t[f'{n}_p99']:.1f} / {t[f'{n}_worst']:.0f}" for n in ("decide", "view_decide"))
         print(f"| {label} | {cells} | {t['refit_steps']:.0f} | {t['longest_refit_step']:.0f} |")
     return 0
-

@@ -27,9 +27,9 @@ from typing import Any
 
 import aiohttp
 
+from gateway.bench.arguments import add_quiet_arguments, load_average, wait_for_quiet
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.arguments import add_quiet_arguments, load_average, wait_for_quiet
 from gateway.bench.scenarios import run_async
 from gateway.bench.stats import percentile
 from gateway.bench.workload import TEXTS

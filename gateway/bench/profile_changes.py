@@ -47,10 +47,11 @@ from gateway.bench import report
 from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quiet
 from gateway.bench.client import ClientOptions, RequestResult, RequestSpec
 from gateway.bench.compare import SETUPS, Setup, start_setup, timing_parameters
-from gateway.bench.summary import PhaseResult, audio_rate, failed_during, on_run_clock, windows
 from gateway.bench.fleet import Fleet, free_port, wait_http
 from gateway.bench.gateway_config import gateway_document, write_config
+from gateway.bench.report import whole
 from gateway.bench.scenarios import RunOptions, run_async, run_closed_until, sweep, warm_up
+from gateway.bench.summary import PhaseResult, audio_rate, failed_during, on_run_clock, windows
 from gateway.bench.targets import ADAPTIVE, HT as HT_SETUP, RUN_ID, Target, new_run_id
 from gateway.bench.workload import text_order
 from gateway.config import ConfigError, GatewayConfig, PlannerConfig, load_config
@@ -457,10 +458,6 @@ def _pools(counts: dict[str, int] | None) -> str:
     return "none (not judged)" if not counts else ", ".join(f"{n} {pool}" for pool, n in counts.items())
 
 
-def _s(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0f}"
-
-
 def write_report(document: dict[str, Any], out: Path) -> Path:
     from gateway.bench.report import plot_profile_changes
 
@@ -497,12 +494,12 @@ def write_report(document: dict[str, Any], out: Path) -> Path:
         "| from | to | worker | new worker | GPU | started (s) | finished (s) | took (s) | result |",
         "|---|---|---|---|---|---:|---:|---:|---|",
         *[f"| {c['from_pool']} | {c['to_pool']} | {c['worker']} | {c['new_worker'] or '–'} | {c['gpu']} | "
-          f"{_s(c['started_s'])} | {_s(c['finished_s'])} | {_s(c['took_s'])} | {c['result']} |"
+          f"{whole(c['started_s'])} | {whole(c['finished_s'])} | {whole(c['took_s'])} | {c['result']} |"
           for c in changing["changes"]],  # fmt: skip
         "",
-        f"Two high-throughput workers routable at {_s(changing['to_ht']['reached_s'])} s "
-        f"(timeout {params['change_timeout_s']:g} s); the load fell at {_s(changing['back']['load_fell_at_s'])} s; "
-        f"a low-latency worker routable again at {_s(changing['back']['reached_s'])} s. Times from the start of "
+        f"Two high-throughput workers routable at {whole(changing['to_ht']['reached_s'])} s "
+        f"(timeout {params['change_timeout_s']:g} s); the load fell at {whole(changing['back']['load_fell_at_s'])} s; "
+        f"a low-latency worker routable again at {whole(changing['back']['reached_s'])} s. Times from the start of "
         "the changing fleet's load; a change takes the drain, the target profile's modelled start-up and its warm-up.",
         "",
         "## Sustained load",
@@ -512,8 +509,8 @@ def write_report(document: dict[str, Any], out: Path) -> Path:
         "",
         "| fleet | window starts (s) | audio-s/s |",
         "|---|---:|---:|",
-        f"| {HT_SETUP} | {_s(ht['start_s'])} | {ht['audio_s_per_s']:.1f} |",
-        f"| {CHANGING} | {_s(window['start_s'])}{'' if window['after_change'] else ' (never 2 high-throughput)'} | "
+        f"| {HT_SETUP} | {whole(ht['start_s'])} | {ht['audio_s_per_s']:.1f} |",
+        f"| {CHANGING} | {whole(window['start_s'])}{'' if window['after_change'] else ' (never 2 high-throughput)'} | "
         f"{window['audio_s_per_s']:.1f} |",
         "",
         f"Routable at the end of the window: {_pools(changing['to_ht']['routable'])}; the planner's desired mix "
@@ -601,6 +598,7 @@ def _rtf(phase: dict[str, Any] | None) -> str:
     return "–" if phase is None or phase["rtf"]["mean"] is None else f"{phase['rtf']['mean']:.3f}"
 
 
+# ---- the gateway holding a mix (bench held-mix) ---------------------------------------------
 class FileMix:
     """``DesiredMix`` from a JSON file, read at each look (every ``profile_changes.interval_s``)."""
 
@@ -644,6 +642,7 @@ def run_held_mix(args: argparse.Namespace) -> int:
     return serve.run(config, FileMix(args.mix))
 
 
+# ---- the targets ----------------------------------------------------------------------------
 def _levels(sweep: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
     return {} if sweep is None else {phase["concurrency"]: phase for phase in sweep["phases"]}
 

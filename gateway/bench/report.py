@@ -92,6 +92,11 @@ def _csv_value(value: Any) -> Any:
     return f"{value:.6g}" if isinstance(value, float) else value
 
 
+def whole(value: float | None) -> str:
+    """A table cell: the value rounded to a whole number, a dash when it is missing."""
+    return "–" if value is None else f"{value:.0f}"
+
+
 def _fmt(value: float | None, digits: int) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -139,6 +144,7 @@ def write(document: dict[str, Any], out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
+# ---- PNG plots ------------------------------------------------------------------------------
 def _pyplot() -> Any:
     try:
         import matplotlib

@@ -30,7 +30,7 @@ from gateway.bench.client import ClientKind, ClientOptions, RequestResult, Reque
 from gateway.bench.report import SCHEMA
 from gateway.bench.stats import percentile
 from gateway.bench.summary import PhaseResult, summarize_phase, timeline
-from gateway.bench.workload import Arrival, TEXTS, text_order
+from gateway.bench.workload import TEXTS, Arrival, text_order
 from gateway.types import SlaClass
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64)
@@ -209,6 +209,7 @@ async def trace(
     return _document(options, "trace", {**params, "warmup": warmup}, [summary])
 
 
+# ---- progress on stderr ---------------------------------------------------------------------
 class Progress:
     def __init__(self, label: str, total: int, stream: TextIO | None = None, enabled: bool = True) -> None:
         self._label = label
@@ -247,6 +248,7 @@ class Progress:
         )
 
 
+# ---- driving load: closed loop, open loop ---------------------------------------------------
 ProgressFactory = Callable[[str, int], Progress]
 # Wall time by default; the fleet simulator passes its virtual clock.
 Clock = Callable[[], float]

@@ -63,10 +63,10 @@ from websockets.exceptions import WebSocketException
 from gateway.bench import compare, session_abandon
 from gateway.bench.arguments import add_quiet_arguments, int_list, load_average, wait_for_quiet
 from gateway.bench.client import speech_url
-from gateway.bench.fleet import Fleet, LL_PROFILE
-from gateway.bench.voice_client import DEFAULT_TOKENS_PER_SECOND, Player, REPLIES, SessionOptions, Utterance, barge_in, open_session, replies, speak
+from gateway.bench.fleet import LL_PROFILE, Fleet
 from gateway.bench.stats import Summary, percentile
 from gateway.bench.targets import ADAPTIVE, HT, LL, RUN_ID, Target, new_run_id, same_run
+from gateway.bench.voice_client import DEFAULT_TOKENS_PER_SECOND, REPLIES, Player, SessionOptions, Utterance, barge_in, open_session, replies, speak
 from gateway.config import DEFAULT_MODEL
 from gateway.help_format import HelpFormatter
 
@@ -378,6 +378,7 @@ def _level_row(document: dict[str, Any], phase: dict[str, Any]) -> str:
             f"{'yes' if phase['served'] else 'no'} | {load} |")  # fmt: skip
 
 
+# ---- one level's figures --------------------------------------------------------------------
 def _summary(values: Sequence[float]) -> dict[str, Any]:
     return dataclasses.asdict(Summary.of(values))
 
@@ -455,6 +456,7 @@ def capacity(phases: Sequence[dict[str, Any]]) -> int:
     return max((phase["sessions"] for phase in phases if phase["served"]), default=0)
 
 
+# ---- the targets ----------------------------------------------------------------------------
 def _document(documents: Sequence[dict[str, Any]], label: str) -> dict[str, Any] | None:
     return next((d for d in documents if d["label"] == label and d["mode"] == "sessions"), None)
 

@@ -51,13 +51,14 @@ import httpx
 import yaml
 
 from gateway.bench.client import KEEPALIVE_S
-from gateway.bench.fleet import Fleet, HT_PROFILE, LL_PROFILE, free_port
+from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port
+from gateway.bench.stats import percentile
 from gateway.bench.workload import TEXTS, text_order
 from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.help_format import HelpFormatter
 from gateway.pools.specs import load_pool_profiles, pool_specs
-from gateway.types import PoolName, SLA_CLASS_HEADER
+from gateway.types import SLA_CLASS_HEADER, PoolName
 from gateway.types.codec import BYTES_PER_SECOND
 from gateway.worker_timing import StepModel
 
@@ -67,6 +68,7 @@ FORMS = ("pcm", "pcm", "sse", "wav")  # raw PCM stream, SSE (base64 PCM), stream
 DEFAULT_TOKEN = "soak-admin-token"
 
 
+# ---- what an error body must not give away --------------------------------------------------
 # Words only a worker's own error bodies use (vllm-omni 0.30.0 and vLLM: its error types,
 # its generation failure, the media fetch errors), never the gateway's.
 WORKER_PHRASES = (
@@ -504,16 +506,6 @@ def _checks(report: SoakReport) -> list[Check]:
 
 
 # ---- report ---------------------------------------------------------------------------------
-def _quantile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
@@ -521,7 +513,7 @@ def _ms(seconds: float | None) -> str:
 def markdown(report: SoakReport, command: str, setup: str) -> str:
     data = report.to_json()
     ttfp = [o.ttfp_s for o in report.outcomes if o.kind == "ok" and o.ttfp_s is not None]
-    p50, p99 = _quantile(ttfp, 0.5), _quantile(ttfp, 0.99)
+    p50, p99 = (percentile(ttfp, 50), percentile(ttfp, 99)) if ttfp else (None, None)
     lines = [
         "# Soak: sustained load, bursts past capacity, clients leaving mid-stream",
         "",

@@ -92,6 +92,7 @@ def summarize_phase(phase: PhaseResult, time_scale: float = 1.0) -> dict[str, An
     return summary
 
 
+# ---- a trace over time ----------------------------------------------------------------------
 def timeline(results: Sequence[RequestResult], window_s: float, time_scale: float = 1.0) -> list[dict[str, Any]]:
     """One row per window: offered rate, delivered audio-s/s, TTFP p99 per class, pool shares."""
     if window_s <= 0:
@@ -125,6 +126,7 @@ def timeline(results: Sequence[RequestResult], window_s: float, time_scale: floa
     return rows
 
 
+# ---- audio delivered over a run's clock -----------------------------------------------------
 def on_run_clock(phase: PhaseResult, origin: float) -> list[RequestResult]:
     """The phase's requests with ``sent_s`` counted from ``origin`` (the run's start on the
     same clock as the phase's) instead of from the phase start. Changes them in place."""

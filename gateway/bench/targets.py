@@ -189,6 +189,7 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
 
 
+# ---- the simulator beside the HTTP benchmark (bench agreement) ------------------------------
 FIGURES = (("audio-s/s", "audio_s_per_s", None, 1.0), ("RTF mean", "rtf", "mean", 1.0),
            ("TTFP p50 (ms)", "ttfp_s", "median", 1000.0))  # fmt: skip
 

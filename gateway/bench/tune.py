@@ -245,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# ---- where the curves cross -----------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Crossover:
     last_win: int | None  # largest measured level up to which low-latency led at every level

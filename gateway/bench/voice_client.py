@@ -29,14 +29,13 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
 from gateway.config import DEFAULT_MODEL
+from gateway.types.codec import BYTES_PER_SECOND  # 24 kHz s16le mono, as a session streams it
 
 STREAM_PATH = "/v1/audio/speech/stream"
 # What a voice agent asks for: raw PCM as it is made, cut at sentences.
 VOICE_AGENT_CONFIG = {"response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
 DEFAULT_TOKENS_PER_SECOND = 30.0
 CHARS_PER_TOKEN = 4
-SAMPLE_RATE = 24000
-BYTES_PER_SECOND = SAMPLE_RATE * 2  # s16le mono
 _EPSILON_S = 1e-6  # float noise from summing chunk durations, far below one sample (42 us)
 
 
@@ -181,6 +180,7 @@ async def barge_in(options: SessionOptions, reply: Reply, workers: list[str], af
         await ws.close()
 
 
+# ---- sending: a reply at an LLM's pace ------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Piece:
     at_s: float  # after the reply started
@@ -246,6 +246,7 @@ def replies(count: int, offset: int = 0) -> list[Reply]:
     return [REPLIES[(offset + index) % len(REPLIES)] for index in range(count)]
 
 
+# ---- hearing: a real-time player ------------------------------------------------------------
 @dataclass
 class Player:
     """Feed it chunks in arrival order; it keeps the gaps a listener sits through."""

@@ -185,6 +185,7 @@ def text_order(count: int, seed: int, texts: Sequence[str] = TEXTS) -> list[str]
     return order[:count]
 
 
+# ---- arrival traces -------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Arrival:
     at_s: float  # offset from the start of the trace

@@ -40,4 +40,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(hash_key(key))
     return 0
-

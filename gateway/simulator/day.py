@@ -33,7 +33,7 @@ from typing import Any
 from gateway.bench.client import RequestResult, RequestSpec
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import run_open
-from gateway.bench.workload import Arrival, RAMP_MIX, text_order
+from gateway.bench.workload import RAMP_MIX, Arrival, text_order
 from gateway.config import PlannerConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.planner.arrivals import ArrivalMix, ClassArrivals

@@ -115,4 +115,3 @@ def main(argv: list[str] | None = None) -> int:
     migrate.add_argument("--key-prefix", default=StateConfig().key_prefix, help="state.key_prefix of the gateways")
     args = parser.parse_args(argv)
     return asyncio.run(_migrate(args))
-

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from gateway.bench.voice_client import BYTES_PER_SECOND, Utterance
 from gateway.bench.sessions import DIRECT, capacity, evaluate, summarize_level, targets_table
 from gateway.bench.targets import ADAPTIVE, HT, LL, RUN_ID
+from gateway.bench.voice_client import Utterance
+from gateway.types.codec import BYTES_PER_SECOND
 
 SECOND = BYTES_PER_SECOND
 
