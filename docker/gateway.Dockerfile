@@ -5,7 +5,9 @@
 #   docker build -f docker/gateway.Dockerfile -t higgs-gateway:0.1.0 .     # from the repo root
 #
 # The same image runs `serve` (production), `demo` (emulated pools in one container) and
-# `emulate` (one emulated worker, e.g. as a Kubernetes pod without a GPU).
+# `emulate` (one emulated worker, e.g. as a Kubernetes pod without a GPU). Serving needs no
+# speech library; the demo builds add the `emulator` extra (eSpeak NG, so the emulated
+# workers speak the text) with --build-arg EXTRAS=kubernetes,tracing,emulator.
 #
 # Reproducible: the base by exact tag and by the digest of its multi-architecture index
 # (refresh both at release: docs/deploy.md, "Pinned images"), and every Python package at
@@ -44,8 +46,10 @@ ARG PIP_CONSTRAINT=/usr/local/share/higgs-gateway/constraints.txt
 
 COPY --from=build /wheels /wheels
 # The `kubernetes` extra: the asyncio client (lightkube) for in-cluster worker discovery;
-# `tracing`: the OpenTelemetry SDK and OTLP exporters (used once tracing.endpoint is set).
-RUN pip install "$(ls /wheels/higgs_gateway-*.whl)[kubernetes,tracing]" && rm -rf /wheels
+# `tracing`: the OpenTelemetry SDK and OTLP exporters (used once tracing.endpoint is set);
+# `emulator` (demo builds only): eSpeak NG for the emulated workers.
+ARG EXTRAS=kubernetes,tracing
+RUN pip install "$(ls /wheels/higgs_gateway-*.whl)[${EXTRAS}]" && rm -rf /wheels
 
 # A fixed numeric uid, so Kubernetes' runAsNonRoot can verify it and volumes can be chowned to it.
 RUN groupadd --system --gid 10001 higgs \

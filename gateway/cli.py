@@ -11,12 +11,20 @@ import argparse
 import importlib
 import sys
 
+# ``higgs-gateway bench``'s tools, named here so ``--help`` lists them without importing the
+# benchmark (tests/unit/test_cli.py holds this list to the bench parser's).
+BENCH_TOOLS = (
+    "sweep", "trace", "plot", "compare", "overhead", "first-audio", "sessions", "profile-changes", "upload-stall",
+    "soak", "decision", "encoder-cost", "agreement", "held-mix",
+)  # fmt: skip
+
 # sub-command -> (module, one-line help); each module exposes ``main(argv) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("gateway.serve", "run the gateway from a config file"),
     "demo": ("gateway.demo", "run the gateway with emulated low-latency and high-throughput pools"),
     "emulate": ("gateway.emulator.cli", "run one emulated vllm-omni Higgs-Audio worker (vllm-omni serve's flags)"),
-    "bench": ("gateway.bench.cli", "load-test an OpenAI-compatible speech endpoint"),
+    "bench": ("gateway.bench.cli", "load tests and benchmarks, `bench TOOL`: " + ", ".join(BENCH_TOOLS)),
+    "emulator": ("gateway.emulator.calibrate", "emulator calibrate: the timing model against the published figures"),
     "simulate": ("gateway.simulator.cli", "replay sweeps and traces on a simulated fleet in seconds (virtual time)"),
     "tune": ("gateway.bench.tune", "measure both pools and recommend routing thresholds"),
     "profiles": ("gateway.supervisor.profile_check", "profiles check [FILE...]: validate deploy profiles"),

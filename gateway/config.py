@@ -516,7 +516,7 @@ class AuthConfig(Strict):
         if value and len(value) < MIN_ADMIN_TOKEN_CHARS:
             raise ValueError(
                 f"the admin token must be at least {MIN_ADMIN_TOKEN_CHARS} characters (this one has {len(value)}); "
-                "`python -m gateway.security.keys new` makes a suitable one"
+                "`higgs-gateway keys new` makes a suitable one"
             )
         return token
 

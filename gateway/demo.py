@@ -8,6 +8,7 @@ demo worker that dies comes back the way a real one would.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import secrets
 import sys
 import tempfile
@@ -29,6 +30,15 @@ def emulator_command(time_scale: float) -> list[str]:
         "--served-model-name", "{served_model_name}", "--log-stats", "--enable-server-load-tracking",
         "--time-scale", str(time_scale),
     ]  # fmt: skip
+
+
+def speech_note() -> str:
+    """What the demo says when the emulated workers cannot speak the text (the `emulator` extra
+    is missing): looked up, not imported, so the gateway never loads the speech library."""
+    if importlib.util.find_spec("espeakng_loader") is not None:
+        return ""
+    return ("\n  The emulated workers will send a synthetic signal, not speech: install the emulator extra\n"
+            "  (pip install 'higgs-gateway[emulator]', as scripts/demo.sh does) to hear the text.\n")  # fmt: skip
 
 
 def ready_requires(args: argparse.Namespace) -> str:
@@ -134,7 +144,7 @@ def main(argv: list[str]) -> int:
         f"  curl -sS {base}/v1/audio/speech -H 'Content-Type: application/json' \\\n"
         "    -d '{\"model\": \"tts-1\", \"voice\": \"alloy\", \"input\": \"Hello from the Higgs gateway!\", "
         "\"response_format\": \"wav\"}' -o hello.wav\n\n"
-        f"  readiness: curl {base}/ready    metrics: curl {base}/metrics\n",
+        f"  readiness: curl {base}/ready    metrics: curl {base}/metrics\n{speech_note()}",
         file=sys.stderr,
         flush=True,
     )

@@ -10,7 +10,7 @@ the simulator read the same model, so none of them imports another.
 All times are *model* seconds (what a real H200 would take); the server multiplies them
 by ``--time-scale`` to run faster or slower than real time.
 
-Check the fit with ``python -m gateway.emulator.calibrate``; a unit test holds it to the
+Check the fit with ``higgs-gateway emulator calibrate``; a unit test holds it to the
 published figures in the calibration table (docs/emulator.md).
 """
 

@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
-.venv/bin/python -m pip install --quiet -e .
+.venv/bin/python -m pip install --quiet -e '.[emulator]'
 exec .venv/bin/higgs-gateway demo "$@"

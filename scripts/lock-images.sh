@@ -2,7 +2,8 @@
 # Regenerate the images' constraints files from pyproject.toml (run after changing a
 # dependency; tests/unit/test_deploy_manifests.py fails while they disagree):
 #   docker/constraints.txt         the gateway image: core dependencies, the extras its
-#                                  Dockerfile installs, and the wheel's build backend
+#                                  Dockerfile installs (EXTRAS, and `emulator` the demo
+#                                  builds add), and the wheel's build backend
 #   docker/worker-constraints.txt  the worker image: the `worker` extra's whole tree
 # Resolved with uv (from PyPI, metadata only: no large wheel is downloaded) for every
 # platform the images are built for (`--universal`: amd64 and arm64 alike).
@@ -25,8 +26,9 @@ for key in sys.argv[1].split("."):
 print("\n".join(value))' "$1"
 }
 
-# The gateway image: python 3.11 (its base), the extras named in its pip install line.
-extras=$(grep -o 'higgs_gateway-\*\.whl)\[[^]]*\]' docker/gateway.Dockerfile | sed 's/.*\[\(.*\)\]/\1/' | tr ',' ' ')
+# The gateway image: python 3.11 (its base), the extras of its EXTRAS default and the
+# demo builds' `emulator`.
+extras="$(sed -n 's/^ARG EXTRAS=//p' docker/gateway.Dockerfile | tr ',' ' ') emulator"
 extra_args=()
 for extra in $extras; do extra_args+=(--extra "$extra"); done
 section build-system.requires | "$uv" pip compile --quiet pyproject.toml - "${extra_args[@]}" \

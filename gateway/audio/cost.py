@@ -1,4 +1,4 @@
-"""CPU cost of the encoders per second of audio: ``python -m gateway.audio.cost``.
+"""CPU cost of the encoders per second of audio: ``higgs-gateway bench encoder-cost``.
 
 A measurement for capacity planning, not a test: it reports, it asserts nothing.
 """
@@ -50,17 +50,14 @@ def encode_cpu_ms_per_audio_second(fmt: AudioFormat, speed: float, pcm: bytes, r
     return 1000 * best / (len(pcm) / BYTES_PER_SECOND)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="higgs-gateway bench encoder-cost", description=__doc__)
     parser.add_argument("--seconds", type=float, default=20.0, help="audio per run")
     parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     pcm = speech_like_pcm(args.seconds)
     print(f"{'format':<6} {'speed 1':>10} {'speed 1.5':>10}   (CPU ms per audio second)")
     for fmt in AudioFormat:
         costs = [encode_cpu_ms_per_audio_second(fmt, s, pcm, args.repeats) for s in (1.0, 1.5)]
         print(f"{fmt.value:<6} {costs[0]:>10.3f} {costs[1]:>10.3f}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -16,7 +16,7 @@ from gateway.audio.formats import AudioFormat
 from gateway.audio.tempo import atempo_factors
 
 # Before any request was measured: what one core of a busy 2-core machine took
-# (``python -m gateway.audio.cost`` reports the same path's CPU cost).
+# (``higgs-gateway bench encoder-cost`` reports the same path's CPU cost).
 PRIOR_S = {
     AudioFormat.PCM: 0.0,
     AudioFormat.WAV: 0.0,

@@ -1,4 +1,4 @@
-"""``higgs-gateway bench``: load-test any OpenAI-compatible speech endpoint.
+"""``higgs-gateway bench``: load tests and benchmarks, against any OpenAI-compatible speech endpoint or on emulated fleets.
 
     higgs-gateway bench sweep URL [--levels 1,2,4,8,16,32,64] [--requests N] ...
     higgs-gateway bench trace URL --kind poisson|bursty [--duration S] [--rate R] ...
@@ -9,6 +9,10 @@
     higgs-gateway bench sessions --out docs/benchmarks/sessions
     higgs-gateway bench profile-changes --out docs/benchmarks/profile-changes
     higgs-gateway bench upload-stall --out docs/benchmarks/upload-stall
+    higgs-gateway bench soak --out docs/benchmarks/soak.md
+    higgs-gateway bench decision
+    higgs-gateway bench encoder-cost
+    higgs-gateway bench agreement docs/benchmarks/comparison docs/benchmarks/simulator
 
 URL is a base URL (``http://127.0.0.1:8000``) or the full ``/v1/audio/speech`` endpoint:
 the gateway, a single worker, or anything else that speaks the API.
@@ -17,11 +21,12 @@ the gateway, a single worker, or anything else that speaks the API.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 from typing import Any
 
-from gateway.bench import report, traces
+from gateway.bench import report, workload
 from gateway.bench.arguments import int_list
 from gateway.bench.client import ClientOptions
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace
@@ -60,7 +65,7 @@ def _emit(document: dict[str, Any], args: argparse.Namespace) -> None:
     stem = f"{document['label']}-{document['mode']}"
     paths = report.write(document, args.out, stem)
     if args.plot:
-        from gateway.bench.plots import plot_sweeps, plot_traces
+        from gateway.bench.report import plot_sweeps, plot_traces
 
         paths += plot_sweeps([document], args.out, f"{stem}-") + plot_traces([document], args.out, f"{stem}-")
     print(report.to_markdown([document]))
@@ -79,18 +84,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_trace(args: argparse.Namespace) -> tuple[list[traces.Arrival], dict[str, Any]]:
+def build_trace(args: argparse.Namespace) -> tuple[list[workload.Arrival], dict[str, Any]]:
     """The trace the arguments describe, in modelled seconds, and its parameters."""
     if args.kind == "poisson":
         sla = SlaClass(args.sla_class) if args.sla_class else None
-        arrivals = traces.poisson(args.rate, args.duration, args.seed, sla)
+        arrivals = workload.poisson(args.rate, args.duration, args.seed, sla)
         params = {"kind": "poisson", "rate": args.rate, "duration_s": args.duration, "sla_class": args.sla_class}
     elif args.kind == "ramp":
-        arrivals = traces.ramp(args.duration, args.seed, args.ramp_start, args.ramp_peak)
+        arrivals = workload.ramp(args.duration, args.seed, args.ramp_start, args.ramp_peak)
         params = {"kind": "ramp", "duration_s": args.duration, "start_rate": args.ramp_start,
-                  "peak_rate": args.ramp_peak, "mix": {c.value: w for c, w in traces.RAMP_MIX}}  # fmt: skip
+                  "peak_rate": args.ramp_peak, "mix": {c.value: w for c, w in workload.RAMP_MIX}}  # fmt: skip
     elif args.kind == "bursty":
-        arrivals = traces.bursty(args.duration, args.seed, args.latency_rate, args.burst_rate, args.on, args.off)
+        arrivals = workload.bursty(args.duration, args.seed, args.latency_rate, args.burst_rate, args.on, args.off)
         params = {
             "kind": "bursty", "duration_s": args.duration, "latency_rate": args.latency_rate,
             "burst_rate": args.burst_rate, "on_s": args.on, "off_s": args.off,
@@ -125,7 +130,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from gateway.bench.plots import plot_sweeps, plot_traces
+    from gateway.bench.report import plot_sweeps, plot_traces
 
     documents = [report.load(path) for path in args.results]
     paths = plot_sweeps(documents, args.out, args.prefix) + plot_traces(documents, args.out, args.prefix)
@@ -138,7 +143,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="higgs-gateway bench", description=__doc__,
                                      formatter_class=HelpFormatter)  # fmt: skip
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="TOOL", title="tools")
 
     p_sweep = commands.add_parser("sweep", help="closed-loop concurrency sweep", formatter_class=HelpFormatter)
     p_sweep.add_argument("url")
@@ -168,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("--prefix", default="")
     p_plot.set_defaults(func=cmd_plot)
 
-    from gateway.bench import compare, first_audio, overhead, profile_changes, sessions, upload_stall
+    from gateway.bench import compare, first_audio, overhead, profile_changes, sessions, soak, targets, upload_stall
 
     compare.add_parser(commands)
     overhead.add_parser(commands)
@@ -176,9 +181,27 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_parser(commands)
     profile_changes.add_parser(commands)
     upload_stall.add_parser(commands)
+    soak.add_parser(commands)
+    for name, (_, help_) in OWN_PARSERS.items():
+        # Everything after the tool's name goes to its own parser untouched.
+        commands.add_parser(name, help=help_, add_help=False, prefix_chars="\0")
+    targets.add_agreement_parser(commands)
+    profile_changes.add_held_mix_parser(commands)
     return parser
 
 
+# Tools that parse their own command line: name -> (module with ``main(argv) -> int``, help).
+OWN_PARSERS: dict[str, tuple[str, str]] = {
+    "decision": ("gateway.bench.decision", "how long one routing decision takes, learning on and off (µs)"),
+    "encoder-cost": ("gateway.audio.cost", "CPU cost of each audio encoder per second of audio"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.command in OWN_PARSERS:
+        return int(importlib.import_module(OWN_PARSERS[args.command][0]).main(rest) or 0)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.func(args))

@@ -24,15 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from gateway.bench import report, voice_clone
-from gateway.bench.arguments import int_list
+from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quiet
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.nginx import nginx_command
-from gateway.bench.quiet import add_quiet_arguments, wait_for_quiet
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
 from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
-from gateway.bench.traces import RAMP_MIX, Arrival, bursty, ramp
+from gateway.bench.workload import RAMP_MIX, Arrival, bursty, ramp
 from gateway.help_format import HelpFormatter
 
 
@@ -293,7 +292,7 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
 
 def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setups: list[Setup], levels: list[int],
                  failures: dict[str, str] | None = None) -> Path:  # fmt: skip
-    from gateway.bench.plots import plot_sweeps, plot_timeline, plot_traces
+    from gateway.bench.report import plot_sweeps, plot_timeline, plot_traces
 
     out: Path = args.out
     plots = plot_sweeps(documents, out) + plot_traces(documents, out, kind="bursty") + plot_timeline(documents, out)

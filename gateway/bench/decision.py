@@ -1,4 +1,4 @@
-"""How long one routing decision takes: ``python -m gateway.bench.decision``.
+"""How long one routing decision takes: ``higgs-gateway bench decision``.
 
 The policy runs on the event loop for every request (and again for queued ones whenever
 capacity changes), so its cost is per-request overhead. This times ``decide`` alone on a
@@ -148,7 +148,7 @@ def time_decisions_while_learning(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway.bench.decision", description=__doc__)
+    parser = argparse.ArgumentParser(prog="higgs-gateway bench decision", description=__doc__)
     parser.add_argument("--workers", default="2,64", help="fleet sizes, comma-separated")
     parser.add_argument("--policy", default="adaptive")
     args = parser.parse_args(argv)
@@ -172,7 +172,3 @@ def main(argv: list[str] | None = None) -> int:
         cells = " | ".join(f"{t[f'{n}_median']:.1f} / {t[f'{n}_p99']:.1f} / {t[f'{n}_worst']:.0f}" for n in ("decide", "view_decide"))
         print(f"| {label} | {cells} | {t['refit_steps']:.0f} | {t['longest_refit_step']:.0f} |")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

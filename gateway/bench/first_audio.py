@@ -27,12 +27,12 @@ from typing import Any
 
 import aiohttp
 
+from gateway.bench.arguments import add_quiet_arguments, load_average, wait_for_quiet
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.quiet import add_quiet_arguments, load_average, wait_for_quiet
 from gateway.bench.scenarios import run_async
 from gateway.bench.stats import percentile
-from gateway.bench.texts import TEXTS
+from gateway.bench.workload import TEXTS
 from gateway.help_format import HelpFormatter
 from gateway.types import PREDICTED_TTFP_HEADER
 

@@ -25,17 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.bench.arguments import int_list
+from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quiet
 from gateway.bench.client import ClientOptions, RequestSpec, make_client
 from gateway.bench.fleet import HT_PROFILE, Fleet, Service, free_port, tree_cpu_seconds, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.nginx import nginx_binary, nginx_command
-from gateway.bench.progress import Progress
-from gateway.bench.quiet import add_quiet_arguments, wait_for_quiet
-from gateway.bench.runner import run_closed
-from gateway.bench.scenarios import run_async
+from gateway.bench.scenarios import Progress, run_async, run_closed
 from gateway.bench.summary import summarize_phase
-from gateway.bench.texts import TEXTS, text_order
+from gateway.bench.workload import TEXTS, text_order
 from gateway.help_format import HelpFormatter
 
 IDLE_SAMPLE_S = 5.0

@@ -16,6 +16,12 @@ Three fleets of two emulated workers (two GPUs' worth), one run (one run id):
 
 The report (targets judged, tables, timeline plot, JSON) goes to ``--out``. Durations are
 in modelled seconds and compressed by ``--time-scale``, as the other benchmarks.
+
+``higgs-gateway bench held-mix --config FILE --mix MIX.json`` (the ``--mix load`` gateway)
+serves exactly as ``higgs-gateway serve --config FILE``, except that the supervisor's profile changes follow
+the mix in MIX.json (``{"low_latency": 1, "high_throughput": 1}``) instead of the planner's:
+``bench profile-changes --mix load`` holds the mix its load calls for, so what it measures
+is the change itself, not the planner's judgement. A missing or unreadable file: no judgement.
 """
 
 from __future__ import annotations
@@ -29,41 +35,41 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from gateway import serve
 from gateway.bench import report
-from gateway.bench.arguments import int_list
+from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quiet
 from gateway.bench.client import ClientOptions, RequestResult, RequestSpec
 from gateway.bench.compare import SETUPS, Setup, start_setup, timing_parameters
-from gateway.bench.delivery import audio_rate, failed_during, on_run_clock, windows
 from gateway.bench.fleet import Fleet, free_port, wait_http
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.held_mix import write_mix
-from gateway.bench.profile_change_targets import HT, LL, evaluate, failed_requests, targets_table
-from gateway.bench.quiet import add_quiet_arguments, wait_for_quiet
-from gateway.bench.runner import PhaseResult, run_closed_until
-from gateway.bench.scenarios import RunOptions, run_async, sweep, warm_up
-from gateway.bench.targets import ADAPTIVE, RUN_ID, new_run_id
-from gateway.bench.targets import HT as HT_SETUP
-from gateway.bench.texts import text_order
-from gateway.config import GatewayConfig, PlannerConfig
+from gateway.bench.report import whole
+from gateway.bench.scenarios import RunOptions, run_async, run_closed_until, sweep, warm_up
+from gateway.bench.summary import PhaseResult, audio_rate, failed_during, on_run_clock, windows
+from gateway.bench.targets import ADAPTIVE, HT as HT_SETUP, RUN_ID, Target, new_run_id
+from gateway.bench.workload import text_order
+from gateway.config import ConfigError, GatewayConfig, PlannerConfig, load_config
 from gateway.help_format import HelpFormatter
 
 SCHEMA = "higgs-gateway-bench-profile-changes/1"
 CHANGING = "changing"
 ADMIN_TOKEN = "bench-admin-token-local"  # the gateway listens on 127.0.0.1 only, for this run
 POLL_S = 0.5  # wall seconds between two looks at the changing fleet (each costs the gateway a little CPU)
-HELD_MIX_CLI = [sys.executable, "-m", "gateway.bench.held_mix"]
+HELD_MIX_CLI = [sys.executable, "-m", "gateway", "bench", "held-mix"]
 SEEDED_MIX = {"low_latency": 1, "high_throughput": 1}  # the fleet's start: nothing to change
 HIGH_LOAD_MIX = {"low_latency": 0, "high_throughput": 2}
 Hold = Callable[[dict[str, int]], None]  # sets the desired mix the gateway's profile changes follow
 TIMELINE_WINDOW_S = 10.0  # modelled seconds per timeline row
 ROUNDS, MINIMUM = 4, 32  # requests per low-load level: max(32, 4 x level), as bench compare
+HT_SHARE = 0.97  # of a static 2 x high-throughput fleet's c64 audio-s/s, after the changes
+TTFP_P50_SLACK = 1.10  # low-load TTFP p50 after the change back, against the static adaptive fleet
+LL, HT = "low_latency", "high_throughput"
 
 
 def add_parser(commands: Any) -> None:
@@ -452,12 +458,8 @@ def _pools(counts: dict[str, int] | None) -> str:
     return "none (not judged)" if not counts else ", ".join(f"{n} {pool}" for pool, n in counts.items())
 
 
-def _s(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0f}"
-
-
 def write_report(document: dict[str, Any], out: Path) -> Path:
-    from gateway.bench.plots import plot_profile_changes
+    from gateway.bench.report import plot_profile_changes
 
     params, changing, references = document["params"], document["changing"], document["references"]
     plots = plot_profile_changes(document, out)
@@ -492,12 +494,12 @@ def write_report(document: dict[str, Any], out: Path) -> Path:
         "| from | to | worker | new worker | GPU | started (s) | finished (s) | took (s) | result |",
         "|---|---|---|---|---|---:|---:|---:|---|",
         *[f"| {c['from_pool']} | {c['to_pool']} | {c['worker']} | {c['new_worker'] or '–'} | {c['gpu']} | "
-          f"{_s(c['started_s'])} | {_s(c['finished_s'])} | {_s(c['took_s'])} | {c['result']} |"
+          f"{whole(c['started_s'])} | {whole(c['finished_s'])} | {whole(c['took_s'])} | {c['result']} |"
           for c in changing["changes"]],  # fmt: skip
         "",
-        f"Two high-throughput workers routable at {_s(changing['to_ht']['reached_s'])} s "
-        f"(timeout {params['change_timeout_s']:g} s); the load fell at {_s(changing['back']['load_fell_at_s'])} s; "
-        f"a low-latency worker routable again at {_s(changing['back']['reached_s'])} s. Times from the start of "
+        f"Two high-throughput workers routable at {whole(changing['to_ht']['reached_s'])} s "
+        f"(timeout {params['change_timeout_s']:g} s); the load fell at {whole(changing['back']['load_fell_at_s'])} s; "
+        f"a low-latency worker routable again at {whole(changing['back']['reached_s'])} s. Times from the start of "
         "the changing fleet's load; a change takes the drain, the target profile's modelled start-up and its warm-up.",
         "",
         "## Sustained load",
@@ -507,8 +509,8 @@ def write_report(document: dict[str, Any], out: Path) -> Path:
         "",
         "| fleet | window starts (s) | audio-s/s |",
         "|---|---:|---:|",
-        f"| {HT_SETUP} | {_s(ht['start_s'])} | {ht['audio_s_per_s']:.1f} |",
-        f"| {CHANGING} | {_s(window['start_s'])}{'' if window['after_change'] else ' (never 2 high-throughput)'} | "
+        f"| {HT_SETUP} | {whole(ht['start_s'])} | {ht['audio_s_per_s']:.1f} |",
+        f"| {CHANGING} | {whole(window['start_s'])}{'' if window['after_change'] else ' (never 2 high-throughput)'} | "
         f"{window['audio_s_per_s']:.1f} |",
         "",
         f"Routable at the end of the window: {_pools(changing['to_ht']['routable'])}; the planner's desired mix "
@@ -562,7 +564,7 @@ def _mix_note(params: dict[str, Any]) -> str:
                "learned from wall-clock streams).")  # fmt: skip
     if params.get("mix") == "planner":
         return "Who decides: the gateway's own planner. " + planner
-    return ("Who decides: the benchmark holds the mix its load calls for (`python -m gateway.bench.held_mix`: "
+    return ("Who decides: the benchmark holds the mix its load calls for (`higgs-gateway bench held-mix`: "
             "the gateway with its desired mix read from a file): 0 low-latency + 2 high-throughput from the start "
             "of the sustained load, 1 + 1 from when it falls. So the change itself is measured, not the "
             "planner's judgement (`--mix planner` for that). The planner still runs; the plot shows the mix held. "
@@ -595,3 +597,109 @@ def _ll_share(phase: dict[str, Any] | None) -> str:
 def _rtf(phase: dict[str, Any] | None) -> str:
     return "–" if phase is None or phase["rtf"]["mean"] is None else f"{phase['rtf']['mean']:.3f}"
 
+
+# ---- the gateway holding a mix (bench held-mix) ---------------------------------------------
+class FileMix:
+    """``DesiredMix`` from a JSON file, read at each look (every ``profile_changes.interval_s``)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def mix_for(self, running: Mapping[str, int]) -> Mapping[str, int] | None:
+        try:
+            mix = json.loads(self._path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(mix, dict) or not all(isinstance(n, int) for n in mix.values()):
+            return None
+        return mix
+
+
+def write_mix(path: Path, mix: Mapping[str, int]) -> None:
+    """Replace the file in one step, so the gateway never reads half of it."""
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(json.dumps(dict(mix)))
+    scratch.replace(path)
+
+
+def add_held_mix_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "held-mix", help="serve with the worker mix read from a file (profile-changes --mix load)",
+        description="`higgs-gateway serve --config FILE`, with the supervisor's profile changes following the mix "
+        'in MIX.json ({"low_latency": 1, "high_throughput": 1}) instead of the planner\'s.', formatter_class=HelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--mix", type=Path, required=True)
+    parser.set_defaults(func=run_held_mix)
+
+
+def run_held_mix(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"higgs-gateway: {exc}", file=sys.stderr)
+        return 2
+    return serve.run(config, FileMix(args.mix))
+
+
+# ---- the targets ----------------------------------------------------------------------------
+def _levels(sweep: dict[str, Any] | None) -> dict[int, dict[str, Any]]:
+    return {} if sweep is None else {phase["concurrency"]: phase for phase in sweep["phases"]}
+
+
+def evaluate(document: dict[str, Any]) -> list[Target]:
+    references, changing = document["references"], document["changing"]
+    high = f"c{document.get('params', {}).get('concurrency', 64)}"
+    targets: list[Target] = []
+    ht_count = changing["to_ht"]["routable"].get(HT, 0)
+    targets.append(Target(f"sustained {high}: high-throughput workers", ht_count, 2, ">=", 2, ht_count >= 2))
+    mine = changing["window"]["audio_s_per_s"]
+    theirs = references["ht+ht"]["window"]["audio_s_per_s"]
+    bound = theirs * HT_SHARE
+    targets.append(Target(f"{high} audio-s/s after the change vs ht+ht", mine, theirs, f">= {HT_SHARE:.0%} of", bound,
+                          mine >= bound))  # fmt: skip
+    ll_count = changing["back"]["routable"].get(LL, 0)
+    targets.append(Target("low load: low-latency workers back", ll_count, 1, ">=", 1, ll_count >= 1))
+    adaptive = _levels(references["adaptive"]["sweep"])
+    for level, phase in sorted(_levels(changing.get("sweep")).items()):
+        reference = adaptive.get(level)
+        if reference is None or reference["ttfp_s"]["median"] is None:
+            continue
+        median = phase["ttfp_s"]["median"]
+        value = float("inf") if median is None else median * 1000
+        theirs = reference["ttfp_s"]["median"] * 1000
+        bound = theirs * TTFP_P50_SLACK
+        targets.append(Target(f"c{level} TTFP p50 (ms) after the change back vs adaptive", value, theirs,
+                              f"<= {TTFP_P50_SLACK:.0%} of", bound, value <= bound))  # fmt: skip
+    during = changing["requests"]["during_changes"]["failed"]
+    targets.append(Target("failed requests during the changes", during, 0, "=", 0, during == 0))
+    total = failed_requests(document)
+    targets.append(Target("failed requests, whole run (every fleet)", total, 0, "=", 0, total == 0))
+    return targets
+
+
+def failed_requests(document: dict[str, Any]) -> int:
+    parts = [*document["references"].values(), document["changing"]]
+    return sum(part["requests"]["failed"] for part in parts)
+
+
+def targets_table(targets: Sequence[Target]) -> list[str]:
+    met = sum(bool(t.passed) for t in targets)
+    lines = [
+        f"{met} of {len(targets)} met; the references were measured in the same run.",
+        "",
+        "| target | changing fleet | reference | must be | bound | met |",
+        "|---|---:|---:|---|---:|:---:|",
+    ]
+    for t in targets:
+        lines.append(f"| {t.name} | {_fmt(t.value)} | {_fmt(t.reference)} | {t.relation} | {_fmt(t.bound)} | "
+                     f"{'yes' if t.passed else '**no**'} |")  # fmt: skip
+    return lines
+
+
+def _fmt(value: float) -> str:
+    if value == float("inf"):
+        return "none"
+    if float(value).is_integer() and abs(value) < 1000:
+        return str(int(value))
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"

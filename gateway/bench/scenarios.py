@@ -1,8 +1,16 @@
-"""The two benchmark shapes as complete runs that return a result document.
+"""Drive load and return result documents: the two benchmark shapes as complete runs.
 
-``sweep``: closed-loop concurrency levels. ``trace``: one open-loop arrival trace. Both
-take their parameters in modelled units and compress time by ``time_scale`` themselves,
-so the same command describes the same workload whatever the emulator's speed.
+``sweep``: closed-loop concurrency levels, ``concurrency`` callers each sending their next
+request as soon as the last one finished, until ``requests`` were sent (how vllm-omni's
+benchmark sweeps). ``trace``: one open-loop arrival trace, each request leaving at its
+offset whether or not earlier ones finished, which is how real traffic behaves and the only
+way to see queueing under bursts. Both take their parameters in modelled units and compress
+time by ``time_scale`` themselves, so the same command describes the same workload whatever
+the emulator's speed.
+
+Progress is one line on stderr, hand-rolled to keep the client lean: on a terminal it is
+redrawn in place (at most a few times a second, so drawing never costs the load generator
+measurable time); elsewhere (CI logs, pipes) only the final line of each phase is printed.
 """
 
 from __future__ import annotations
@@ -11,25 +19,24 @@ import asyncio
 import datetime as dt
 import os
 import platform
+import resource
+import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 from gateway.bench.client import ClientKind, ClientOptions, RequestResult, RequestSpec, SpeechClient, make_client
-from gateway.bench.progress import Progress
 from gateway.bench.report import SCHEMA
-from gateway.bench.runner import PhaseResult, run_closed, run_open
 from gateway.bench.stats import percentile
-from gateway.bench.summary import summarize_phase
-from gateway.bench.texts import TEXTS, text_order
-from gateway.bench.timeline import timeline
-from gateway.bench.traces import Arrival
+from gateway.bench.summary import PhaseResult, summarize_phase, timeline
+from gateway.bench.workload import TEXTS, Arrival, text_order
 from gateway.types import SlaClass
 
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32, 64)
 TIMELINE_WINDOW_S = 10.0  # modelled seconds per row of a trace's timeline
 T = TypeVar("T")
+_REDRAW_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,3 +207,158 @@ async def trace(
     if voice_names:
         summary["repeated_voices"] = repeated_voice_stats(phase.results, options.time_scale)
     return _document(options, "trace", {**params, "warmup": warmup}, [summary])
+
+
+# ---- progress on stderr ---------------------------------------------------------------------
+class Progress:
+    def __init__(self, label: str, total: int, stream: TextIO | None = None, enabled: bool = True) -> None:
+        self._label = label
+        self._total = total
+        self._stream = stream or sys.stderr
+        self._enabled = enabled
+        self._live = enabled and self._stream.isatty()
+        self._start = time.monotonic()
+        self._last_draw = 0.0
+        self.done = 0
+        self.errors = 0
+
+    def update(self, ok: bool) -> None:
+        self.done += 1
+        self.errors += 0 if ok else 1
+        now = time.monotonic()
+        if self._live and (now - self._last_draw >= _REDRAW_S or self.done == self._total):
+            self._last_draw = now
+            self._stream.write("\r" + self._line(now))
+            self._stream.flush()
+
+    def close(self) -> None:
+        if not self._enabled:
+            return
+        line = self._line(time.monotonic())
+        self._stream.write(("\r" + line + "\n") if self._live else line + "\n")
+        self._stream.flush()
+
+    def _line(self, now: float) -> str:
+        width = 24
+        filled = int(width * self.done / self._total) if self._total else width
+        bar = "#" * filled + "." * (width - filled)
+        return (
+            f"{self._label:<18} [{bar}] {self.done}/{self._total}"
+            f"  errors {self.errors}  {now - self._start:6.1f}s"
+        )
+
+
+# ---- driving load: closed loop, open loop ---------------------------------------------------
+ProgressFactory = Callable[[str, int], Progress]
+# Wall time by default; the fleet simulator passes its virtual clock.
+Clock = Callable[[], float]
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _trim(results: list[RequestResult], keep_chunks: bool) -> list[RequestResult]:
+    if not keep_chunks:
+        for result in results:
+            result.chunks = []
+    return results
+
+
+async def run_closed(
+    client: SpeechClient,
+    specs: Sequence[RequestSpec],
+    concurrency: int,
+    name: str,
+    progress: Progress | None = None,
+    keep_chunks: bool = False,
+    clock: Clock = time.perf_counter,
+) -> PhaseResult:
+    """Send ``specs`` with at most ``concurrency`` in flight, each caller back-to-back."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    results: list[RequestResult | None] = [None] * len(specs)
+    next_index = 0
+    start = clock()
+    cpu_start = _cpu_seconds()
+
+    async def caller() -> None:
+        nonlocal next_index
+        while next_index < len(specs):
+            index = next_index
+            next_index += 1  # single-threaded loop: no lock needed between awaits
+            result = await client.speak(specs[index], start)
+            results[index] = result
+            if progress:
+                progress.update(result.ok)
+
+    await asyncio.gather(*(caller() for _ in range(min(concurrency, len(specs)))))
+    wall = clock() - start
+    done = [result for result in results if result is not None]
+    return PhaseResult(name, "closed", concurrency, wall, _cpu_seconds() - cpu_start, _trim(done, keep_chunks),
+                       loadavg_1m=os.getloadavg()[0], started_at=start)  # fmt: skip
+
+
+async def run_open(
+    client: SpeechClient,
+    specs: Sequence[RequestSpec],
+    arrivals: Sequence[Arrival],
+    name: str,
+    progress: Progress | None = None,
+    keep_chunks: bool = False,
+    clock: Clock = time.perf_counter,
+) -> PhaseResult:
+    """Send ``specs[i]`` at ``arrivals[i].at_s`` after the start, never waiting on replies."""
+    if len(specs) != len(arrivals):
+        raise ValueError("one spec per arrival")
+    start = clock()
+    cpu_start = _cpu_seconds()
+
+    async def one(spec: RequestSpec, arrival: Arrival) -> RequestResult:
+        delay = start + arrival.at_s - clock()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        result = await client.speak(spec, start)
+        if progress:
+            progress.update(result.ok)
+        return result
+
+    results = await asyncio.gather(*(one(spec, arrival) for spec, arrival in zip(specs, arrivals, strict=True)))
+    wall = clock() - start
+    span = arrivals[-1].at_s if arrivals else 0.0
+    rate = len(arrivals) / span if span > 0 else None
+    return PhaseResult(name, "open", None, wall, _cpu_seconds() - cpu_start, _trim(list(results), keep_chunks), rate,
+                       loadavg_1m=os.getloadavg()[0], started_at=start)  # fmt: skip
+
+
+async def run_closed_until(
+    client: SpeechClient,
+    specs: Sequence[RequestSpec],
+    concurrency: int,
+    name: str,
+    stop: asyncio.Event,
+    keep_chunks: bool = False,
+    clock: Clock = time.perf_counter,
+) -> PhaseResult:
+    """Sustained closed loop: ``concurrency`` callers cycle through ``specs`` until ``stop``
+    is set; each caller finishes the request it has in flight (none is cut)."""
+    if concurrency < 1 or not specs:
+        raise ValueError("concurrency must be >= 1 and specs not empty")
+    results: list[RequestResult] = []
+    sent = 0
+    start = clock()
+    cpu_start = _cpu_seconds()
+
+    async def caller() -> None:
+        nonlocal sent
+        while not stop.is_set():
+            spec = specs[sent % len(specs)]
+            sent += 1  # single-threaded loop: no lock needed between awaits
+            results.append(await client.speak(spec, start))
+
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    wall = clock() - start
+    results.sort(key=lambda result: result.sent_s)
+    return PhaseResult(name, "closed", concurrency, wall, _cpu_seconds() - cpu_start, _trim(results, keep_chunks),
+                       loadavg_1m=os.getloadavg()[0], started_at=start)  # fmt: skip

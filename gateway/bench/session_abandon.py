@@ -29,9 +29,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from gateway.bench.report import whole
 from gateway.bench.targets import ADAPTIVE, Target
-from gateway.bench.text_stream import REPLIES
-from gateway.bench.voice_client import SessionOptions, open_session, stream_url
+from gateway.bench.voice_client import REPLIES, SessionOptions, open_session, stream_url
 
 WAYS = ("drop", "close", "idle", "binary_frame", "invalid_json", "unknown_type", "cancel_storm", "no_config")
 DEFAULT_SESSIONS = 200
@@ -288,13 +288,9 @@ def report_lines(documents: Sequence[dict[str, Any]]) -> list[str]:
         settled = "never" if a["settle_s"] is None else f"{a['settle_s']:.1f}"
         lines.append(f"| {document['label']} | {sum(a['failed'].values())} | {a['abandoned_streaming']} | {settled} | "
                      f"{a['held_after']} | {b['tasks']} / {c['tasks']} | {_mib(b['rss_bytes'])} / {_mib(c['rss_bytes'])} | "
-                     f"{_count(b['open_fds'])} / {_count(c['open_fds'])} |")  # fmt: skip
+                     f"{whole(b['open_fds'])} / {whole(c['open_fds'])} |")  # fmt: skip
     return [*lines, ""]
 
 
 def _mib(value: float | None) -> str:
     return "–" if value is None else f"{value / MIB:.1f}"
-
-
-def _count(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0f}"

@@ -9,7 +9,7 @@ purpose. Then it checks what must hold however hard the gateway is pushed:
 * no 5xx from the gateway itself: every refusal is a 429 or 503 that carries
   ``Retry-After`` and the OpenAI error envelope, and nothing else fails;
 * no error body names a worker, a worker's address or what a worker said
-  (``gateway.bench.leaks``);
+  (``LeakCheck``, which the fuzz tests use too);
 * every accepted request's audio is complete and exactly as long as the emulator makes
   that text (the emulator's length is deterministic: ~15 characters per second);
 * when the load stops, every in-flight counter (the gateway's leases, its admission
@@ -17,8 +17,13 @@ purpose. Then it checks what must hold however hard the gateway is pushed:
 * the gateway's resident memory does not grow from the first half of the run to the
   second (both halves carry the same load shape: steady traffic plus the same bursts).
 
-``python -m gateway.bench.soak --help`` runs it on its own emulated fleet and writes a
+``higgs-gateway bench soak`` runs it on its own emulated fleet and writes a
 report; ``run_soak`` runs it against a gateway someone else started (the integration test).
+
+A client's error says what the client needs and nothing more: never a worker's id, a
+worker's address, or what a worker answered (the operator finds those in the gateway's
+log under the request id). The soak and the fuzz tests run every error body they get
+through ``LeakCheck.find``.
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
@@ -46,10 +52,11 @@ import yaml
 
 from gateway.bench.client import KEEPALIVE_S
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port
-from gateway.bench.leaks import LeakCheck
-from gateway.bench.texts import TEXTS, text_order
+from gateway.bench.stats import percentile
+from gateway.bench.workload import TEXTS, text_order
 from gateway.config import GatewayConfig
 from gateway.deploy_profile import load_deploy_profile
+from gateway.help_format import HelpFormatter
 from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.types import SLA_CLASS_HEADER, PoolName
 from gateway.types.codec import BYTES_PER_SECOND
@@ -59,6 +66,47 @@ WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often
 FORMS = ("pcm", "pcm", "sse", "wav")  # raw PCM stream, SSE (base64 PCM), streamed WAV
 DEFAULT_TOKEN = "soak-admin-token"
+
+
+# ---- what an error body must not give away --------------------------------------------------
+# Words only a worker's own error bodies use (vllm-omni 0.30.0 and vLLM: its error types,
+# its generation failure, the media fetch errors), never the gateway's.
+WORKER_PHRASES = (
+    "Speech generation failed",
+    "BadRequestError",
+    "InternalServerError",
+    "NotFoundError",
+    "UnprocessableEntityError",
+    "Failed to fetch media",
+    "Cannot connect to host",
+    "Maximum file size exceeded",
+)
+
+
+@dataclass(frozen=True)
+class LeakCheck:
+    worker_ids: tuple[str, ...] = ()
+    worker_urls: tuple[str, ...] = ()
+    upstream_messages: tuple[str, ...] = ()  # what the workers were seen answering, when known
+
+    @classmethod
+    def of(cls, worker_ids: Iterable[str], worker_urls: Iterable[str], upstream_messages: Iterable[str] = ()) -> LeakCheck:
+        return cls(tuple(worker_ids), tuple(worker_urls), tuple(upstream_messages))
+
+    def find(self, body: bytes | str) -> str | None:
+        """What leaked into ``body``, or None."""
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        for worker_id in self.worker_ids:
+            if worker_id and worker_id in text:
+                return f"worker id {worker_id!r}"
+        for url in self.worker_urls:
+            netloc = urlsplit(url).netloc
+            if netloc and netloc in text:
+                return f"worker address {netloc!r}"
+        for phrase in (*WORKER_PHRASES, *self.upstream_messages):
+            if phrase and phrase in text:
+                return f"upstream text {phrase[:80]!r}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -458,16 +506,6 @@ def _checks(report: SoakReport) -> list[Check]:
 
 
 # ---- report ---------------------------------------------------------------------------------
-def _quantile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
@@ -475,7 +513,7 @@ def _ms(seconds: float | None) -> str:
 def markdown(report: SoakReport, command: str, setup: str) -> str:
     data = report.to_json()
     ttfp = [o.ttfp_s for o in report.outcomes if o.kind == "ok" and o.ttfp_s is not None]
-    p50, p99 = _quantile(ttfp, 0.5), _quantile(ttfp, 0.99)
+    p50, p99 = (percentile(ttfp, 50), percentile(ttfp, 99)) if ttfp else (None, None)
     lines = [
         "# Soak: sustained load, bursts past capacity, clients leaving mid-stream",
         "",
@@ -556,8 +594,9 @@ def soak_gateway_document(
     return document
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway.bench.soak", description=__doc__.split("\n\n")[0])
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser("soak", help="sustained load and bursts past capacity: nothing gives way, one report",
+                                 description=__doc__, formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("--requests", type=int, default=8000, help="steady requests (the bursts come on top)")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--burst-size", type=int, default=256)
@@ -574,12 +613,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ll-workers", type=int, default=1)
     parser.add_argument("--ht-workers", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="write the report here (markdown) and a .json beside it")
-    args = parser.parse_args(argv)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
     plan = SoakPlan(
         requests=args.requests, concurrency=args.concurrency, burst_size=args.burst_size, bursts=args.bursts,
         abandon_every=args.abandon_every, max_chars=args.max_chars, seed=args.seed,
     )  # fmt: skip
-    command = "python -m gateway.bench.soak " + shlex.join(sys.argv[1:] if argv is None else list(argv))
+    command = "higgs-gateway bench " + shlex.join(sys.argv[2:])  # as a user typed it
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="soak-") as work, Fleet(Path(work)) as fleet:
         ll = [fleet.emulator(f"ll{i}", LL_PROFILE, args.time_scale).url for i in range(args.ll_workers)]
@@ -610,7 +652,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(text)
         args.out.with_suffix(".json").write_text(json.dumps(report.to_json(), indent=2) + "\n")
     return 0 if report.passed else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

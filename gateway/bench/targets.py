@@ -1,28 +1,48 @@
-"""The routing targets, checked on a set of result documents (benchmark or simulator).
+"""The targets the committed reports are judged by, checked on result documents.
 
-``adaptive`` (one low-latency + one high-throughput worker) against the static two-worker
-fleets ``ht+ht`` and ``ll+ll`` on the same sweep and the same trace. Each row says what
-was measured, what it is held to, and whether it passed; a target is never dropped from
-the table because it was missed.
+Routing (``evaluate``): ``adaptive`` (one low-latency + one high-throughput worker) against
+the static two-worker fleets ``ht+ht`` and ``ll+ll`` on the same sweep and the same trace.
+Profile changes (``profile_change_evaluate``): one ``bench profile-changes`` document.
+Each row says what was measured, what it is held to, and whether it passed; a target is
+never dropped from the table because it was missed, and one whose measurement is missing
+(the fleet never got there) is missed with the value 0.
 
 A comparison only counts when every setup in it was measured in the same run: a quiet
 re-run of one fleet against older rows of another says nothing about the policy. Each run
 stamps its documents with a run id (``notes.run_id``); when the documents a target reads
 come from more than one run (or carry no id), the target is "not comparable" instead of
 met or missed, and the table lists each document's run, time and machine load.
+
+``bench agreement`` sets the fleet simulator beside the HTTP benchmark on the same
+scenarios: both folders hold result documents of the same setups, seeds and traces
+(``bench compare`` and ``simulate`` write the same format), and every sweep level and trace
+is printed side by side with the simulator's relative difference. The simulator leaves out
+HTTP, so its TTFP lacks the gateway's and the client's few milliseconds per request, and
+its c64 load generator never runs short of CPU.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import secrets
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
+
+from gateway.bench import report
+from gateway.help_format import HelpFormatter
 
 ADAPTIVE, HT, LL = "adaptive", "ht+ht", "ll+ll"
 REFERENCES = (HT, LL)  # the fleets adaptive's targets are measured against
 RUN_ID = "run_id"  # key in a document's notes
+# What one low-latency + one high-throughput worker must deliver against the better static
+# two-worker fleet, by concurrency: c8 and c16 sit near the mixed fleet's physical ceiling
+# (``higgs-gateway simulate --ceiling``, from one-worker runs: ~90-93% and ~95-96% there;
+# docs/benchmarks/simulator.md).
+_SHARE_OF_BEST_STATIC = {1: 0.95, 8: 0.90, 16: 0.94, 32: 0.95, 64: 0.90}
 
 
 def new_run_id() -> str:
@@ -66,13 +86,6 @@ def compared_documents(documents: Sequence[dict[str, Any]]) -> list[dict[str, An
 def same_run(documents: Sequence[dict[str, Any]]) -> bool:
     runs = {run_of(d) for d in documents}
     return len(runs) == 1 and None not in runs
-
-
-# What one low-latency + one high-throughput worker must deliver against the better static
-# two-worker fleet, by concurrency: c8 and c16 sit near the mixed fleet's physical ceiling
-# (``higgs-gateway simulate --ceiling``, from one-worker runs: ~90-93% and ~95-96% there;
-# docs/benchmarks/simulator.md).
-_SHARE_OF_BEST_STATIC = {1: 0.95, 8: 0.90, 16: 0.94, 32: 0.95, 64: 0.90}
 
 
 def _at_least(name: str, value: float, reference: float, share: float) -> Target:
@@ -174,3 +187,69 @@ def runs_table(documents: Sequence[dict[str, Any]]) -> list[str]:
 
 def _fmt(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+# ---- the simulator beside the HTTP benchmark (bench agreement) ------------------------------
+FIGURES = (("audio-s/s", "audio_s_per_s", None, 1.0), ("RTF mean", "rtf", "mean", 1.0),
+           ("TTFP p50 (ms)", "ttfp_s", "median", 1000.0))  # fmt: skip
+
+
+def _documents_in(folder: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    documents = {}
+    for path in sorted(folder.glob("*.json")):
+        document = report.load(path)
+        kind = "sweep" if document["mode"] == "sweep" else document["params"].get("kind", "trace")
+        documents[(document["label"], kind)] = document
+    return documents
+
+
+def _value(phase: dict[str, Any], key: str, stat: str | None, scale: float) -> float | None:
+    value = phase[key] if stat is None else phase[key][stat]
+    return None if value is None else value * scale
+
+
+def agreement_rows(http: Path, sim: Path) -> tuple[list[str], list[float]]:
+    measured, simulated = _documents_in(http), _documents_in(sim)
+    lines = [
+        "| setup | run | " + " | ".join(f"{name} HTTP / sim (diff)" for name, *_ in FIGURES) + " |",
+        "|---|---|" + "---:|" * len(FIGURES),
+    ]
+    throughput_diffs: list[float] = []
+    for key in sorted(set(measured) & set(simulated)):
+        label, kind = key
+        pairs = zip(measured[key]["phases"], simulated[key]["phases"], strict=False)
+        for a, b in pairs:
+            cells = []
+            for name, metric, stat, scale in FIGURES:
+                x, y = _value(a, metric, stat, scale), _value(b, metric, stat, scale)
+                if x is None or y is None or x == 0:
+                    cells.append("–")
+                    continue
+                diff = (y - x) / x
+                if name == "audio-s/s":
+                    throughput_diffs.append(abs(diff))
+                digits = 3 if name == "RTF mean" else 1 if name == "audio-s/s" else 0
+                cells.append(f"{x:.{digits}f} / {y:.{digits}f} ({diff:+.1%})")
+            run = a["name"] if kind == "sweep" else kind
+            lines.append(f"| {label} | {run} | " + " | ".join(cells) + " |")
+    return lines, throughput_diffs
+
+
+def add_agreement_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "agreement", help="the fleet simulator beside the HTTP benchmark on the same scenarios",
+        description="How closely the fleet simulator agrees with the HTTP benchmark on the same scenarios "
+        "(the result folders of `bench compare` and `simulate`).", formatter_class=HelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("http", type=Path, help="bench compare's output folder, e.g. docs/benchmarks/comparison")
+    parser.add_argument("sim", type=Path, help="simulate's output folder, e.g. docs/benchmarks/simulator")
+    parser.set_defaults(func=run_agreement)
+
+
+def run_agreement(args: argparse.Namespace) -> int:
+    lines, diffs = agreement_rows(args.http, args.sim)
+    print("\n".join(lines))
+    if diffs:
+        print(f"\naudio-s/s: median |difference| {statistics.median(diffs):.1%}, largest {max(diffs):.1%} "
+              f"over {len(diffs)} runs")  # fmt: skip
+    return 0

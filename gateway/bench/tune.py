@@ -15,14 +15,22 @@ by other replicas, no restart):
   hardware and text mix instead of the deploy profile's estimate, and learn from there.
 - ``routing.thresholds.balanced_threshold``: where the curves cross, for the ``rules``
   policy. Its ``pools.low_latency.slots_per_worker`` is printed (a config change).
+
+Where the curves cross is pure analysis: one metric (lower is better: RTF or TTFP) per
+per-worker concurrency for each pool in, the crossing point and the thresholds it implies out. The low-latency profile
+wins at small batches (CUDA graphs) and loses as batches grow (padding to captured sizes,
+prefill steps without graphs), so its lead is a prefix of the concurrency axis.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +38,6 @@ import httpx
 
 from gateway.bench.arguments import int_list
 from gateway.bench.cli import add_client_arguments, run_options
-from gateway.bench.crossover import Crossover, balanced_threshold, find_crossover
 from gateway.bench.report import to_markdown, units_note
 from gateway.bench.scenarios import run_async, sweep, warm_up
 from gateway.help_format import HelpFormatter
@@ -212,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     snippet = (f"routing:\n  measured: {json.dumps(rec['measured'])}\n"
                f"  thresholds:\n    balanced_threshold: {rec['balanced_threshold']}  # rules policy\n"
                f"pools:\n  low_latency:\n    slots_per_worker: {rec['slots_per_worker']}  # rules policy only\n")  # fmt: skip
-    from gateway.bench.plots import plot_sweeps
+    from gateway.bench.report import plot_sweeps
 
     plots = plot_sweeps(list(documents.values()), args.out)
     command = "higgs-gateway tune " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[2:]))
@@ -236,3 +243,43 @@ def main(argv: list[str] | None = None) -> int:
         print("For the rules policy, slots_per_worker is a config change: set it and restart.", file=sys.stderr)
         return 0 if 200 <= status < 300 else 1
     return 0
+
+
+# ---- where the curves cross -----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Crossover:
+    last_win: int | None  # largest measured level up to which low-latency led at every level
+    first_loss: int | None  # first measured level where it did not
+    crossing: float | None  # interpolated concurrency where the two curves meet (None: never met)
+
+    @property
+    def slots_per_worker(self) -> int:
+        """Requests a low-latency worker should carry: the last concurrency it still wins at."""
+        if self.crossing is not None:
+            return max(1, math.floor(self.crossing + 1e-9))  # 6.9999... from float noise is 7
+        return self.last_win or 1
+
+
+def find_crossover(low_latency: Mapping[int, float], high_throughput: Mapping[int, float]) -> Crossover:
+    """Compare the pools at the levels both measured; ties count as a loss for low-latency."""
+    levels = sorted(set(low_latency) & set(high_throughput))
+    if not levels:
+        raise ValueError("the pools share no measured concurrency level")
+    last_win: int | None = None
+    for level in levels:
+        if low_latency[level] < high_throughput[level]:
+            last_win = level
+            continue
+        if last_win is None:
+            return Crossover(None, level, None)
+        before = low_latency[last_win] - high_throughput[last_win]  # < 0
+        after = low_latency[level] - high_throughput[level]  # >= 0
+        crossing = last_win + (level - last_win) * (-before) / (after - before)
+        return Crossover(last_win, level, crossing)
+    return Crossover(last_win, None, None)
+
+
+def balanced_threshold(slots_per_worker: int, low_latency_workers: int) -> int:
+    """Fleet-wide live concurrency at which `balanced` traffic should leave low-latency:
+    the moment every low-latency worker carries its recommended share."""
+    return slots_per_worker * max(1, low_latency_workers)

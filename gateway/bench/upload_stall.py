@@ -27,11 +27,11 @@ from typing import Any
 from gateway.bench.client import ClientOptions, RequestResult, RequestSpec, make_client
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.runner import run_closed_until
-from gateway.bench.scenarios import run_async
+from gateway.bench.report import whole
+from gateway.bench.scenarios import run_async, run_closed_until
 from gateway.bench.stats import percentile
-from gateway.bench.texts import TEXTS, text_order
 from gateway.bench.voice_clone import upload_voices
+from gateway.bench.workload import TEXTS, text_order
 from gateway.config import VoicesConfig
 from gateway.help_format import HelpFormatter
 
@@ -175,10 +175,6 @@ def markdown(document: dict[str, Any]) -> list[str]:
         during, before = row["gap_during_ms"], row["gap_before_ms"]
         lines.append(
             f"| {row['label']} | {row['upload_spacing_ms']:g} | {row['uploads_took_ms']:.0f} | {row['streams']} | "
-            f"{_ms(during['p50'])} / {_ms(during['max'])} | {_ms(before['p50'])} / {_ms(before['max'])} | {row['errors']} |"
+            f"{whole(during['p50'])} / {whole(during['max'])} | {whole(before['p50'])} / {whole(before['max'])} | {row['errors']} |"
         )
     return lines
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0f}"

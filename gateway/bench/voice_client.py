@@ -1,8 +1,19 @@
-"""One voice-agent session over ``/v1/audio/speech/stream``, timed as a listener hears it.
+"""One voice-agent session over ``/v1/audio/speech/stream``, sent as an LLM sends and heard as a listener hears.
 
-The client streams each reply at an LLM's pace (``text_stream``), flushes it with
-``input.done`` and reads everything the server sends meanwhile, timing every audio frame.
-Times are wall clock here; the caller converts them to modelled seconds.
+Sending: an LLM emits tokens at a steady rate (30 tokens/s by default, the rate LiveKit's
+own TTS tests use); a token is about four characters of English. A reply is cut into pieces
+of ``chars_per_token`` characters, piece ``i`` sent ``i / tokens_per_second`` seconds after
+the reply started. The first sentence's text is complete when the piece holding its last
+character has been sent: time to first audio counts from there. Each reply is flushed with
+``input.done`` while everything the server sends meanwhile is read, every audio frame timed.
+
+Hearing: a simulated real-time player. Audio (24 kHz s16le mono) starts playing the moment
+its first byte arrives and then plays at exactly real time. A gap is any stretch, after that
+start and before the utterance's last byte has played, in which the player has nothing
+left to play: a chunk that arrives after everything before it has already been heard.
+
+Times are wall clock in the client; the caller converts them to modelled seconds (the
+player works in whichever unit it is given).
 """
 
 from __future__ import annotations
@@ -10,18 +21,22 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
-from gateway.bench.text_stream import Reply, first_sentence_complete_s, schedule
 from gateway.config import DEFAULT_MODEL
+from gateway.types.codec import BYTES_PER_SECOND  # 24 kHz s16le mono, as a session streams it
 
 STREAM_PATH = "/v1/audio/speech/stream"
 # What a voice agent asks for: raw PCM as it is made, cut at sentences.
 VOICE_AGENT_CONFIG = {"response_format": "pcm", "stream_audio": True, "split_granularity": "sentence"}
+DEFAULT_TOKENS_PER_SECOND = 30.0
+CHARS_PER_TOKEN = 4
+_EPSILON_S = 1e-6  # float noise from summing chunk durations, far below one sample (42 us)
 
 
 def stream_url(base: str) -> str:
@@ -163,3 +178,111 @@ async def barge_in(options: SessionOptions, reply: Reply, workers: list[str], af
         return BargeIn(last_byte, freed, after, reported)
     finally:
         await ws.close()
+
+
+# ---- sending: a reply at an LLM's pace ------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Piece:
+    at_s: float  # after the reply started
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    sentences: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.sentences)
+
+
+def schedule(text: str, tokens_per_second: float = DEFAULT_TOKENS_PER_SECOND,
+             chars_per_token: int = CHARS_PER_TOKEN) -> list[Piece]:  # fmt: skip
+    """The reply as an LLM would stream it."""
+    if tokens_per_second <= 0 or chars_per_token <= 0:
+        raise ValueError("tokens_per_second and chars_per_token must be positive")
+    return [
+        Piece(index / tokens_per_second, text[start : start + chars_per_token])
+        for index, start in enumerate(range(0, len(text), chars_per_token))
+    ]
+
+
+def first_sentence_complete_s(reply: Reply, pieces: Sequence[Piece]) -> float:
+    """When the piece holding the first sentence's last character was sent."""
+    end = len(reply.sentences[0])  # characters up to and including its last one
+    sent = 0
+    for piece in pieces:
+        sent += len(piece.text)
+        if sent >= end:
+            return piece.at_s
+    raise ValueError("the pieces do not hold the first sentence")
+
+
+# Voice-agent replies: a short opener (what a listener hears first), then longer sentences.
+REPLIES: tuple[Reply, ...] = (
+    Reply((
+        "Sure, I can help with that.",
+        "Your order left our warehouse this morning and is on its way to the address on file.",
+        "It should arrive by Thursday afternoon, and you will get a text message when the driver is close.",
+        "Is there anything else you would like to know about the delivery?",
+    )),
+    Reply((
+        "Good question.",
+        "The museum opens at nine in the morning on weekdays and at ten on weekends and public holidays.",
+        "Tickets are cheaper online, and children under twelve get in for free with an adult.",
+        "Would you like me to book two tickets for Saturday?",
+    )),
+    Reply((
+        "Let me check.",
+        "The next train to the airport leaves from platform four in about twelve minutes.",
+        "The ride takes forty minutes, so you would arrive with plenty of time before your flight.",
+        "Shall I send the timetable to your phone?",
+    )),
+)  # fmt: skip
+
+
+def replies(count: int, offset: int = 0) -> list[Reply]:
+    """``count`` replies, cycling through the set from ``offset``."""
+    return [REPLIES[(offset + index) % len(REPLIES)] for index in range(count)]
+
+
+# ---- hearing: a real-time player ------------------------------------------------------------
+@dataclass
+class Player:
+    """Feed it chunks in arrival order; it keeps the gaps a listener sits through."""
+
+    bytes_per_second: float = BYTES_PER_SECOND
+    started_at: float | None = None
+    played_until: float = 0.0  # the moment the audio received so far has all been played
+    total_bytes: int = 0
+    gaps: list[float] = field(default_factory=list)  # one entry per silence, in seconds
+    gap_starts: list[float] = field(default_factory=list)
+
+    def add(self, at: float, size: int) -> float:
+        """A chunk of ``size`` bytes arrived at ``at``; returns the silence it ended (0 if none)."""
+        if size <= 0:
+            return 0.0
+        gap = 0.0
+        if self.started_at is None:
+            self.started_at = at
+            self.played_until = at
+        elif at > self.played_until + _EPSILON_S:
+            gap = at - self.played_until
+            self.gaps.append(gap)
+            self.gap_starts.append(self.played_until)
+            self.played_until = at
+        self.played_until += size / self.bytes_per_second
+        self.total_bytes += size
+        return gap
+
+    @property
+    def audio_s(self) -> float:
+        return self.total_bytes / self.bytes_per_second
+
+
+def gaps_of(chunks: list[tuple[float, int]], bytes_per_second: float = BYTES_PER_SECOND) -> list[float]:
+    """Every silence a player suffers on ``(arrival time, bytes)`` chunks, in arrival order."""
+    player = Player(bytes_per_second)
+    for at, size in chunks:
+        player.add(at, size)
+    return player.gaps

@@ -30,7 +30,7 @@ from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import LL_PROFILE, Fleet, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.scenarios import RunOptions, run_async, trace
-from gateway.bench.traces import voice_clone
+from gateway.bench.workload import voice_clone
 from gateway.config import RoutingThresholds
 from gateway.types import SlaClass
 

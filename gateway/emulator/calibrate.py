@@ -1,6 +1,6 @@
 """Run the timing model against the published figures, on a virtual clock.
 
-    python -m gateway.emulator.calibrate [--requests-per-client N]
+    higgs-gateway emulator calibrate [--requests-per-client N]
 
 Closed-loop clients (each sends its next request when the last one's audio is complete,
 like vllm-omni's own benchmark) drive one emulated engine per profile and concurrency.
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.deploy_profile import DeployProfile, load_deploy_profile
 from gateway.emulator.clock import VirtualClock
 from gateway.emulator.engine import Engine, EngineRequest
+from gateway.help_format import HelpFormatter
 from gateway.worker_timing import StepModel, TimingParams
 
 LOW_LATENCY = "higgs_multimodal_qwen3_low_latency.yaml"
@@ -240,10 +240,15 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m gateway.emulator.calibrate",
+def build_parser() -> argparse.ArgumentParser:
+    """``higgs-gateway emulator``: the emulator's own tools (running one is ``emulate``)."""
+    root = argparse.ArgumentParser(prog="higgs-gateway emulator", description="The worker emulator's tools.",
+                                   formatter_class=HelpFormatter)  # fmt: skip
+    tools = root.add_subparsers(dest="tool", required=True, metavar="TOOL")
+    parser = tools.add_parser(
+        "calibrate", help="the timing model's RTF/TTFP sweep next to the published figures (virtual clock, ~1 s)",
         description="Print the emulator's modelled RTF/TTFP sweep next to the published figures.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--requests-per-client", type=int, default=10)
     parser.add_argument("--profile", action="append", help="deploy profile name or path (repeatable)")
@@ -251,7 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--voice-clone", action="store_true", help=f"every prompt carries a {CLONE_REF_SECONDS:g} s reference clip")
     parser.add_argument("--repeat-voice", action="store_true", help="voice clone with one voice for every request (encoded once)")
     parser.add_argument("--cjk", action="store_true", help="Mandarin texts (no published RTF: the English figure is shown)")
-    args = parser.parse_args(argv)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     points = sweep(
         profiles=args.profile or (LOW_LATENCY, HIGH_THROUGHPUT),
         concurrencies=args.concurrency or SWEEP_CONCURRENCY,
@@ -262,7 +271,3 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(format_table(points, args.voice_clone or args.repeat_voice))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

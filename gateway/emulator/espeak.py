@@ -1,6 +1,8 @@
 """eSpeak NG through ctypes, loaded from the ``espeakng-loader`` wheel (library + voice data).
 
-No system package: the wheel ships ``libespeak-ng.so`` and ``espeak-ng-data`` and tells us
+The wheel is the ``emulator`` extra, never a dependency of the gateway itself: it is imported
+only when an emulator starts speaking, so nothing that serves requests loads it. No system
+package: the wheel ships ``libespeak-ng.so`` and ``espeak-ng-data`` and tells us
 where they are. The C library keeps one global synthesiser (voice, parameters, callback),
 so every render holds one lock and a caller should run renders on a single worker thread.
 """
@@ -54,8 +56,19 @@ class EspeakVoice:
     pitch_range: int = 50
 
 
+# What an emulator started without the extra says (in its log and /health) before speaking
+# the synthetic signal instead.
+MISSING_EXTRA = (
+    "the espeakng-loader package is not installed: install the emulator extra "
+    "(pip install 'higgs-gateway[emulator]') to hear the text, or pass --synthetic-audio"
+)
+
+
 def import_locator() -> LibraryLocator:
-    import espeakng_loader
+    try:
+        import espeakng_loader
+    except ImportError as exc:
+        raise EspeakUnavailable(MISSING_EXTRA) from exc
 
     locator: ModuleType = espeakng_loader
     return locator  # type: ignore[return-value]
@@ -69,6 +82,8 @@ class Espeak:
             locator = locator_factory()
             self._lib = ctypes.CDLL(locator.get_library_path())
             data_path = locator.get_data_path().encode()
+        except EspeakUnavailable:
+            raise
         except Exception as exc:  # ImportError, OSError (missing .so), RuntimeError (no data)
             raise EspeakUnavailable(f"{type(exc).__name__}: {exc}") from exc
         lib = self._lib

@@ -1,4 +1,4 @@
-"""Make API keys and their digests: ``python -m gateway.security.keys new|hash``.
+"""Make API keys and their digests: ``higgs-gateway keys new|hash``.
 
 ``new`` prints a fresh random key (give it to the client) and its sha256 (put that in
 ``auth.api_key_sha256``). ``hash`` reads a key from standard input, so the key never lands
@@ -40,7 +40,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(hash_key(key))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

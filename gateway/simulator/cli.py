@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if ceiling_rows:
         lines += ceiling.ceiling_table(ceiling_rows, documents)
     if args.out:
-        from gateway.bench.plots import plot_sweeps, plot_timeline, plot_traces
+        from gateway.bench.report import plot_sweeps, plot_timeline, plot_traces
 
         for document in documents:
             name = trace_file(document["label"], document["params"]["kind"]) if document["mode"] == "trace" else f"{document['label']}-sweep"

@@ -32,9 +32,8 @@ from typing import Any
 
 from gateway.bench.client import RequestResult, RequestSpec
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
-from gateway.bench.runner import run_open
-from gateway.bench.texts import text_order
-from gateway.bench.traces import RAMP_MIX, Arrival
+from gateway.bench.scenarios import run_open
+from gateway.bench.workload import RAMP_MIX, Arrival, text_order
 from gateway.config import PlannerConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.planner.arrivals import ArrivalMix, ClassArrivals
@@ -414,7 +413,7 @@ def _pct(share: float | None) -> str:
 
 def plot_day(results: Sequence[dict[str, Any]], arrivals: Sequence[Arrival], options: DayOptions, out_dir: Any) -> Any:
     """Load, workers per pool and the share of requests meeting their objective, over the day."""
-    from gateway.bench.plots import _pyplot
+    from gateway.bench.report import _pyplot
 
     plt = _pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from gateway.bench.compare import Setup
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import RunOptions, sweep, trace, warm_up
 from gateway.bench.targets import RUN_ID, new_run_id
-from gateway.bench.traces import Arrival
+from gateway.bench.workload import Arrival
 from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.simulator.fleet import SimGateway, WorkerPlan
 from gateway.simulator.replicas import SimReplicas, ViewModel

@@ -115,7 +115,3 @@ def main(argv: list[str] | None = None) -> int:
     migrate.add_argument("--key-prefix", default=StateConfig().key_prefix, help="state.key_prefix of the gateways")
     args = parser.parse_args(argv)
     return asyncio.run(_migrate(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

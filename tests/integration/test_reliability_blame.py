@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.bench.leaks import LeakCheck
+from gateway.bench.soak import LeakCheck
 from tests.integration.conftest import ADMIN, SHORT_TEXT, gateway_metric, pools, set_faults, speech_body, wait_idle, worker_entry
 from tests.integration.reliability_support import StubWorker, stub_worker, worker_counters
 from tests.support.audio import reference_wav

@@ -16,8 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.bench.soak import SoakPlan, emulator_model, run_soak
-from gateway.bench.soak import expected_pcm_bytes as soak_expected_bytes
+from gateway.bench.soak import SoakPlan, emulator_model, expected_pcm_bytes as soak_expected_bytes, run_soak
 from tests.integration.conftest import LONG_TEXT, SHORT_TEXT, worker_pcm
 from tests.integration.reliability_support import expected_pcm_bytes, log_records
 from tests.support.stack import ADMIN_TOKEN, Stack, running_stack

@@ -32,8 +32,8 @@ import httpx
 import orjson
 from starlette.types import ASGIApp, Message
 
-from gateway.bench.leaks import LeakCheck
 from gateway.app import GatewayApp, create_app
+from gateway.bench.soak import LeakCheck
 from gateway.config import DEFAULT_MODEL, load_config
 from gateway.deploy_profile import load_deploy_profile
 from gateway.emulator.app import EmulatorSettings, create_app as create_emulator
@@ -247,7 +247,7 @@ class InProcessGateway:
 
     def request(self, method: str, path: str | httpx.URL, **kwargs: Any) -> httpx.Response:
         """One call with a deadline: a hang fails the test instead of stalling it. Every
-        error answer is checked for what it must not give away (``gateway.bench.leaks``)."""
+        error answer is checked for what it must not give away (``gateway.bench.soak.LeakCheck``)."""
         if isinstance(path, httpx.URL):
             tallied = path.raw_path.decode("ascii", "replace")
         else:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gateway import __version__
-from gateway.cli import COMMANDS
+from gateway.cli import BENCH_TOOLS, COMMANDS
 from gateway.cli import main as cli_main
 from gateway.demo import build_parser as demo_parser
 from gateway.serve import main as serve_main
@@ -50,6 +50,44 @@ def test_version_and_help(capsys: pytest.CaptureFixture[str]) -> None:
     help_text = capsys.readouterr().out
     assert "-V, --version" in help_text
     assert all(name in help_text for name in COMMANDS)
+
+
+def test_help_lists_every_tool() -> None:
+    # One console script: every tool is a command or a `bench` tool, and the top-level help
+    # names them all (the bench list without importing the benchmark).
+    from gateway.bench.cli import build_parser as bench_parser
+
+    subparsers = next(a for a in bench_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert tuple(subparsers.choices) == BENCH_TOOLS
+    result = run_cli("--help")
+    assert result.returncode == 0
+    listed = " ".join(result.stdout.split()).replace("- ", "-")  # argparse wraps long names at hyphens
+    assert all(f" {name} " in listed for name in COMMANDS)
+    bench_line = listed.split(" bench ", 1)[1].split(" emulator ", 1)[0]
+    assert bench_line.endswith(": " + ", ".join(BENCH_TOOLS))
+    assert "emulator calibrate" in listed
+
+
+def test_no_tool_runs_outside_the_console_script() -> None:
+    # No module is a `python -m` entry point of its own but the package (``python -m gateway``).
+    package = Path(__file__).resolve().parents[2] / "gateway"
+    entry_points = sorted(
+        str(path.relative_to(package)) for path in package.rglob("*.py")
+        if path.name != "__main__.py" and "__name__ == \"__main__\"" in path.read_text()
+    )  # fmt: skip
+    assert entry_points == []
+
+
+@pytest.mark.parametrize("tool", ["decision", "encoder-cost", "soak", "agreement", "held-mix"])
+def test_every_bench_tool_has_its_help(tool: str) -> None:
+    result = run_cli("bench", tool, "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: higgs-gateway bench {tool}")
+
+
+def test_emulator_calibrate_is_a_command() -> None:
+    result = run_cli("emulator", "calibrate", "--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage: higgs-gateway emulator calibrate")
 
 
 def test_arguments_after_the_command_reach_its_own_parser(capsys: pytest.CaptureFixture[str]) -> None:

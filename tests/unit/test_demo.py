@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from gateway import demo
 from gateway.config import load_config
 from gateway.demo import build_parser, demo_config, playground_link
 
@@ -37,3 +40,9 @@ def test_compare_may_pin_each_side_to_its_pool(tmp_path: Path) -> None:
 def test_the_printed_link_hands_the_page_its_admin_token() -> None:
     assert playground_link("http://127.0.0.1:8000", "tok") == "http://127.0.0.1:8000/playground#admin=tok"
     assert playground_link("http://127.0.0.1:8000", None) == "http://127.0.0.1:8000/playground"
+
+
+def test_without_the_emulator_extra_the_demo_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert demo.speech_note() == ""  # the test extra installs it
+    monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: None)
+    assert "pip install 'higgs-gateway[emulator]'" in demo.speech_note()

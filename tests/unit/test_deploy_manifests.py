@@ -156,12 +156,31 @@ def test_gateway_image() -> None:
     assert user not in ("root", "0")
     assert DATA_DIR in json_form(args_of(ins, "VOLUME")[-1])
     assert str(GATEWAY_PORT) in args_of(ins, "EXPOSE")
-    # The in-cluster discovery client and the tracing SDK come with the image.
+    # The in-cluster discovery client and the tracing SDK come with the image; the
+    # emulator's speech library does not (serving never loads it).
     extras = pyproject()["project"]["optional-dependencies"]
-    installed = {
-        extra for run in args_of(ins, "RUN") for found in re.findall(r"\.whl\)\[([\w,]+)\]", run) for extra in found.split(",")
-    }
+    installed = image_extras(ins)
     assert {"kubernetes", "tracing"} <= installed <= extras.keys()
+    assert "emulator" not in installed
+
+
+def image_extras(instructions: list[tuple[str, str]], build_args: dict[str, str] | None = None) -> set[str]:
+    """The extras the image's pip install line names, ``${EXTRAS}`` resolved from its ARG default."""
+    values = arg_defaults(instructions) | (build_args or {})
+    install = next(rest for rest in args_of(instructions, "RUN") if "higgs_gateway-" in rest)
+    found = re.search(r"\.whl\)\[([^]]+)\]", install)
+    assert found
+    named = re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], found[1])
+    return set(named.split(","))
+
+
+def test_the_demo_images_speak() -> None:
+    # compose's demo and the Kubernetes demo overlay build the image with the emulator extra.
+    ins = dockerfile("gateway.Dockerfile")
+    build = compose("compose.demo.yaml")["services"]["gateway"]["build"]
+    assert image_extras(ins, build["args"]) == image_extras(ins) | {"emulator"}
+    overlay = (K8S / "overlays" / "demo" / "kustomization.yaml").read_text()
+    assert "--build-arg EXTRAS=kubernetes,tracing,emulator" in overlay
 
 
 def test_gateway_image_runs_under_an_init_process() -> None:
@@ -253,11 +272,10 @@ def assert_locked(requirements: list[str], locked: dict[str, Requirement], pytho
 
 def test_gateway_constraints_lock_what_the_image_installs() -> None:
     project = pyproject()
-    install = next(rest for rest in args_of(dockerfile("gateway.Dockerfile"), "RUN") if "higgs_gateway-" in rest)
-    extras = re.search(r"\.whl\)?\[([\w,-]+)\]", install)
-    assert extras
+    # The serving image's extras and the demo builds' emulator extra, all under one lock.
+    extras = image_extras(dockerfile("gateway.Dockerfile")) | {"emulator"}
     wanted = list(project["project"]["dependencies"]) + list(project["build-system"]["requires"])
-    for extra in extras[1].split(","):
+    for extra in sorted(extras):
         wanted += project["project"]["optional-dependencies"][extra]
     constraints = DOCKER / "constraints.txt"
     assert "scripts/lock-images.sh" in constraints.read_text().splitlines()[1]  # how to regenerate it
@@ -1017,7 +1035,9 @@ def test_compose_images_are_versioned(name: str) -> None:
     images = {s["image"] for s in services.values() if "image" in s}
     assert all(image_is_versioned(image) for image in images), images
     if "gateway" in services and "image" in services["gateway"]:
-        assert services["gateway"]["image"] == f"higgs-gateway:{pyproject()['project']['version']}"
+        # The demo's build (with the emulator's speech) has its own name: never the serving image's tag.
+        repository = "higgs-gateway-demo" if name == "compose.demo.yaml" else "higgs-gateway"
+        assert services["gateway"]["image"] == f"{repository}:{pyproject()['project']['version']}"
 
 
 @pytest.mark.parametrize("target", ["base", "overlays/gpu"])

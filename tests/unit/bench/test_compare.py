@@ -6,8 +6,7 @@ from gateway.bench import report
 from gateway.bench.client import RequestResult
 from gateway.bench.compare import SETUPS, headline
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
-from gateway.bench.runner import PhaseResult
-from gateway.bench.summary import summarize_phase
+from gateway.bench.summary import PhaseResult, summarize_phase
 
 
 def test_every_setup_has_two_workers_of_known_profiles() -> None:

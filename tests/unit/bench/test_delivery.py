@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.bench.client import RequestResult
-from gateway.bench.delivery import audio_rate, delivered_audio_s, failed_during, on_run_clock, windows
-from gateway.bench.runner import PhaseResult
 from gateway.bench.stats import audio_seconds
+from gateway.bench.summary import PhaseResult, audio_rate, delivered_audio_s, failed_during, on_run_clock, windows
 
 SECOND = round(1 / audio_seconds(1))  # PCM bytes per audio second
 

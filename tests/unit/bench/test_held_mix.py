@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.bench.held_mix import FileMix, write_mix
+from gateway.bench.profile_changes import FileMix, write_mix
 
 
 def test_the_gateway_reads_the_mix_last_written_and_no_judgement_without_one(tmp_path: Path) -> None:

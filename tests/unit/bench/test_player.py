@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.bench.player import BYTES_PER_SECOND, Player, gaps_of
+from gateway.bench.voice_client import Player, gaps_of
+from gateway.types.codec import BYTES_PER_SECOND
 
 SECOND = BYTES_PER_SECOND  # one second of 24 kHz s16le mono
 

@@ -9,8 +9,7 @@ import pytest
 
 from gateway.bench import cli, report
 from gateway.bench.client import RequestResult
-from gateway.bench.runner import PhaseResult
-from gateway.bench.summary import summarize_phase
+from gateway.bench.summary import PhaseResult, summarize_phase
 
 
 def _document(label: str, mode: str, factor: float) -> dict:

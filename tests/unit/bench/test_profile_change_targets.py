@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.bench.profile_change_targets import evaluate, failed_requests, targets_table
+from gateway.bench.profile_changes import evaluate, failed_requests, targets_table
 
 
 def sweep(*ttfp_p50_s: float) -> dict[str, Any]:

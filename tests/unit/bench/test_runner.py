@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from gateway.bench.client import RequestResult, RequestSpec
-from gateway.bench.runner import run_closed, run_closed_until, run_open
-from gateway.bench.traces import Arrival
+from gateway.bench.scenarios import run_closed, run_closed_until, run_open
+from gateway.bench.workload import Arrival
 from gateway.types import SlaClass
 
 

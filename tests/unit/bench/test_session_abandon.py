@@ -10,7 +10,7 @@ import pytest
 from gateway.bench import session_abandon
 from gateway.bench.gateway_config import gateway_document
 from gateway.bench.session_abandon import MIB, WAYS, gateway_timeouts, report_lines, rss_bound, targets
-from gateway.bench.session_targets import evaluate, targets_table
+from gateway.bench.sessions import evaluate, targets_table
 from gateway.bench.targets import ADAPTIVE, HT, RUN_ID
 from gateway.config import GatewayConfig
 

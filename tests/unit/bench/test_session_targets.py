@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from gateway.bench.player import BYTES_PER_SECOND
-from gateway.bench.session_summary import capacity, summarize_level
-from gateway.bench.session_targets import DIRECT, evaluate, targets_table
+from gateway.bench.sessions import DIRECT, capacity, evaluate, summarize_level, targets_table
 from gateway.bench.targets import ADAPTIVE, HT, LL, RUN_ID
 from gateway.bench.voice_client import Utterance
+from gateway.types.codec import BYTES_PER_SECOND
 
 SECOND = BYTES_PER_SECOND
 

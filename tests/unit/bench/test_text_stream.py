@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.bench.text_stream import REPLIES, Reply, first_sentence_complete_s, replies, schedule
+from gateway.bench.voice_client import REPLIES, Reply, first_sentence_complete_s, replies, schedule
 
 
 def test_pieces_are_four_characters_at_the_token_rate_and_rebuild_the_text() -> None:

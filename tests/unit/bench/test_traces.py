@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.bench.texts import TEXTS, text_order
-from gateway.bench.traces import bursty, poisson
+from gateway.bench.workload import TEXTS, bursty, poisson, text_order
 from gateway.types import SlaClass
 
 

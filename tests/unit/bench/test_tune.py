@@ -7,8 +7,7 @@ import json
 import httpx
 import pytest
 
-from gateway.bench.crossover import balanced_threshold, find_crossover
-from gateway.bench.tune import apply, measured_curves, recommend
+from gateway.bench.tune import apply, balanced_threshold, find_crossover, measured_curves, recommend
 from gateway.config import RoutingConfig
 from gateway.types import PoolName
 

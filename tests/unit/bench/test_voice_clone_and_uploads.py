@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gateway.bench.client import RequestResult
 from gateway.bench.scenarios import repeated_voice_stats
-from gateway.bench.traces import voice_clone
 from gateway.bench.upload_stall import _gaps
 from gateway.bench.voice_clone import clip_wav
+from gateway.bench.workload import voice_clone
 from gateway.types import SlaClass
 
 

@@ -79,7 +79,7 @@ def test_a_cold_high_throughput_worker_is_slower_than_a_warm_one(high_throughput
 
 
 def test_table_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--concurrency", "1", "--requests-per-client", "2"]) == 0
+    assert main(["calibrate", "--concurrency", "1", "--requests-per-client", "2"]) == 0
     out = capsys.readouterr().out
     assert "| low_latency | 1 |" in out and "| high_throughput | 1 |" in out and "0.276" in out
     assert format_table([]).count("\n") == 1

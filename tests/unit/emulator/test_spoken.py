@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -103,6 +104,19 @@ def test_without_the_library_the_worker_falls_back_and_says_so_once(
     frames = modelled_frames(low_latency)
     total = frames * SAMPLES_PER_FRAME
     assert first == second == SpeechSynth(TEXT, total, SEED, voice_pitch_hz(None)).pcm(0, total)
+
+
+def test_without_the_emulator_extra_the_worker_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The speech library is the `emulator` extra, not a core dependency: an emulator started
+    # without it says what to install (in /health and the log) and speaks the synthetic signal.
+    monkeypatch.setitem(sys.modules, "espeakng_loader", None)  # `import espeakng_loader` raises ImportError
+    audio = SpeechAudio()
+    try:
+        assert not audio.speaks
+        assert "pip install 'higgs-gateway[emulator]'" in audio.description
+        assert "--synthetic-audio" in audio.description
+    finally:
+        audio.close()
 
 
 def test_voices_map_to_distinct_stable_espeak_voices() -> None:

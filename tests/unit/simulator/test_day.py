@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.bench.texts import text_order
+from gateway.bench.workload import text_order
 from gateway.simulator.cli import main
 from gateway.simulator.day import DayOptions, compare_day, day_rate, day_trace, run_day, setups, smallest_sufficient, sufficient
 from gateway.simulator.loop import run_virtual

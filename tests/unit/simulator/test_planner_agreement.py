@@ -18,9 +18,8 @@ import pytest
 
 from gateway.bench.client import RequestSpec
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
-from gateway.bench.runner import run_closed, run_open
-from gateway.bench.texts import text_order
-from gateway.bench.traces import poisson
+from gateway.bench.scenarios import run_closed, run_open
+from gateway.bench.workload import poisson, text_order
 from gateway.config import PlannerConfig
 from gateway.deploy_profile import load_deploy_profile
 from gateway.planner.planner import FleetPlanner

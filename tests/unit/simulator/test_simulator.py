@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 
 from gateway.bench.client import RequestSpec
 from gateway.bench.compare import SETUPS
-from gateway.bench.runner import run_open
+from gateway.bench.scenarios import run_open
 from gateway.bench.summary import summarize_phase
-from gateway.bench.texts import text_order
-from gateway.bench.traces import Arrival, bursty, ramp
+from gateway.bench.workload import Arrival, bursty, ramp, text_order
 from gateway.config import RoutingThresholds
 from gateway.routing.outcomes import wait
 from gateway.routing.stages import routed
