@@ -7,6 +7,7 @@
     higgs-gateway bench overhead --out docs/benchmarks
     higgs-gateway bench first-audio --out docs/benchmarks/first-audio
     higgs-gateway bench sessions --out docs/benchmarks/sessions
+    higgs-gateway bench integrations --out docs/benchmarks/integrations
     higgs-gateway bench profile-changes --out docs/benchmarks/profile-changes
     higgs-gateway bench upload-stall --out docs/benchmarks/upload-stall
     higgs-gateway bench soak --out docs/benchmarks/soak.md
@@ -173,12 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("--prefix", default="")
     p_plot.set_defaults(func=cmd_plot)
 
-    from gateway.bench import compare, first_audio, overhead, profile_changes, sessions, soak, targets, upload_stall
+    from gateway.bench import compare, first_audio, integrations, overhead, profile_changes, sessions, soak, targets, upload_stall
 
     compare.add_parser(commands)
     overhead.add_parser(commands)
     first_audio.add_parser(commands)
     sessions.add_parser(commands)
+    integrations.add_parser(commands)
     profile_changes.add_parser(commands)
     upload_stall.add_parser(commands)
     soak.add_parser(commands)

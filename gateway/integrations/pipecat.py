@@ -9,10 +9,11 @@ gateway pipelines the next. An interruption sends ``input.cancel`` and the cance
 utterance's audio, whatever of it is still on the wire, is dropped here: no reconnect. So
 is the interrupted reply's text that reaches the service after the interruption.
 
-The LLM's tokens go to the gateway as they come (Pipecat's ``TextAggregationMode.TOKEN``,
-the default here): the gateway cuts the sentences itself, with the worker's rules, so
-Pipecat's own sentence aggregation would only add its wait for the next word before each
-sentence is sent. ``text_aggregation_mode=TextAggregationMode.SENTENCE`` still works.
+Text goes out as Pipecat aggregates it: sentences by default. ``text_aggregation_mode=
+TextAggregationMode.TOKEN`` works too (the gateway cuts the sentences itself, with the
+worker's rules): at an LLM's pace it was a little earlier (``bench integrations``), but
+Pipecat then runs its whole per-text path for every token, and at four times that pace
+on a busy machine it fell seconds behind; sentences cost the same whatever the pace.
 
 Which utterance a frame belongs to follows the gateway's numbering (0, 1, ... : one more
 after every ``input.done``, and after a cancel of an utterance still taking text), which
@@ -36,7 +37,7 @@ from pipecat.frames.frames import (
 )
 from pipecat.processors.frame_processor import FrameDirection
 from pipecat.services.settings import TTSSettings
-from pipecat.services.tts_service import TextAggregationMode, WebsocketTTSService
+from pipecat.services.tts_service import WebsocketTTSService
 from websockets.protocol import State
 
 from gateway.integrations.session_client import AGENT_CONFIG, KEEPALIVE, KEEPALIVE_S, SAMPLE_RATE, stream_url
@@ -57,8 +58,6 @@ class HiggsSessionTTSService(WebsocketTTSService):
     ) -> None:
         """``base_url``: the gateway (``http://host:8000``); ``session_config``: any other
         ``session.config`` field (``seed``, ``ref_audio``, ``language``, ...)."""
-        if "text_aggregation_mode" not in kwargs and "aggregate_sentences" not in kwargs:
-            kwargs["text_aggregation_mode"] = TextAggregationMode.TOKEN
         super().__init__(
             push_stop_frames=True,
             push_start_frame=True,

@@ -142,9 +142,9 @@ def errors(frames: list[Frame]) -> list[str]:
     return [frame.error for frame in frames if isinstance(frame, ErrorFrame)]
 
 
-@pytest.mark.parametrize("mode", [None, TextAggregationMode.SENTENCE], ids=["tokens", "sentences"])
+@pytest.mark.parametrize("mode", [None, TextAggregationMode.TOKEN], ids=["sentences", "tokens"])
 async def test_a_streamed_reply_is_spoken_in_full(stack: Stack, mode: TextAggregationMode | None) -> None:
-    """The service's default hands the gateway the LLM's tokens; Pipecat's sentences work too."""
+    """Pipecat's sentences (its default), and its tokens handed on as they come."""
     tts = service(stack) if mode is None else service(stack, text_aggregation_mode=mode)
     async with pipeline(tts) as (worker, heard, up):
         await worker.queue_frames(reply(" ".join(SENTENCES)))
