@@ -472,22 +472,32 @@ def _corrections(weights: list[float], means: list[float], base: list[float], se
     k = settings.prior_strength
     own = sum(w * m for w, m in zip(weights, means, strict=True))
     size, reach = len(weights), settings.neighbourhood
+    # Only loads with samples count, each weighed by 0.5 ** distance (exact powers of two,
+    # taken from a table): the same sums, in the same order, as a walk over the whole window.
+    halves = [0.5**distance for distance in range(reach + 1)]
+    sampled = [(other, w, means[other]) for other, w in enumerate(weights) if w]
     factors = []
+    first = 0  # the first sampled load inside the current window
     for index in range(size):
         overall = (own + k * base[index]) / (total + k)
         local_w = local_wm = 0.0
-        for other in range(max(0, index - reach), min(size, index + reach + 1)):
-            w = weights[other]
-            if w:
-                w *= 0.5 ** abs(other - index)
-                local_w += w
-                local_wm += w * means[other]
+        while first < len(sampled) and sampled[first][0] < index - reach:
+            first += 1
+        for position in range(first, len(sampled)):
+            other, w, mean = sampled[position]
+            if other > index + reach:
+                break
+            w *= halves[other - index if other >= index else index - other]
+            local_w += w
+            local_wm += w * mean
         factors.append(math.exp((local_wm + k * overall) / (local_w + k)))
     return factors
 
 
 def _monotone(values: list[float], weights: Iterable[float]) -> list[float]:
     """Weighted isotonic (non-decreasing) fit: pool adjacent violators."""
+    if all(a <= b for a, b in zip(values, values[1:])):
+        return list(values)  # nothing to pool (the usual case): the fit is the values
     blocks: list[list[float]] = []  # [mean, weight, count]
     for value, weight in zip(values, weights, strict=True):
         blocks.append([value, weight + 1.0, 1])

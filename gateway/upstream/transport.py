@@ -1,8 +1,9 @@
-"""The HTTP client that carries audio from workers: one shared pool, two implementations.
+"""The HTTP client that carries audio from workers: one shared pool, three implementations.
 
 On a 2-core box the upstream client dominates the gateway's CPU per streamed request
-(httpx's default transport costs several times aiohttp's), so the relay talks to this
-small interface and the benchmark picks the implementation (``upstream.transport``).
+(httpx's default transport costs several times aiohttp's, and aiohttp's general client
+much more than ``gateway.upstream.http1``, the default), so the relay talks to this small
+interface and the config picks the implementation (``upstream.transport``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from aiohttp.streams import EofStream
 from gateway.config import UpstreamConfig
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.upstream.errors import UpstreamError
+from gateway.upstream.http1 import Http1Client
 
 JSON_HEADERS = {"content-type": "application/json"}
 
@@ -93,6 +95,7 @@ class _AiohttpResponse:
 
 
 UPSTREAM_IDLE_S = 3.0
+SKIPPED_AUTO_HEADERS = ("User-Agent", "Accept-Encoding")
 
 
 class AiohttpTransport:
@@ -114,8 +117,12 @@ class AiohttpTransport:
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self._config.connect_timeout_s, sock_read=self._config.read_timeout_s
             )
+            # No cookie jar (workers set no cookies; a jar is read and written on every
+            # request), and none of the headers aiohttp adds unasked: the relay asks for no
+            # compression and names no client.
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=timeout, auto_decompress=False, json_serialize=lambda o: orjson.dumps(o).decode()
+                connector=connector, timeout=timeout, auto_decompress=False, json_serialize=lambda o: orjson.dumps(o).decode(),
+                cookie_jar=aiohttp.DummyCookieJar(), skip_auto_headers=SKIPPED_AUTO_HEADERS,
             )
         return self._session
 
@@ -133,6 +140,18 @@ class AiohttpTransport:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+# ---- http1: the relay's own client, the leanest per streamed request --------------------
+class Http1Transport:
+    def __init__(self, config: UpstreamConfig) -> None:
+        self._client = Http1Client(config.max_connections, config.connect_timeout_s, config.read_timeout_s, UPSTREAM_IDLE_S)
+
+    async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = JSON_HEADERS) -> UpstreamResponse:
+        return await self._client.post(url, orjson.dumps(body), headers)
+
+    async def close(self) -> None:
+        await self._client.close()
 
 
 # ---- httpx: kept for comparison and for environments that standardise on it --------------
@@ -189,4 +208,6 @@ class HttpxTransport:
 
 
 def create_transport(config: UpstreamConfig) -> UpstreamTransport:
+    if config.transport == "http1":
+        return Http1Transport(config)
     return AiohttpTransport(config) if config.transport == "aiohttp" else HttpxTransport(config)
