@@ -47,6 +47,7 @@ from gateway.audio.delay import FirstAudioDelays
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
+from gateway.quality.service import QualityService
 from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
@@ -359,7 +360,16 @@ def create_app(
     # The request path.
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
-    relay = Relay(transport, fleet.health, admission, config.upstream, clock=clock)
+    # Audio quality: a share of completed streams scored off the request path (docs/quality.md).
+    quality = (
+        QualityService(
+            config.quality, metrics.registry, fleet.members, fleet.health, control_client,
+            config.models.served_model_name, config.upstream.first_byte_timeout_s + 60.0, clock,
+        )  # fmt: skip
+        if config.quality.enabled
+        else None
+    )
+    relay = Relay(transport, fleet.health, admission, config.upstream, clock=clock, taps=quality.sampler if quality else None)
     # One set of checks and one payload for requests and session sentences alike.
     payloads = WorkerPayloads(
         config.models, config.voices, voice_registry.store, RefAudioPolicy(config.auth),
@@ -408,9 +418,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         assert gateway is not None
         await gateway.start()
+        if quality is not None:
+            quality.start()
         try:
             yield
         finally:
+            if quality is not None:
+                await quality.stop()
             await gateway.stop()
 
     app = FastAPI(

@@ -97,6 +97,11 @@ class WorkerHealth:
         if ejecting and worker.state is WorkerState.READY:
             self._count_failure(worker, EjectionReason.REQUEST_FAILURES)
 
+    def quality_failed(self, worker: Worker, detail: str) -> None:
+        """Its audio fell below the quality floor (gateway.quality): out of routing now; the
+        half-open probe lets it back like any ejected worker."""
+        self._eject_now(worker, EjectionReason.QUALITY, detail)
+
     def worker_restarted(self, worker: Worker, why: RestartReason) -> None:
         """The process behind a worker that looked up all along was replaced (a new start
         time, or registered voices gone): it is a new worker. Not routable until its voices

@@ -77,6 +77,19 @@ class AttemptReports(Protocol):
     def failed_after_arrival(self, worker: UpstreamWorker, detail: str, engine_dead: bool) -> None: ...
 
 
+class PcmTap(Protocol):
+    """Where a sampled stream's PCM goes as it is relayed (``gateway.quality``)."""
+
+    def add(self, chunk: bytes) -> None: ...
+    def finished(self, completed: bool) -> None: ...
+
+
+class StreamTaps(Protocol):
+    """Who may listen to a stream that produced audio: a tap, or None for most streams."""
+
+    def tap(self, worker_id: str, pool: PoolName, load: int, dispatched_at: float, text: str) -> PcmTap | None: ...
+
+
 class RetryAdmission(Protocol):
     """Admission's answer to "which other worker?" (``Admission.retry``)."""
 
@@ -93,7 +106,7 @@ class OpenStream:
 
     __slots__ = (
         "lease", "decision", "attempts", "response", "first_chunk", "rest", "log",
-        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace", "hidden_failures",
+        "load_at_dispatch", "dispatched_at", "pace", "_closed", "trace", "hidden_failures", "tap",
     )  # fmt: skip
 
     def __init__(
@@ -114,6 +127,7 @@ class OpenStream:
         self._closed = False
         self.trace = trace
         self.hidden_failures: tuple[str, ...] = ()  # earlier attempts' failures, for the log
+        self.tap: PcmTap | None = None  # a sampled stream's listener (quality), else None
 
     @property
     def worker(self) -> UpstreamWorker:
@@ -122,6 +136,8 @@ class OpenStream:
     def received(self, chunk: bytes) -> None:
         """Count one upstream chunk (hot path: one clock read per second of audio)."""
         self.pace.add(len(chunk))
+        if self.tap is not None:
+            self.tap.add(chunk)
 
     async def close(self, outcome: StreamOutcome) -> None:
         """Release the worker slot, log the attempt and drop the upstream connection; once."""
@@ -131,6 +147,8 @@ class OpenStream:
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         worker, pace, decision = self.lease.worker, self.pace, self.decision
         self.trace.closed(outcome, pace.bytes)  # a StrEnum: its own value
+        if self.tap is not None:
+            self.tap.finished(outcome is StreamOutcome.COMPLETED)
         self.log.streams.append(
             StreamObservation(
                 worker_id=worker.worker_id,
@@ -166,7 +184,9 @@ class Relay:
         admission: RetryAdmission,
         config: UpstreamConfig,
         clock: Clock = time.monotonic,
+        taps: StreamTaps | None = None,
     ) -> None:
+        self._taps = taps
         self._transport = transport
         self._reports = reports
         self._admission = admission
@@ -216,6 +236,8 @@ class Relay:
                     # Another worker served this very request: those failures were the workers'.
                     self._reports.request_failed(earlier, failed.kind, failed.detail, ejecting=True)
                 stream.hidden_failures = tuple(history)
+                if self._taps is not None:
+                    self._listen(stream, payload)
                 return stream
             history.append(f"{worker.worker_id} ({verdict.blame.value}) {verdict.kind.value}: {verdict.detail}")
             self._report(worker, verdict, log)
@@ -234,6 +256,16 @@ class Relay:
             log.retries.append(reason)
             trace.routed(retry.decision, retry=True)
             reservation = retry
+
+    def _listen(self, stream: OpenStream, payload: dict[str, Any]) -> None:
+        """Hand the stream to its tap, when it is sampled, from its first chunk on."""
+        assert self._taps is not None
+        worker = stream.worker
+        text = payload.get("input")
+        tap = self._taps.tap(worker.worker_id, worker.pool, stream.load_at_dispatch, stream.dispatched_at, text if isinstance(text, str) else "")
+        if tap is not None:
+            tap.add(stream.first_chunk)
+            stream.tap = tap
 
     def _report(self, worker: UpstreamWorker, verdict: Verdict, log: AttemptLog) -> None:
         """Tell the fleet what the failure says about the worker, and log it for the count."""
