@@ -48,7 +48,7 @@ class FaultUpdate(BaseModel):
 
 # The degraded audio's shape: noise well above the speech (HNR far below 0 dB), and a gain
 # that drives most voiced samples past full scale.
-NOISE_RMS = 0.2 * 32767
+NOISE_RMS = 0.3 * 32767
 CLIP_GAIN = 12.0
 
 

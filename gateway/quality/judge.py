@@ -63,6 +63,9 @@ class QualityJudge:
         self._metrics = metrics
         self._clock = clock
         self._records: dict[str, _Record] = {}
+        # Workers this judge ejected: the state_since of that ejection and the largest decode
+        # batch a failure was seen at (what the half-open re-test runs).
+        self.ejected: dict[str, tuple[float, int]] = {}
 
     def last_scored(self, worker_id: str) -> int:
         record = self._records.get(worker_id)
@@ -106,7 +109,7 @@ class QualityJudge:
         batches = sorted({int(str(f["batch"])) for f in record.failures})
         detail = (
             f"{bad} of its last {len(record.verdicts)} scored streams failed ({', '.join(verdicts)};"
-            f" decode batch {batches[0]}-{batches[-1]} at dispatch)"
+            f" decode batch up to {batches[-1]})"
         )
         assert worker.quality is not None
         worker.quality["ejection"] = {"at": round(self._clock(), 3), "detail": detail, "evidence": list(record.failures)}
@@ -116,3 +119,10 @@ class QualityJudge:
         )  # fmt: skip
         self._eject(worker, detail)
         record.verdicts.clear()
+        if worker.state is WorkerState.EJECTED:
+            self.ejected[worker.worker_id] = (worker.state_since, batches[-1])
+
+    def floors_pass(self, scores: list[Score]) -> tuple[bool, list[str]]:
+        """Whether a re-test's clips pass: fewer failures than eject_after_bad."""
+        verdicts = [score.verdict(self._floors).value for score in scores]
+        return sum(v != Verdict.OK.value for v in verdicts) < self._eject_after, verdicts

@@ -9,7 +9,7 @@ from gateway.quality.score import Score, Verdict
 PREFIX = "higgs_gateway_quality_"
 # HNR of speech sits well above 0 dB; the CI floor vllm-omni uses is -2 dB, white noise ~-10.
 HNR_BUCKETS = (-10.0, -6.0, -4.0, -2.0, 0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0)
-# Decode batch at dispatch (the worker's in-flight requests), bucketed as its graphs are captured.
+# Decode batch (the most requests the worker carried during the clip), bucketed as its graphs are captured.
 BATCH_BOUNDS = (1, 2, 4, 8, 16, 32, 64)
 
 
@@ -26,7 +26,7 @@ def batch_label(load: int) -> str:
 class QualityMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.samples = Counter(
-            PREFIX + "samples", "Streams scored for audio quality, by worker, decode batch at dispatch and verdict.",
+            PREFIX + "samples", "Streams scored for audio quality, by worker, decode batch and verdict.",
             ["pool", "worker", "batch", "verdict"], registry=registry,
         )  # fmt: skip
         self.hnr = Histogram(

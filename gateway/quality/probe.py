@@ -19,6 +19,7 @@ from gateway.pools.worker import Worker
 from gateway.quality.judge import QualityJudge
 from gateway.quality.metrics import QualityMetrics
 from gateway.quality.sampler import QualitySampler, Sample
+from gateway.quality.score import Score, score_pcm
 from gateway.types import SPEECH_PATH
 
 log = logging.getLogger("higgs_gateway.quality")
@@ -74,6 +75,24 @@ class QualityProbe:
             self._seen[worker.worker_id] = scored
             if worker.routable and quiet:
                 await self.probe(worker)
+
+    async def retest(self, worker: Worker, concurrency: int) -> list[Score] | None:
+        """``concurrency`` probes at once (the batch it failed at), scored here; None when any
+        request failed (that is the health checks' business, and no pass)."""
+
+        async def one() -> bytes | None:
+            try:
+                response = await self._client.post(worker.url + SPEECH_PATH, json=self._payload, timeout=self._timeout_s)
+            except httpx.HTTPError:
+                return None
+            return response.content if response.status_code == 200 else None
+
+        clips = await asyncio.gather(*(one() for _ in range(concurrency)))
+        outcome = "failed" if any(clip is None for clip in clips) else "scored"
+        self._metrics.probes.labels(worker.pool.value, worker.worker_id, outcome).inc(concurrency)
+        if outcome == "failed":
+            return None
+        return [await asyncio.to_thread(score_pcm, clip) for clip in clips if clip is not None]
 
     async def probe(self, worker: Worker) -> bool:
         dispatched = self._clock()

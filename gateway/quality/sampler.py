@@ -17,7 +17,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gateway.quality.score import Score, score_pcm
 from gateway.types import PoolName
@@ -34,7 +34,9 @@ class Sample:
 
     worker_id: str
     pool: PoolName
-    load: int  # the worker's in-flight requests at dispatch (ours included): its decode batch
+    # The most requests the worker carried while it made this clip (ours included, from
+    # dispatch to the end): the decode batch the audio came out of, as the gateway sees it.
+    load: int
     dispatched_at: float
     text_chars: int
     probe: bool = False
@@ -59,11 +61,11 @@ class PcmTap:
             self._chunks.append(chunk if len(chunk) <= self._room else chunk[: self._room])
             self._room -= len(chunk)
 
-    def finished(self, completed: bool) -> None:
+    def finished(self, completed: bool, peak_load: int) -> None:
         """The stream ended: only a whole clip is judged (a cut one says nothing of quality)."""
         chunks, self._chunks = self._chunks, []
         if completed:
-            self._sampler.submit(self._sample, chunks)
+            self._sampler.submit(replace(self._sample, load=max(peak_load, self._sample.load)), chunks)
 
 
 class QualitySampler:

@@ -81,7 +81,7 @@ class PcmTap(Protocol):
     """Where a sampled stream's PCM goes as it is relayed (``gateway.quality``)."""
 
     def add(self, chunk: bytes) -> None: ...
-    def finished(self, completed: bool) -> None: ...
+    def finished(self, completed: bool, peak_load: int) -> None: ...
 
 
 class StreamTaps(Protocol):
@@ -148,7 +148,9 @@ class OpenStream:
         worker, pace, decision = self.lease.worker, self.pace, self.decision
         self.trace.closed(outcome, pace.bytes)  # a StrEnum: its own value
         if self.tap is not None:
-            self.tap.finished(outcome is StreamOutcome.COMPLETED)
+            # The batch the audio was decoded in: the most requests the worker carried meanwhile.
+            peak = max((sample.load for sample in pace.samples), default=self.load_at_dispatch)
+            self.tap.finished(outcome is StreamOutcome.COMPLETED, max(peak, self.load_at_dispatch))
         self.log.streams.append(
             StreamObservation(
                 worker_id=worker.worker_id,

@@ -48,7 +48,7 @@ def test_three_bad_of_eight_eject_with_the_evidence_then_a_fresh_window_after_re
         judge.judge(sample(1.0), verdict_score)
     assert ejected == [] and worker.quality is not None and worker.quality["bad_in_window"] == 2
     assert judge.judge(sample(1.0), NOISY) is Verdict.NOISY
-    assert len(ejected) == 1 and "3 of its last 5" in ejected[0] and "noisy" in ejected[0]
+    assert len(ejected) == 1 and "3 of its last 5" in ejected[0] and "noisy; decode batch up to 12" in ejected[0]
     evidence = worker.quality["ejection"]["evidence"]  # type: ignore[index]
     assert [e["hnr_db"] for e in evidence] == [-4.4, -4.4, -4.4] and evidence[0]["batch"] == 12
     # Late samples of streams dispatched before it came back never count against it again.
@@ -94,11 +94,11 @@ async def test_share_is_deterministic_and_a_tap_keeps_at_most_max_seconds_of_who
     first.add(b"\x00\x10" * 30000)
     assert sum(map(len, first._chunks)) == 48000  # one second of PCM
     second.add(b"\x00\x10" * 24000)
-    second.finished(completed=False)  # a cut stream says nothing about quality
-    first.finished(completed=True)
+    second.finished(completed=False, peak_load=1)  # a cut stream says nothing about quality
+    first.finished(completed=True, peak_load=7)
     await asyncio.wait_for(done.wait(), 10)
     await sampler.stop()
-    assert len(delivered) == 1 and delivered[0].text_chars == 5
+    assert len(delivered) == 1 and delivered[0].text_chars == 5 and delivered[0].load == 7
 
 
 async def test_a_busy_scorer_drops_and_counts_and_never_blocks() -> None:
