@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("gateway.bench.cli", "load-test an OpenAI-compatible speech endpoint"),
     "simulate": ("gateway.simulator.cli", "replay sweeps and traces on a simulated fleet in seconds (virtual time)"),
     "tune": ("gateway.bench.tune", "measure both pools and recommend routing thresholds"),
+    "acceptance": ("gateway.acceptance.cli", "revalidate a GPU fleet: both profiles, FlashInfer vs XQA, curves, audio quality"),
     "profiles": ("gateway.supervisor.profile_check", "profiles check [FILE...]: validate deploy profiles"),
     "state": ("gateway.state.migrate", "state migrate: copy routing overrides, drains and voices between a data directory and Redis"),
     "keys": ("gateway.security.keys", "keys new|hash: make an API key and the sha256 digest to configure"),

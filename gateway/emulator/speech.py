@@ -233,7 +233,7 @@ class Generation:
             pcm = self.synth.frames_pcm(event.first_frame, event.frames)
             if self.faults is not None and self.faults.degrades_audio:
                 # The batch this chunk was decoded in: what a broken graph path depends on.
-                pcm = self.faults.degrade(pcm, self.driver.engine.num_running, event.first_frame)
+                pcm = self.faults.degrade(pcm, event.batch, event.first_frame)
             yield event, pcm
             if event.final:
                 return
