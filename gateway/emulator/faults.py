@@ -46,9 +46,11 @@ class FaultUpdate(BaseModel):
     clipped_from: int | None = Field(None, ge=1)
 
 
-# The degraded audio's shape: noise well above the speech (HNR far below 0 dB), and a gain
-# that drives most voiced samples past full scale.
-NOISE_RMS = 0.3 * 32767
+# The degraded audio's shape: noise well above the speech in the speech band (each noise
+# sample held for 4 samples: its power below 3 kHz, where the harmonics are), HNR far below
+# 0 dB; and a gain that drives most voiced samples past full scale.
+NOISE_RMS = 0.25 * 32767
+NOISE_HOLD = 4
 CLIP_GAIN = 12.0
 
 
@@ -133,7 +135,8 @@ class Faults:
         samples = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2").astype(np.float32)
         if noisy:
             rng = np.random.default_rng(zlib.crc32(pcm[:64]) ^ salt)
-            samples = samples + rng.normal(0.0, NOISE_RMS, samples.size).astype(np.float32)
+            held = rng.normal(0.0, NOISE_RMS, -(-samples.size // NOISE_HOLD)).astype(np.float32)
+            samples = samples + np.repeat(held, NOISE_HOLD)[: samples.size]
         if clipped:
             samples = samples * CLIP_GAIN
         return np.clip(samples, -32768, 32767).astype("<i2").tobytes()

@@ -19,8 +19,9 @@ import numpy as np
 from gateway.types.codec import SAMPLE_RATE
 
 FRAME_S = 0.04  # one codec frame: the unit the workers stream in
-# Pitch range of speech, 60-400 Hz, as autocorrelation lags (on the 12 kHz analysis signal).
-_DECIMATE = 2
+# Pitch range of speech, 60-400 Hz, as autocorrelation lags on a 6 kHz analysis signal
+# (Nyquist 3 kHz: the fundamental and its first harmonics, which is what HNR weighs).
+_DECIMATE = 4
 _RATE = SAMPLE_RATE // _DECIMATE
 _MIN_LAG = _RATE // 400
 _MAX_LAG = _RATE // 60
@@ -31,6 +32,9 @@ CLIP_LEVEL = 32000  # |sample| at or above this counts as clipped (full scale is
 SILENCE_RMS = 32768 * 10 ** (-45 / 20)
 # r is capped below 1 so a pure tone scores high but finite.
 _R_MAX = 0.9999
+# HNR is the median over at most this many voiced frames, spread evenly over the clip
+# (2.5 s of speech): a longer clip costs no more to judge, and the median hardly moves.
+HNR_FRAMES = 64
 
 
 class Verdict(StrEnum):
@@ -89,35 +93,43 @@ class Score:
 
 def score_pcm(pcm: bytes) -> Score:
     """Score s16le mono PCM at 24 kHz (an odd trailing byte is ignored)."""
-    samples = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2").astype(np.float32)
-    seconds = samples.size / SAMPLE_RATE
-    if samples.size == 0:
+    pcm16 = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2")
+    seconds = pcm16.size / SAMPLE_RATE
+    if pcm16.size == 0:
         return Score(0.0, None, 0.0, 1.0, None)
-    clipped = float(np.count_nonzero(np.abs(samples) >= CLIP_LEVEL)) / samples.size
-    # Decimate by averaging pairs: a crude low-pass, enough for lags of 60-400 Hz pitch.
-    half = samples[: samples.size - samples.size % _DECIMATE].reshape(-1, _DECIMATE).mean(axis=1)
-    count = half.size // _FRAME
+    clipped = float(np.count_nonzero((pcm16 >= CLIP_LEVEL) | (pcm16 <= -CLIP_LEVEL))) / pcm16.size
+    count = pcm16.size // (_FRAME * _DECIMATE)
     if count == 0:
         return Score(seconds, None, clipped, 1.0, None)
-    frames = half[: count * _FRAME].reshape(count, _FRAME)
-    rms = np.sqrt(np.mean(frames * frames, axis=1))
-    voiced = frames[rms >= SILENCE_RMS / _DECIMATE**0.5]
-    silent_share = 1.0 - voiced.shape[0] / count
-    if voiced.shape[0] == 0:
+    full = pcm16[: count * _FRAME * _DECIMATE].reshape(count, _FRAME * _DECIMATE).astype(np.float32)
+    energy = np.einsum("ij,ij->i", full, full) / full.shape[1]  # mean square per 40 ms frame, full rate
+    voiced_rows = np.flatnonzero(energy >= SILENCE_RMS**2)
+    silent_share = 1.0 - voiced_rows.size / count
+    if voiced_rows.size == 0:
         return Score(seconds, None, clipped, silent_share, None)
-    level = float(20 * np.log10(np.sqrt(np.mean(voiced * voiced)) / 32768 + 1e-12))
-    return Score(seconds, _hnr_db(voiced), clipped, silent_share, level)
+    level = float(10 * np.log10(energy[voiced_rows].mean() / 32768**2 + 1e-12))
+    picked = voiced_rows[np.linspace(0, voiced_rows.size - 1, min(HNR_FRAMES, voiced_rows.size)).astype(int)]
+    # Decimate by averaging groups of 4: a crude low-pass, enough for lags of 60-400 Hz pitch.
+    frames = full[picked].reshape(picked.size, _FRAME, _DECIMATE).mean(axis=2)
+    return Score(seconds, _hnr_db(frames), clipped, silent_share, level)
+
+
+def _window_acf() -> tuple[np.ndarray, np.ndarray]:
+    window = np.hanning(_FRAME).astype(np.float32)
+    spectrum = np.fft.rfft(window, n=_FFT)
+    acf = np.fft.irfft(spectrum.real**2 + spectrum.imag**2, n=_FFT)[: _MAX_LAG + 1]
+    return window, (acf / acf[0]).astype(np.float32)
+
+
+_WINDOW, _WINDOW_ACF = _window_acf()
 
 
 def _hnr_db(frames: np.ndarray) -> float:
     """Median HNR over voiced frames from their normalised autocorrelation peak."""
     centred = frames - frames.mean(axis=1, keepdims=True)
-    window = np.hanning(_FRAME).astype(np.float32)
-    spectrum = np.fft.rfft(centred * window, n=_FFT, axis=1)
+    spectrum = np.fft.rfft(centred * _WINDOW, n=_FFT, axis=1)
     acf = np.fft.irfft(spectrum.real**2 + spectrum.imag**2, n=_FFT, axis=1)[:, : _MAX_LAG + 1]
     # Divide by the window's own autocorrelation (Boersma): the lag taper is not the signal's.
-    wspec = np.fft.rfft(window, n=_FFT)
-    wacf = np.fft.irfft(wspec.real**2 + wspec.imag**2, n=_FFT)[: _MAX_LAG + 1]
-    normalised = (acf / np.maximum(acf[:, :1], 1e-9)) / (wacf / wacf[0])
+    normalised = (acf / np.maximum(acf[:, :1], 1e-9)) / _WINDOW_ACF
     peak = np.clip(normalised[:, _MIN_LAG:].max(axis=1), 1e-4, _R_MAX)
     return float(np.median(10 * np.log10(peak / (1 - peak))))
