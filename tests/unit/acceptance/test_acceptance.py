@@ -103,3 +103,11 @@ def test_the_report_has_the_notes_sections_and_the_files_tune_can_apply(tmp_path
     written = json.loads((tmp_path / "tune.json").read_text())
     assert set(written) == {"recommendation", "measurements"} and "measured" in written["recommendation"]
     assert "balanced_threshold" in (tmp_path / "thresholds.yaml").read_text()
+
+
+def test_variants_must_include_both_profiles(capsys: Any) -> None:
+    from gateway.acceptance.cli import main
+
+    assert main(["--out", "unused", "--emulate", "--variants", "low_latency,low_latency_xqa"]) == 2
+    assert "both low_latency and high_throughput" in capsys.readouterr().err
+    assert main(["--out", "unused", "--emulate", "--variants", "low_latency,high_throughput,other"]) == 2
