@@ -98,7 +98,8 @@ class QualityJudge:
             "scored": record.scored,
             "last": {"verdict": verdict.value, "batch": sample.load, **score.as_dict()},
             "failures": list(record.failures),
-            **({"ejection": worker.quality["ejection"]} if worker.quality and "ejection" in worker.quality else {}),
+            # The last ejection's evidence and its re-test's outcome outlive the window.
+            **{key: value for key, value in (worker.quality or {}).items() if key in ("ejection", "readmission")},
         }
         if counted and bad >= self._eject_after:
             self._eject_for(worker, record, bad)

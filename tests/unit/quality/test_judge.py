@@ -52,11 +52,12 @@ def test_three_bad_of_eight_eject_with_the_evidence_then_a_fresh_window_after_re
     evidence = worker.quality["ejection"]["evidence"]  # type: ignore[index]
     assert [e["hnr_db"] for e in evidence] == [-4.4, -4.4, -4.4] and evidence[0]["batch"] == 12
     # Late samples of streams dispatched before it came back never count against it again.
+    worker.quality["readmission"] = {"concurrency": 12, "verdicts": ["ok"], "passed": True}
     worker.state, worker.state_since = WorkerState.READY, 20.0
     for _ in range(5):
         judge.judge(sample(15.0), NOISY)
     assert len(ejected) == 1 and worker.quality["bad_in_window"] == 0
-    assert "ejection" in worker.quality  # the last ejection's evidence stays visible
+    assert "ejection" in worker.quality and "readmission" in worker.quality  # the last ejection's story stays visible
     judge.judge(sample(21.0), GOOD)
     assert worker.quality["window"] == 1
 
