@@ -47,7 +47,6 @@ from gateway.audio.delay import FirstAudioDelays
 from gateway.audio.factory import open_encoder
 from gateway.config import GatewayConfig, PoolConfig
 from gateway.metrics import GatewayMetrics
-from gateway.quality.service import QualityService
 from gateway.planner.planner import FleetPlanner
 from gateway.pools.availability import PoolAvailability
 from gateway.pools.discovery import Discovery, create_discovery
@@ -60,6 +59,7 @@ from gateway.pools.preparation import WorkerPreparation
 from gateway.pools.restarts import RestartDetector
 from gateway.pools.sink import WorkerSink
 from gateway.pools.specs import load_pool_profiles, pool_specs
+from gateway.quality.service import QualityService
 from gateway.recorder import Recorder
 from gateway.routing import core as routing_core
 from gateway.routing.admission import Admission

@@ -112,8 +112,8 @@ class WorkerHealth:
             self._count_failure(worker, EjectionReason.REQUEST_FAILURES)
 
     def quality_failed(self, worker: Worker, detail: str) -> None:
-        """Its audio fell below the quality floor (gateway.quality): out of routing now; the
-        half-open probe lets it back like any ejected worker."""
+        """Its audio fell below the quality floor (gateway.quality): out of routing now. Its
+        half-open probe is the quality gate's re-test (``set_readmission_gate``)."""
         self._eject_now(worker, EjectionReason.QUALITY, detail)
 
     def worker_restarted(self, worker: Worker, why: RestartReason) -> None:
