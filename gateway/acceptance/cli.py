@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import sys
 import tempfile
@@ -77,14 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     if not {"low_latency", "high_throughput"} <= wanted or not wanted <= {v.name for v in VARIANTS}:
         print(f"--variants: both low_latency and high_throughput, of {', '.join(v.name for v in VARIANTS)}", file=sys.stderr)
         return 2
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="acceptance-") as scratch:
         results = asyncio.run(run(args, args.data_dir or Path(scratch)))
+    # A busy machine inflates every emulated time (and a shared GPU host's clients): say how busy.
+    machine = f"Load average (1 min) of the machine running the command: {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end."
     tune = tune_document(results)
     measurements = tune["measurements"]
     crossover = find_crossover(curve(measurements[PoolName.LOW_LATENCY.value], "rtf"), curve(measurements[PoolName.HIGH_THROUGHPUT.value], "rtf"))
     found = checks(results, crossover, args.emulate)
     command = "higgs-gateway acceptance " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[2:]))
-    text = markdown(results, tune, found, command=command, emulated=args.emulate, time_scale=args.time_scale if args.emulate else 1.0)
+    text = markdown(results, tune, found, command=command, emulated=args.emulate,
+                    time_scale=args.time_scale if args.emulate else 1.0, machine=machine)  # fmt: skip
     paths = write(args.out, results, tune, found, text)
     print(text)
     print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)

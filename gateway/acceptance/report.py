@@ -44,7 +44,7 @@ def _rtf(value: float | None) -> str:
 
 def markdown(
     results: Mapping[str, VariantResult], tune: Mapping[str, Any], found: list[Check], *, command: str, emulated: bool,
-    time_scale: float,
+    time_scale: float, machine: str = "",
 ) -> str:
     rec = tune["recommendation"]
     native, xqa, ht = (results.get(name) for name in ("low_latency", "low_latency_xqa", "high_throughput"))
@@ -52,7 +52,8 @@ def markdown(
         "# Acceptance: Higgs-Audio V3 on this fleet" + (" (emulated workers)" if emulated else ""), "",
         f"Reproduce: `{command}`", "",
         units_note(time_scale), "Concurrency is requests in flight on the one worker measured; RTF is end-to-end "
-        "latency over audio duration (client side, streaming PCM), TTFP the median time to the first audio byte.", "",
+        "latency over audio duration (client side, streaming PCM), TTFP the median time to the first audio byte." + (
+            f" {machine}" if machine else ""), "",
         "## Decode path of the low-latency Stage 0 (concurrency 1)", "",
         "| decode path | `use_trtllm_attention` | TTFP p50 (ms) | RTF mean | published (H800, vLLM 0.25) |",
         "|---|---|---:|---:|---|",
