@@ -420,6 +420,27 @@ def overview(slo: SloConfig) -> Dashboard:
            "{{from_pool}} → {{to_pool}} in progress", guide=True)],
         width=10,
     ))  # fmt: skip
+    d = d.with_row(Row("Audio quality"))
+    d = d.with_panel(ts(
+        "Scored streams by verdict", "Streams scored for audio quality per second (docs/quality.md), by pool and verdict: "
+        "ok, noisy (HNR below the floor), clipped, silent, level.",
+        [Q(f"sum by (pool, verdict) (rate(higgs_gateway_quality_samples_total{pi}[{RATE}]))", "{{pool}}: {{verdict}}")],
+        unit="reqps", width=8,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "HNR by decode batch", "Median harmonics-to-noise ratio of scored streams by pool and decode batch; dashed: the "
+        "-2 dB bar vllm-omni's CI holds Higgs to. A drop from one batch size up points at a CUDA-graph path.",
+        [*quantiles("higgs_gateway_quality_hnr_db", "pool, batch", pi, "{{pool}} batch {{batch}}", (0.5,)),
+         Q("vector(-2)", "CI floor", guide=True)],
+        unit="dB", width=8, min_val=None,
+    ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Workers' recent quality failures", "Share of each worker's recent scored streams that failed a check (its window; "
+        "ejected for quality at eject_after_bad), and samples dropped because the scorer was busy.",
+        [Q(f"max by (pool, worker) (higgs_gateway_quality_bad_share{pi})", "{{worker}}"),
+         Q(f"sum(rate(higgs_gateway_quality_dropped_total{i}[{RATE}]))", "dropped /s", guide=True)],
+        width=8,
+    ))  # fmt: skip
     return d
 
 

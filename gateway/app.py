@@ -60,6 +60,7 @@ from gateway.pools.preparation import WorkerPreparation
 from gateway.pools.restarts import RestartDetector
 from gateway.pools.sink import WorkerSink
 from gateway.pools.specs import load_pool_profiles, pool_specs
+from gateway.quality.service import QualityService
 from gateway.recorder import Recorder
 from gateway.routing import core as routing_core
 from gateway.routing.admission import Admission
@@ -366,8 +367,20 @@ def create_app(
     # The request path.
     keys = ApiKeyAuth(auth, limiter=shared_state.rate_limiter, streams=shared_state.stream_limiter)
     api_keys = ApiKeyGate(keys, auth.open_listings, recorder)
+    # Audio quality: a share of completed streams scored off the request path (docs/quality.md).
+    quality = (
+        QualityService(
+            config.quality, metrics.registry, fleet.members, fleet.health, control_client,
+            config.models.served_model_name, config.upstream.first_byte_timeout_s + 60.0, clock,
+        )  # fmt: skip
+        if config.quality.enabled
+        else None
+    )
     # Every attempt and stream end is told to the worker's health and the recorder (upstream.events).
-    relay = Relay(transport, (HealthReports(fleet.health), recorder), admission, config.upstream, clock=clock)
+    relay = Relay(
+        transport, (HealthReports(fleet.health), recorder), admission, config.upstream, clock=clock,
+        taps=quality.sampler if quality else None,
+    )  # fmt: skip
     upstream = Upstream(admission, relay)
     # One set of checks and one payload for requests and session sentences alike.
     payloads = WorkerPayloads(
@@ -417,9 +430,13 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         assert gateway is not None
         await gateway.start()
+        if quality is not None:
+            quality.start()
         try:
             yield
         finally:
+            if quality is not None:
+                await quality.stop()
             await gateway.stop()
 
     app = FastAPI(

@@ -14,8 +14,8 @@ import sys
 # ``higgs-gateway bench``'s tools, named here so ``--help`` lists them without importing the
 # benchmark (tests/unit/test_cli.py holds this list to the bench parser's).
 BENCH_TOOLS = (
-    "sweep", "trace", "plot", "compare", "overhead", "first-audio", "sessions", "profile-changes", "upload-stall",
-    "soak", "decision", "encoder-cost", "agreement", "held-mix",
+    "sweep", "trace", "plot", "compare", "overhead", "first-audio", "sessions", "integrations", "profile-changes",
+    "upload-stall", "soak", "decision", "encoder-cost", "quality-cost", "quality-soak", "agreement", "held-mix",
 )  # fmt: skip
 
 # sub-command -> (module, one-line help); each module exposes ``main(argv) -> int``.
@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulator": ("gateway.emulator.calibrate", "emulator calibrate: the timing model against the published figures"),
     "simulate": ("gateway.simulator.cli", "replay sweeps and traces on a simulated fleet in seconds (virtual time)"),
     "tune": ("gateway.bench.tune", "measure both pools and recommend routing thresholds"),
+    "acceptance": ("gateway.acceptance.cli", "revalidate a GPU fleet: both profiles, FlashInfer vs XQA, curves, audio quality"),
     "profiles": ("gateway.supervisor.profile_check", "profiles check [FILE...]: validate deploy profiles"),
     "state": ("gateway.state.migrate", "state migrate: copy routing overrides, drains and voices between a data directory and Redis"),
     "keys": ("gateway.security.keys", "keys new|hash: make an API key and the sha256 digest to configure"),

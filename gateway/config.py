@@ -378,6 +378,39 @@ class HealthConfig(Strict):
     detect_restarts: bool = True
 
 
+class QualityConfig(Strict):
+    """Audio quality sampling per worker (gateway.quality, docs/quality.md)."""
+
+    enabled: bool = True
+    # Share of completed streams scored, per worker (1.0: every one); off the request path.
+    sample_share: float = Field(0.1, ge=0, le=1)
+    # Clips shorter than this say little (and probes are longer); only the first max_seconds are scored.
+    min_seconds: float = Field(0.5, ge=0)
+    max_seconds: float = Field(20.0, gt=0)
+    # Clips waiting for the scoring thread; more are dropped (counted), never waited for.
+    max_pending: int = Field(32, gt=0)
+    # The floors (gateway.quality.score): HNR as vllm-omni's CI bar, full-scale and silent shares, voiced level.
+    hnr_floor_db: float = -2.0
+    max_clipped_share: float = Field(0.01, ge=0, le=1)
+    max_silent_share: float = Field(0.9, ge=0, le=1)
+    min_level_dbfs: float = -40.0
+    max_level_dbfs: float = Field(-3.0, le=0)
+    # Out of routing (reason quality) when eject_after_bad of the last window scored streams failed.
+    window: int = Field(8, gt=0)
+    eject_after_bad: int = Field(3, gt=0)
+    # A probe text for a ready worker with nothing scored for this long (0: no probes).
+    probe_interval_s: float = Field(300.0, ge=0)
+    probe_text: str = "The quick brown fox jumps over the lazy dog, and then it runs back home again."
+
+    @model_validator(mode="after")
+    def _coherent(self) -> QualityConfig:
+        if self.eject_after_bad > self.window:
+            raise ValueError(f"quality.eject_after_bad ({self.eject_after_bad}) cannot exceed quality.window ({self.window})")
+        if self.min_level_dbfs >= self.max_level_dbfs:
+            raise ValueError("quality.min_level_dbfs must be below quality.max_level_dbfs")
+        return self
+
+
 class LoadReportConfig(Strict):
     """Polling each worker's /load and /metrics for load other gateway replicas put on it."""
 
@@ -828,6 +861,7 @@ class GatewayConfig(BaseSettings):
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
     upstream: UpstreamConfig = Field(default_factory=UpstreamConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
+    quality: QualityConfig = Field(default_factory=QualityConfig)
     load_reports: LoadReportConfig = Field(default_factory=LoadReportConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     voices: VoicesConfig = Field(default_factory=VoicesConfig)

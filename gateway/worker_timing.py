@@ -120,6 +120,11 @@ class TimingParams:
     # building mixed prefill/decode attention metadata. Fitted to the LL c8-c16 RTF, which
     # these steps drive (they are why LL falls behind HT from c8 on).
     mixed_step_eager_scale: float = 1.25
+    # FlashInfer routing Hopper decode to the TRT-LLM XQA kernel (Stage 0
+    # attention_config.use_trtllm_attention: true): the one published A/B (H800, vLLM 0.25,
+    # vllm-omni issue 5584, concurrency 1) measured RTF 0.3405 vs 0.3233 and TTFP 175.76 vs
+    # 166.39 ms against native FlashInfer; every step takes the RTF ratio longer.
+    xqa_step_scale: float = 0.3405 / 0.3233
     eager_step_ms: dict[int, float] = field(default_factory=lambda: dict(H200_EAGER_STEP_MS))
     # Eager profile (HT, default): attention and friends launched op by op, Higgs' local MLP
     # replayed as a graph. The step is bound by the host launching kernels (base + per
@@ -181,6 +186,7 @@ class StepModel:
         self.max_model_len = talker.max_model_len
         self.default_seed = talker.seed if isinstance(talker.seed, int) else 42
         self.decode_graphs = talker.decode_graphs
+        self.xqa_decode = talker.use_trtllm_attention is True
         self.capture_sizes = talker.cudagraph_capture_sizes or (VLLM_DEFAULT_CAPTURE_SIZES if self.decode_graphs else ())
         # Higgs' local MLP graph exists only on the eager path, and is captured lazily.
         self.lazy_mlp_graph = not self.decode_graphs
@@ -227,6 +233,8 @@ class StepModel:
             if not prefill_tokens and batch not in captured:
                 ms += p.mlp_graph_capture_ms
                 captured_now = batch
+        if self.xqa_decode:
+            ms *= p.xqa_step_scale
         return StepCost(ms / 1000.0, captured_now)
 
     # --- Stage 1 ----------------------------------------------------------------------

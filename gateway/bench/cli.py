@@ -192,10 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Tools that parse their own command line: name -> (module with ``main(argv) -> int``, help).
+# Tools that parse their own command line: name -> (module with ``main(argv) -> int``, or
+# ``module:function`` for another such function, help).
 OWN_PARSERS: dict[str, tuple[str, str]] = {
     "decision": ("gateway.bench.decision", "how long one routing decision takes, learning on and off (µs)"),
     "encoder-cost": ("gateway.audio.cost", "CPU cost of each audio encoder per second of audio"),
+    "quality-cost": ("gateway.bench.quality:main_cost", "what audio quality sampling costs the gateway's CPU at c64"),
+    "quality-soak": ("gateway.bench.quality:main_soak", "a clean fleet soaked with every stream scored: no quality ejection"),
 }
 
 
@@ -203,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     if args.command in OWN_PARSERS:
-        return int(importlib.import_module(OWN_PARSERS[args.command][0]).main(rest) or 0)
+        module, _, function = OWN_PARSERS[args.command][0].partition(":")
+        return int(getattr(importlib.import_module(module), function or "main")(rest) or 0)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     return int(args.func(args))

@@ -43,11 +43,12 @@ from typing import Any
 
 from gateway.bench import compare
 from gateway.bench.fleet import Fleet
-from gateway.bench.quiet import add_quiet_arguments, load_average, wait_for_quiet
+from gateway.bench.arguments import add_quiet_arguments, load_average, wait_for_quiet
 from gateway.bench.stats import percentile
 from gateway.bench.targets import RUN_ID, new_run_id
-from gateway.bench.text_stream import DEFAULT_TOKENS_PER_SECOND, Reply, first_sentence_complete_s, replies, schedule
-from gateway.bench.voice_client import SessionOptions, open_session, speak
+from gateway.bench.voice_client import (
+    DEFAULT_TOKENS_PER_SECOND, Reply, SessionOptions, first_sentence_complete_s, open_session, replies, schedule, speak,
+)
 from gateway.help_format import HelpFormatter
 
 SCHEMA = "higgs-gateway-bench-integrations/1"

@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     emulator.add_argument("--error-after-chunks", type=int, default=None, metavar="K", help="fault: fail generation after K chunks")
     emulator.add_argument("--hang-seconds", type=float, default=None, metavar="S", help="fault: send nothing for S s first")
     emulator.add_argument("--unhealthy", action="store_true", help="fault: /health answers 503")
+    emulator.add_argument("--fault-noisy-from", type=_concurrency, default=None, metavar="N", help="fault: audio drowned in noise while N or more requests run")
+    emulator.add_argument("--fault-silent-from", type=_concurrency, default=None, metavar="N", help="fault: silent audio while N or more requests run")
+    emulator.add_argument("--fault-clipped-from", type=_concurrency, default=None, metavar="N", help="fault: audio clipped at full scale while N or more requests run")
     emulator.add_argument(
         "--stream-config-timeout", type=float, default=10.0, metavar="S",
         help="/v1/audio/speech/stream: seconds to wait for session.config (fixed on a real worker; shorten for tests)",
@@ -171,9 +174,20 @@ def emulator_settings(args: argparse.Namespace, profile: DeployProfile, voices_d
             error_after_chunks=args.error_after_chunks,
             hang_seconds=args.hang_seconds,
             unhealthy=args.unhealthy,
+            noisy_from=args.fault_noisy_from,
+            silent_from=args.fault_silent_from,
+            clipped_from=args.fault_clipped_from,
         ),
         stream_timeouts=StreamTimeouts(config=args.stream_config_timeout, idle=args.stream_idle_timeout),
     )
+
+
+def _concurrency(value: str) -> int:
+    """A concurrency for the audio faults: 1 or more."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {number})")
+    return number
 
 
 def speaker_dir_from_env(env: Mapping[str, str]) -> Path | None:

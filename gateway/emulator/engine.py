@@ -68,6 +68,7 @@ class ChunkEvent:
     frames: int
     ready_at: float
     final: bool
+    batch: int = 1  # requests running in the step that completed this chunk (the audio faults)
 
 
 class EngineObserver(Protocol):
@@ -294,7 +295,7 @@ class Engine:
         final = target == request.total_frames
         ready_at = max(step_end + self.model.code2wav_seconds(frames), request.last_ready_at)
         request.last_ready_at = ready_at
-        event = ChunkEvent(request, request.frames_emitted, frames, ready_at, final)
+        event = ChunkEvent(request, request.frames_emitted, frames, ready_at, final, len(self._running))
         heapq.heappush(self._ready, (ready_at, next(self._seq), event))
         request.frames_emitted = target
         if final:

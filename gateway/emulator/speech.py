@@ -174,8 +174,10 @@ class Generation:
         default_seed: int,
         arrived_at: float,
         reference: PromptReference | None = None,
+        faults: Faults | None = None,
     ) -> None:
         self.job = job
+        self.faults = faults  # the audio faults (noisy, silent, clipped from a concurrency)
         self.arrived_at = arrived_at  # wall clock (monotonic) when the request came in
         self.driver = driver
         reference = reference or PromptReference(ref_text=job.ref_text)
@@ -228,7 +230,11 @@ class Generation:
                 raise EngineDead(DEAD_STAGE)
             # Rendered off the event loop, phrase by phrase; only this request waits for it.
             await self.synth.ready((event.first_frame + event.frames) * SAMPLES_PER_FRAME)
-            yield event, self.synth.frames_pcm(event.first_frame, event.frames)
+            pcm = self.synth.frames_pcm(event.first_frame, event.frames)
+            if self.faults is not None and self.faults.degrades_audio:
+                # The batch this chunk was decoded in: what a broken graph path depends on.
+                pcm = self.faults.degrade(pcm, event.batch, event.first_frame)
+            yield event, pcm
             if event.final:
                 return
 
@@ -330,7 +336,7 @@ class SpeechService:
             if self.faults.take_failure():
                 self.metrics.failed_request(FAILED_STAGE_ERROR)
                 return JSONResponse(error_body(500, "Speech generation failed: injected fault"), status_code=500)
-            generation = Generation(job, self.model, self.driver, self.audio, self.default_seed, arrived_at, reference)
+            generation = Generation(job, self.model, self.driver, self.audio, self.default_seed, arrived_at, reference, self.faults)
             if job.mode == "file" and self.faults.cut_after_chunks is None:
                 try:
                     response = await _unless_disconnected(request, self._whole_file(generation))

@@ -224,7 +224,7 @@ class SpeechStreamHandler:
         if speech.faults.take_failure():
             speech.metrics.failed_request(FAILED_STAGE_ERROR)
             raise GenerationFailed("injected fault")
-        return Generation(job, speech.model, speech.driver, speech.audio, speech.default_seed, started, reference)
+        return Generation(job, speech.model, speech.driver, speech.audio, speech.default_seed, started, reference, speech.faults)
 
     async def _stream(self, websocket: WebSocket, generation: Generation, progress: _Progress) -> None:
         """Headerless PCM frames as the engine makes them (SSS:370–381)."""

@@ -65,6 +65,9 @@ class Worker:
     # its reports, which are not trusted as they stand while this is above 0.
     report_leak: int = 0
     leak_watch: LeakWatch = field(default_factory=LeakWatch)
+    # Its audio quality as the sampler heard it (gateway.quality.judge): recent verdicts, the
+    # failures and the evidence of its last quality ejection. None until a stream was scored.
+    quality: dict[str, object] | None = None
 
     @property
     def base_url(self) -> str:
@@ -169,4 +172,5 @@ class Worker:
             "last_error": self.last_error,
             "state_for_s": round(now - self.state_since, 3),
             "restarts": self.restarts,
+            "quality": self.quality,
         }

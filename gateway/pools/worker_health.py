@@ -37,6 +37,17 @@ class WorkerHealth:
         self._events = events
         self._config = config
         self._clock = clock
+        # Whether an ejected worker that answered its half-open probe may be prepared now;
+        # False: the gate re-tests it itself and calls ``readmit`` (gateway.quality).
+        self._gate: Callable[[Worker], bool] | None = None
+
+    def set_readmission_gate(self, gate: Callable[[Worker], bool]) -> None:
+        self._gate = gate
+
+    def readmit(self, worker: Worker) -> None:
+        """The gate's re-test passed: prepared and routable again, as after a good half-open probe."""
+        if worker.state is WorkerState.EJECTED and self._members.is_current(worker):
+            self._readiness.start(worker)
 
     def has_answered(self, worker_id: str) -> bool:
         """Whether the worker answered /health since it (re)started: the supervisor's
@@ -47,6 +58,9 @@ class WorkerHealth:
     def probe_succeeded(self, worker: Worker) -> None:
         worker.answered = True
         worker.consecutive_failures = 0
+        if worker.state is WorkerState.EJECTED and self._gate is not None and not self._gate(worker):
+            worker.ejected_at = self._clock()  # the gate's re-test is this half-open's probe
+            return
         if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
             self._readiness.start(worker)
 
@@ -96,6 +110,11 @@ class WorkerHealth:
             return
         if ejecting and worker.state is WorkerState.READY:
             self._count_failure(worker, EjectionReason.REQUEST_FAILURES)
+
+    def quality_failed(self, worker: Worker, detail: str) -> None:
+        """Its audio fell below the quality floor (gateway.quality): out of routing now. Its
+        half-open probe is the quality gate's re-test (``set_readmission_gate``)."""
+        self._eject_now(worker, EjectionReason.QUALITY, detail)
 
     def worker_restarted(self, worker: Worker, why: RestartReason) -> None:
         """The process behind a worker that looked up all along was replaced (a new start

@@ -57,6 +57,7 @@ class EjectionReason(StrEnum):
     PROCESS_EXIT = "process_exit"  # a supervised worker's process died
     ENGINE_DEAD = "engine_dead"  # it answered that its engine died (it serves nothing more)
     STOPPED_LISTENING = "stopped_listening"  # it refused a connection right after failing a request
+    QUALITY = "quality"  # its sampled audio fell below the quality floor (gateway.quality)
 
 
 class RestartReason(StrEnum):

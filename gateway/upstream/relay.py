@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from gateway.config import UpstreamConfig
-from gateway.types import SPEECH_PATH
+from gateway.types import SPEECH_PATH, PoolName
 from gateway.types.decision import Decision
 from gateway.types.error_kinds import RETRY_REASON, RetryReason, UpstreamErrorKind
 from gateway.types.observations import StreamObservation, StreamOutcome
@@ -52,6 +52,19 @@ class HeldSlot(Protocol):
     @property
     def worker(self) -> UpstreamWorker: ...
     def release(self) -> None: ...
+
+
+class PcmTap(Protocol):
+    """Where a sampled stream's PCM goes as it is relayed (``gateway.quality``)."""
+
+    def add(self, chunk: bytes) -> None: ...
+    def finished(self, completed: bool, peak_load: int) -> None: ...
+
+
+class StreamTaps(Protocol):
+    """Who may listen to a stream that produced audio: a tap, or None for most streams."""
+
+    def tap(self, worker_id: str, pool: PoolName, load: int, dispatched_at: float, text: str) -> PcmTap | None: ...
 
 
 class RetryAdmission(Protocol):
@@ -78,7 +91,7 @@ class OpenStream:
     __slots__ = (
         "lease", "decision", "request", "number", "retry_of", "response", "first_chunk", "rest",
         "load_at_dispatch", "dispatched_at", "connected_at", "status", "pace", "hidden_failures",
-        "_relay", "_watcher", "_settled", "_closed", "_cut", "_cut_detail",
+        "_relay", "_watcher", "_settled", "_closed", "_cut", "_cut_detail", "tap",
     )  # fmt: skip
 
     def __init__(
@@ -106,6 +119,7 @@ class OpenStream:
         self._closed = False
         self._cut: UpstreamErrorKind | None = None
         self._cut_detail: str | None = None
+        self.tap: PcmTap | None = None  # a sampled stream's listener (quality), else None
 
     @property
     def worker(self) -> UpstreamWorker:
@@ -118,6 +132,8 @@ class OpenStream:
     def received(self, chunk: bytes) -> None:
         """Count one upstream chunk (hot path: one clock read per second of audio)."""
         self.pace.add(len(chunk))
+        if self.tap is not None:
+            self.tap.add(chunk)
 
     def failed_mid_stream(self, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is
@@ -149,6 +165,10 @@ class OpenStream:
         self.lease.release()  # first, and without an await: a cancelled caller still frees it
         try:
             worker, pace, decision = self.lease.worker, self.pace, self.decision
+            if self.tap is not None:
+                # The batch the audio was decoded in: the most requests the worker carried meanwhile.
+                peak = max((sample.load for sample in pace.samples), default=self.load_at_dispatch)
+                self.tap.finished(outcome is StreamOutcome.COMPLETED, max(peak, self.load_at_dispatch))
             observation = StreamObservation(
                 worker_id=worker.worker_id,
                 pool=worker.pool,
@@ -181,11 +201,14 @@ class Relay:
         clock: Clock = time.monotonic,
         *,
         bound_first_byte: bool = True,
+        taps: StreamTaps | None = None,
     ) -> None:
         """``hooks``: told of every attempt and stream end (the worker's health, the recorder).
         ``bound_first_byte=False``: no first-byte timer (the simulator's engines run on
         virtual time, where a wall-clock bound means nothing and its timer would only add
-        entries to the loop's schedule)."""
+        entries to the loop's schedule). ``taps``: who listens to a sampled stream's PCM
+        (audio quality), None when nobody does."""
+        self._taps = taps
         self._transport = transport
         self._hooks = tuple(hooks)
         self._admission = admission
@@ -228,6 +251,8 @@ class Relay:
                 if judged is None:
                     stream.settle(settled=tuple(undecided))  # another worker served it: those were the workers'
                     stream.hidden_failures = tuple(history)
+                    if self._taps is not None:
+                        self._listen(stream, payload)
                     return stream
                 verdict = blame.repeated([v for _, v in undecided], judged, payload)
                 stream.settle(verdict, judged)
@@ -250,6 +275,16 @@ class Relay:
                 error.log_detail = "; ".join(history)
                 raise error
             retry_of, reservation = reason, retry
+
+    def _listen(self, stream: OpenStream, payload: dict[str, Any]) -> None:
+        """Hand the stream to its tap, when it is sampled, from its first chunk on."""
+        assert self._taps is not None
+        worker = stream.worker
+        text = payload.get("input")
+        tap = self._taps.tap(worker.worker_id, worker.pool, stream.load_at_dispatch, stream.dispatched_at, text if isinstance(text, str) else "")
+        if tap is not None:
+            tap.add(stream.first_chunk)
+            stream.tap = tap
 
     async def _attempt(self, stream: OpenStream, payload: dict[str, Any], headers: Mapping[str, str]) -> Verdict | None:
         """None once the first audio is in hand; else how the attempt failed, judged."""

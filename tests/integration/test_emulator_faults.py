@@ -108,13 +108,13 @@ def test_unhealthy_and_clear(client: httpx.Client) -> None:
     state = set_faults(client, unhealthy=True, fail_next=5, hang_seconds=2.5)
     assert state == {
         "fail_next": 5, "cut_after_chunks": None, "error_after_chunks": None, "hang_seconds": 2.5, "unhealthy": True,
-        "engine_dead": False, "leak_load": False,
+        "engine_dead": False, "leak_load": False, "noisy_from": None, "silent_from": None, "clipped_from": None,
     }  # fmt: skip
     health = client.get("/health")
     assert health.status_code == 503 and health.json() == {"status": "unhealthy"}
     assert set_faults(client, clear=True) == {
         "fail_next": 0, "cut_after_chunks": None, "error_after_chunks": None, "hang_seconds": None, "unhealthy": False,
-        "engine_dead": False, "leak_load": False,
+        "engine_dead": False, "leak_load": False, "noisy_from": None, "silent_from": None, "clipped_from": None,
     }  # fmt: skip
     assert client.get("/health").status_code == 200
 

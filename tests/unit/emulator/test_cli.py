@@ -73,3 +73,12 @@ def test_model_startup_waits_the_profiles_start_up_at_the_time_scale() -> None:
     assert startup_delay(plain, profile) == 0.5
     scaled = build_parser().parse_args([*BASE, "--omni", "--time-scale", "0.01", "--startup-delay", "0.5", "--model-startup"])
     assert startup_delay(scaled, profile) == pytest.approx(0.5 + modelled * 0.01)
+
+
+def test_audio_fault_flags_and_their_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    args = build_parser().parse_args([*BASE, "--omni", "--fault-noisy-from", "8", "--fault-silent-from", "4", "--fault-clipped-from", "16"])
+    assert (args.fault_noisy_from, args.fault_silent_from, args.fault_clipped_from) == (8, 4, 16)
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args([*BASE, "--omni", "--fault-noisy-from", "0"])
+    assert caught.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err

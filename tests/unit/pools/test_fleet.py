@@ -151,6 +151,27 @@ async def test_half_open_after_ejection(tmp_path: Path) -> None:
     assert worker.state is WorkerState.READY
 
 
+async def test_a_quality_ejection_comes_back_only_through_its_gate(tmp_path: Path) -> None:
+    clock = Clock()
+    fleet = make_fleet(tmp_path, clock)
+    await ready_worker(fleet)
+    worker = fleet.members.get("low_latency-0")
+    assert worker is not None
+    asked: list[str] = []
+    fleet.health.set_readmission_gate(lambda w: asked.append(w.worker_id) or False)  # re-testing it
+    fleet.health.quality_failed(worker, "3 of its last 8 scored streams failed (noisy)")
+    assert worker.state is WorkerState.EJECTED and worker.last_error == "quality: 3 of its last 8 scored streams failed (noisy)"
+    clock.now += HealthConfig().half_open_after_s
+    fleet.health.probe_succeeded(worker)  # /health answers, but the gate holds it
+    await asyncio.sleep(0)
+    assert asked == ["low_latency-0"] and worker.state is WorkerState.EJECTED
+    assert not fleet.health.due_for_half_open(worker)  # the re-test was this period's probe
+    fleet.health.readmit(worker)  # the re-test passed
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert worker.state is WorkerState.READY
+
+
 def test_a_late_probe_keeps_the_reason_a_worker_failed(tmp_path: Path) -> None:
     fleet = make_fleet(tmp_path)
     fleet.members.add_worker(PoolName.LOW_LATENCY, "low_latency-0", "http://127.0.0.1:1/", managed=True)

@@ -21,7 +21,7 @@ from gateway.bench.client import ClientOptions
 from gateway.bench.compare import SETUPS, Setup
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import RunOptions, sweep, trace, warm_up
-from gateway.bench.traces import bursty
+from gateway.bench.workload import bursty
 from gateway.config import RoutingThresholds
 from gateway.routing.policy import RoutingPolicy, create_policy
 from gateway.simulator.fleet import SimGateway
