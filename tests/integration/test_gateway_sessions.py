@@ -12,7 +12,6 @@ import base64
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from tests.integration.conftest import gateway_metric, wait_idle, worker_load
+from tests.integration.conftest import gateway_metric, wait_idle, wait_until, worker_load
 from tests.integration.test_emulator_speech_stream import Message, Session, kinds, tone_wav
 from tests.support.stack import Stack, running_stack
 
@@ -47,10 +46,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "server": {"cors_origins": [ALLOWED_ORIGIN]},
         # A window longer than LONG_SENTENCE's audio: its next sentence is requested while it
         # still streams, which is what the pipelining test looks for (test_gateway_session_limits
-        # tests the window itself).
-        "sessions": {"idle_timeout_s": 1.0, "config_timeout_s": 1.0, "max_buffered_chars": 2000, "lookahead_s": 60},
+        # tests the window itself). The timers are generous: a client on a busy machine may
+        # pause seconds between two messages (polling the workers, say), and a session that
+        # timed out meanwhile is not what these tests look at; the idle timer has its own stack.
+        "sessions": {"idle_timeout_s": 60.0, "config_timeout_s": 60.0, "max_buffered_chars": 2000, "lookahead_s": 60},
     }
     with running_stack(tmp_path_factory.mktemp("sessions"), 1, 1, time_scale=0.5, extra=extra) as running:
+        yield running
+
+
+@pytest.fixture
+def idle_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A gateway ending sessions silent for 1 s (shorter than LONG_SENTENCE's audio)."""
+    extra = {"sessions": {"idle_timeout_s": 1.0, "config_timeout_s": 60.0}}
+    with running_stack(tmp_path_factory.mktemp("sessions-idle"), 1, 0, time_scale=0.5, extra=extra) as running:
         yield running
 
 
@@ -74,10 +83,13 @@ def worker_urls(stack: Stack) -> list[str]:
 def settled(stack: Stack) -> None:
     """No sentence left anywhere: worker /load, gateway in-flight and open sessions at 0."""
     wait_idle(stack.url, worker_urls(stack))
-    deadline = time.monotonic() + 20
-    while gateway_metric(stack.url, "higgs_gateway_sessions_open") != 0:
-        assert time.monotonic() < deadline, "sessions_open never went back to 0"
-        time.sleep(0.05)
+    wait_sessions_closed(stack)
+
+
+def wait_sessions_closed(stack: Stack) -> None:
+    """Until the gateway has ended every session: a client's close handshake is over before
+    the gateway's session has freed what it held (its key's place, among others)."""
+    wait_until(lambda: gateway_metric(stack.url, "higgs_gateway_sessions_open") == 0, 30, "sessions_open back to 0")
 
 
 def shape(messages: list[Message]) -> list[str]:
@@ -123,7 +135,7 @@ class BothBusy:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        with httpx.Client(timeout=5) as client:
+        with httpx.Client(timeout=30) as client:
             while not self._stop.is_set():
                 loads = [int(client.get(f"{url}/load").json()["server_load"]) for url in self.urls]
                 self.seen = self.seen or all(load > 0 for load in loads)
@@ -178,8 +190,9 @@ def test_barge_in_stops_the_utterance_and_frees_every_slot(stack: Stack) -> None
             if message["type"] == "input.cancelled":
                 break
         assert message == {"type": "input.cancelled", "utterance_index": 0, "total_bytes": received}
-        # Every upstream request of it ended before the answer: the workers see none.
-        wait_idle(stack.url, worker_urls(stack), timeout=5)
+        # Every upstream request of it ended before the answer: the workers see none (each
+        # worker counts its request out once it sees the stream closed, so this is polled).
+        wait_idle(stack.url, worker_urls(stack))
         # The session goes on: the next utterance is number 1, and nothing of 0 follows.
         after = session.utterance("Hello again.")
         assert [m["utterance_index"] for m in without_frames(after)] == [1, 1, 1]
@@ -224,8 +237,8 @@ def test_sessions_abandoned_every_way_leave_nothing_behind(stack: Stack) -> None
     settled(stack)
 
 
-def test_idle_sessions_time_out_but_not_while_audio_is_due(stack: Stack) -> None:
-    with gateway_session(stack, **PCM_STREAM) as session:
+def test_idle_sessions_time_out_but_not_while_audio_is_due(idle_stack: Stack) -> None:
+    with gateway_session(idle_stack, **PCM_STREAM) as session:
         # Longer than the 1 s idle timeout to deliver, with no message from the client meanwhile.
         messages = session.utterance(LONG_SENTENCE)
         assert shape(messages) == ["audio.start", "<audio>", "audio.done", "session.done"]
@@ -233,7 +246,7 @@ def test_idle_sessions_time_out_but_not_while_audio_is_due(stack: Stack) -> None
         with pytest.raises(ConnectionClosed) as closed:
             session.recv()
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
-    settled(stack)
+    settled(idle_stack)
 
 
 def test_bad_messages_get_the_workers_answers(stack: Stack) -> None:
@@ -286,6 +299,7 @@ def test_keys_origins_and_session_limits_are_checked_before_the_upgrade(stack: S
             connect(url, additional_headers={"Authorization": f"Bearer {LIMITED_KEY}"})
         assert refused.value.response.status_code == 429
         assert refused.value.response.headers["retry-after"] == "1"
+    wait_sessions_closed(stack)
     with gateway_session(stack, key=LIMITED_KEY):
         pass  # its place was given back
     # Counted per key only: sessions are not requests, so not rejections of one either.
