@@ -356,7 +356,7 @@ class AdmissionConfig(Strict):
 class UpstreamConfig(Strict):
     """The relay to workers."""
 
-    transport: Literal["http1", "aiohttp", "httpx"] = "http1"
+    transport: Literal["aiohttp", "http1", "httpx"] = "aiohttp"
     max_connections: int = Field(1024, gt=0)  # >= every request admission can let through
     connect_timeout_s: float = Field(2.0, gt=0)
     # Until the worker's first byte; a real cold worker can take seconds, a hung one forever.

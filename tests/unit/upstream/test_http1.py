@@ -165,5 +165,7 @@ async def test_a_request_past_max_connections_waits_for_one_to_free(worker: Work
     await http.close()
 
 
-def test_http1_is_the_default_transport() -> None:
-    assert isinstance(create_transport(UpstreamConfig()), Http1Transport)
+def test_http1_is_chosen_by_name() -> None:
+    # Opt-in until it has been soaked; aiohttp stays the default.
+    assert isinstance(create_transport(UpstreamConfig(transport="http1")), Http1Transport)
+    assert not isinstance(create_transport(UpstreamConfig()), Http1Transport)
