@@ -1,4 +1,6 @@
-"""nginx as a plain streaming reverse proxy: the reference point for relay overhead."""
+"""nginx as a plain streaming reverse proxy: the reference point for relay overhead, the load
+balancer in front of gateway replicas, and (``least_conn``) the router people would put in
+front of two workers instead of the gateway."""
 
 from __future__ import annotations
 
@@ -41,15 +43,15 @@ def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
 
 
-def nginx_command(prefix: Path, port: int, upstream: str | Sequence[str]) -> list[str]:
+def nginx_command(prefix: Path, port: int, upstream: str | Sequence[str], balance: str | None = None) -> list[str]:
     """Write a config proxying 127.0.0.1:``port`` to ``upstream`` (host:port; several: round
-    robin, nginx's default balancing); its command line."""
+    robin, nginx's default, or ``balance``, e.g. ``least_conn``); its command line."""
     binary = nginx_binary()
     if binary is None:
         raise RuntimeError("nginx is not installed (Debian: apt-get install nginx)")
     prefix.mkdir(parents=True, exist_ok=True)
     conf = prefix / "nginx.conf"
     upstreams = [upstream] if isinstance(upstream, str) else list(upstream)
-    servers = "\n".join(f"        server {address};" for address in upstreams)
-    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, servers=servers))
+    lines = ([f"        {balance};"] if balance else []) + [f"        server {address};" for address in upstreams]
+    conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, servers="\n".join(lines)))
     return [binary, "-p", str(prefix), "-c", str(conf)]
