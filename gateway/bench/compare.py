@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: skipped: {reason}", file=sys.stderr)
     if args.report_only:
         for setup in setups:
-            documents += [report.load(p) for p in sorted(args.out.glob(f"{setup.name}-*.json"))]
+            documents += stored(args.out, setup.name)
         documents += [report.load(p) for p in sorted(args.out.glob("voice-clone-*.json"))]
         write_report(documents, args, setups, levels)
         return 0
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
     measured = {s.name for s in setups}
     for name in REFERENCES if ADAPTIVE in measured else ():
         if name not in measured:  # --no-references: earlier rows, shown as not comparable
-            documents += [report.load(p) for p in sorted(args.out.glob(f"{name}-*.json"))]
+            documents += stored(args.out, name)
     write_report(documents, args, setups, levels, failures, skipped)
     print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
     return 0
@@ -220,6 +220,12 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
             report.write(document, args.out, trace_file(setup.name, params["kind"]))
             documents.append(document)
     return documents
+
+
+def stored(out: Path, setup: str) -> list[dict[str, Any]]:
+    """One setup's results in ``out``, by exact name (``adaptive-*`` would also match ``adaptive-2r``'s)."""
+    names = [f"{setup}-sweep", trace_file(setup, "bursty"), trace_file(setup, "ramp")]
+    return [report.load(out / f"{name}.json") for name in names if (out / f"{name}.json").exists()]
 
 
 def trace_file(setup: str, kind: str) -> str:

@@ -81,3 +81,15 @@ def test_a_setup_whose_tool_is_missing_is_skipped_with_the_reason(monkeypatch, n
 
 def test_router_kinds_are_the_ones_start_setup_knows() -> None:
     assert {s.router for s in ROUTER_SETUPS} == {VLLM_ROUTER, NGINX}
+
+
+def test_stored_results_are_read_by_exact_setup_name(tmp_path) -> None:
+    import json
+
+    from gateway.bench import report
+
+    for label in ("adaptive", "adaptive-2r", "ht+ht", "ht+ht-vllm-router"):
+        document = {"schema": report.SCHEMA, "label": label, "mode": "sweep", "phases": []}
+        (tmp_path / f"{label}-sweep.json").write_text(json.dumps(document))
+    assert [d["label"] for d in compare.stored(tmp_path, "adaptive")] == ["adaptive"]
+    assert [d["label"] for d in compare.stored(tmp_path, "ht+ht")] == ["ht+ht"]
