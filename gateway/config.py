@@ -87,6 +87,9 @@ class ServerConfig(Strict):
     # /ready answers 200 while any pool has a routable worker (the other serves every
     # class, degraded), or only while every pool has one (the strict meaning).
     ready_requires: ReadyRequires = "any_pool"
+    # Gateway processes on this host, one port, each a replica sharing the fleet's state
+    # through Redis (more than 1 needs state.backend: redis; docs/deploy.md).
+    processes: int = Field(1, ge=1, le=64)
 
 
 class WarmupConfig(Strict):
@@ -885,6 +888,24 @@ class GatewayConfig(BaseSettings):
                 raise ValueError(
                     f"pools.{name.value}.launch.served_model_name ({launched!r}) must equal "
                     f"models.served_model_name ({self.models.served_model_name!r})"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _processes_are_replicas(self) -> GatewayConfig:
+        # Several processes route as one only through the shared in-flight view; and each
+        # would launch its own copy of a supervised pool's workers.
+        if self.server.processes > 1:
+            if self.state.backend != "redis" or not self.state.share_inflight:
+                raise ValueError(
+                    f"server.processes: {self.server.processes} needs state.backend: redis with "
+                    "state.share_inflight (each process is a replica; they share the fleet's in-flight work there)"
+                )
+            supervised = [name.value for name, pool in self.pools.items() if pool.launch is not None]
+            if supervised:
+                raise ValueError(
+                    f"server.processes > 1 with supervised pools ({', '.join(supervised)}): every process "
+                    "would launch its own workers; run one process, or the workers outside the gateway"
                 )
         return self
 

@@ -2,7 +2,8 @@
 
 ``--check`` validates the config and the deploy profiles and exits (1 on any error);
 ``--print-config`` prints the effective config (file + environment, secrets masked) as
-YAML and exits. Neither starts a worker or opens a port.
+YAML and exits. Neither starts a worker or opens a port. ``--processes N`` (``server.processes``)
+runs N processes on one port, each a replica on the shared Redis state (``gateway.serve_processes``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import socket
 import sys
 
 import uvicorn
@@ -21,6 +23,7 @@ from gateway.app import create_app
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.config_check import config_findings, config_yaml
 from gateway.help_format import HelpFormatter
+from gateway import serve_processes
 from gateway.log_text import wants_text
 from gateway.security.exposure import refuse_anonymous_exposure
 from gateway.supervisor.mix import DesiredMix
@@ -36,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", help="override server.host")
     parser.add_argument("--port", type=int, help="override server.port")
     parser.add_argument("--log-format", choices=["json", "text", "auto"], help="override logging.format")
+    parser.add_argument("--processes", type=int, help="override server.processes (several need state.backend: redis)")
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
         "--check", action="store_true", help="validate the config and deploy profiles, print problems, start nothing"
@@ -64,6 +68,16 @@ def run(config: GatewayConfig, desired_mix: DesiredMix | None = None) -> int:
         print(f"higgs-gateway: refusing to start: {refusal}", file=sys.stderr)
         return 2
     configure_logging(config.logging.level, json_lines=not wants_text(config.logging.format))
+    if config.server.processes > 1:
+        return serve_processes.run(config, serve_one)
+    return serve_one(config, desired_mix=desired_mix)
+
+
+def serve_one(config: GatewayConfig, sockets: list[socket.socket] | None = None,
+              desired_mix: DesiredMix | None = None) -> int:  # fmt: skip
+    """One gateway process: on its own port, or on ``sockets`` bound by the parent of several."""
+    if sockets is not None:  # a fresh (spawned) process: its own logging first
+        configure_logging(config.logging.level, json_lines=not wants_text(config.logging.format))
     logging.getLogger("uvicorn.error").addFilter(quiet_stream_cuts)
     try:
         app = create_app(config, desired_mix=desired_mix)
@@ -72,19 +86,24 @@ def run(config: GatewayConfig, desired_mix: DesiredMix | None = None) -> int:
         return 2
     server = config.server
     settle_heap()
-    uvicorn.run(
+    settings = uvicorn.Config(
         app.asgi,
-        host=config.server.host,
-        port=config.server.port,
+        host=server.host,
+        port=server.port,
         # Header size, header deadline and connection limit, enforced before the app runs.
         http=bounded_http_protocol(server.max_header_bytes, server.header_timeout_s, server.max_connections),
         log_config=None,
         access_log=False,  # our own JSON access log has the routing fields
-        timeout_graceful_shutdown=config.server.shutdown_grace_s,
-        timeout_keep_alive=config.server.keepalive_timeout_s,  # a float; 0 cuts in-flight requests at once
+        timeout_graceful_shutdown=server.shutdown_grace_s,
+        timeout_keep_alive=server.keepalive_timeout_s,  # a float; 0 cuts in-flight requests at once
         lifespan="on",
     )
-    return 0
+    uvicorn_server = uvicorn.Server(settings)
+    try:
+        uvicorn_server.run(sockets=sockets)
+    except KeyboardInterrupt:
+        pass
+    return 0 if uvicorn_server.started else 3  # 3: uvicorn's start-up failure, as uvicorn.run exits
 
 
 # Young objects the collector lets pile up before a collection (CPython's default: 700). A
@@ -113,6 +132,8 @@ def main(argv: list[str]) -> int:
         overrides.setdefault("server", {})["port"] = args.port
     if args.log_format:
         overrides.setdefault("logging", {})["format"] = args.log_format
+    if args.processes is not None:
+        overrides.setdefault("server", {})["processes"] = args.processes
     try:
         config = load_config(args.config, overrides)
     except ConfigError as exc:

@@ -7,7 +7,16 @@ closed-loop sweep and the same bursty mixed-class trace:
 - ``ht+ht``: two high-throughput workers (everything on the throughput profile);
 - ``ll+ll``: two low-latency workers, slots opened up to the profile's max_num_seqs;
 - ``rules``: one low-latency + one high-throughput worker, the first build's threshold rules;
-- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly.
+- ``round_robin``: one low-latency + one high-throughput worker, alternating blindly;
+- ``adaptive-2r``, ``adaptive-3r``: ``adaptive``'s fleet behind 2 or 3 gateway replicas on one
+  Redis, nginx round robin in front (redis-server and nginx);
+- ``vllm-router-p2``, ``vllm-router-rr``, ``nginx-least-conn``: the same 1 + 1 fleet behind the
+  routers people would use instead, no gateway: vLLM's ``vllm-router`` (``power_of_two``,
+  ``round_robin``; the ``bench`` extra) and nginx ``least_conn``;
+- ``ht+ht-vllm-router``: two high-throughput workers behind ``vllm-router`` (``power_of_two``),
+  the operator's alternative to a mixed fleet.
+
+A setup whose tool is not installed is skipped, and the report says so.
 
 The report (tables, plots, the command and the emulator parameters) goes to ``--out``.
 """
@@ -17,21 +26,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shlex
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.bench import report, voice_clone
+from gateway.bench import replica_targets, report, voice_clone
 from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quiet
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.nginx import nginx_command
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
 from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
 from gateway.bench.workload import RAMP_MIX, Arrival, bursty, ramp
+from gateway.bench.routers import INSTALL_HINT, nginx_binary, nginx_command, vllm_router_binary, vllm_router_command
 from gateway.help_format import HelpFormatter
 
 
@@ -44,6 +54,12 @@ class Setup:
     summary: str = ""
     # Gateway replicas sharing one Redis behind nginx round robin (1: one gateway, no proxy).
     replicas: int = 1
+    # What routes: the gateway, or another router in front of the workers (``policy`` is then
+    # that router's: vllm-router's --policy, or nginx's balancing method).
+    router: str = "gateway"
+
+
+GATEWAY, VLLM_ROUTER, NGINX = "gateway", "vllm-router", "nginx"
 
 
 SETUPS = (
@@ -62,6 +78,20 @@ SETUPS = (
           summary="1 low-latency + 1 high-throughput, adaptive, 3 gateway replicas behind nginx round robin"),
 )  # fmt: skip
 
+# The routers people would use instead of the gateway, in front of the same two workers.
+# Kept apart from SETUPS, which the simulator also runs (it models the gateway only).
+ROUTER_SETUPS = (
+    Setup("vllm-router-p2", "power_of_two", (LL_PROFILE, HT_PROFILE), router=VLLM_ROUTER,
+          summary="1 low-latency + 1 high-throughput behind vLLM's router, power of two choices"),
+    Setup("vllm-router-rr", "round_robin", (LL_PROFILE, HT_PROFILE), router=VLLM_ROUTER,
+          summary="1 low-latency + 1 high-throughput behind vLLM's router, round robin"),
+    Setup("nginx-least-conn", "least_conn", (LL_PROFILE, HT_PROFILE), router=NGINX,
+          summary="1 low-latency + 1 high-throughput behind nginx, least connections"),
+    Setup("ht+ht-vllm-router", "power_of_two", (HT_PROFILE, HT_PROFILE), router=VLLM_ROUTER,
+          summary="2 high-throughput behind vLLM's router, power of two choices"),
+)  # fmt: skip
+COMPARED = SETUPS + ROUTER_SETUPS
+
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser("compare", help="routing policies on equal emulated hardware, one report",
@@ -69,7 +99,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/comparison"))
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="emulator speed-up (0.25 = four times real time; faster starves the emulators at c64)")
-    parser.add_argument("--setups", default=",".join(s.name for s in SETUPS),
+    parser.add_argument("--setups", default=",".join(s.name for s in COMPARED),
                         help="comma-separated subset; adaptive brings its references (ht+ht, ll+ll) along")
     parser.add_argument("--no-references", action="store_true",
                         help="measure only the named setups; the targets table then reads the references' "
@@ -94,12 +124,23 @@ def chosen_setups(spec: str, references: bool = True) -> list[Setup]:
     """The setups named in ``spec``; with ``references``, adaptive brings ht+ht and ll+ll along,
     because its targets only count against fleets measured in the same run."""
     names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = set(names) - {s.name for s in SETUPS}
+    unknown = set(names) - {s.name for s in COMPARED}
     if unknown:
         raise SystemExit(f"unknown setups: {', '.join(sorted(unknown))}")
     if ADAPTIVE in names and references:
         names += REFERENCES
-    return [s for s in SETUPS if s.name in names]
+    return [s for s in COMPARED if s.name in names]
+
+
+def missing_tool(setup: Setup) -> str | None:
+    """Why ``setup`` cannot run here (a tool it needs is not installed), or None."""
+    if setup.router == VLLM_ROUTER and vllm_router_binary() is None:
+        return f"vllm-router is not installed ({INSTALL_HINT})"
+    if (setup.router == NGINX or setup.replicas > 1) and nginx_binary() is None:
+        return "nginx is not installed (Debian: apt-get install nginx)"
+    if setup.replicas > 1 and shutil.which("redis-server") is None:
+        return "redis-server is not installed (Debian: apt-get install redis-server)"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,15 +157,18 @@ def run(args: argparse.Namespace) -> int:
     traces = [(a, p) for a, p in traces if a]
     documents: list[dict[str, Any]] = []
     failures: dict[str, str] = {}
+    skipped = {setup.name: reason for setup in setups if (reason := missing_tool(setup))}
+    for name, reason in skipped.items():
+        print(f"{name}: skipped: {reason}", file=sys.stderr)
     if args.report_only:
         for setup in setups:
-            documents += [report.load(p) for p in sorted(args.out.glob(f"{setup.name}-*.json"))]
+            documents += stored(args.out, setup.name)
         documents += [report.load(p) for p in sorted(args.out.glob("voice-clone-*.json"))]
         write_report(documents, args, setups, levels)
         return 0
     run_id = new_run_id()
     with tempfile.TemporaryDirectory(prefix="higgs-bench-") as scratch:
-        for setup in setups:
+        for setup in (s for s in setups if s.name not in skipped):
             try:
                 documents += _measure(setup, Path(scratch), args, levels, traces, run_id)
             except (RuntimeError, TimeoutError) as exc:  # one broken setup must not lose the others
@@ -140,8 +184,8 @@ def run(args: argparse.Namespace) -> int:
     measured = {s.name for s in setups}
     for name in REFERENCES if ADAPTIVE in measured else ():
         if name not in measured:  # --no-references: earlier rows, shown as not comparable
-            documents += [report.load(p) for p in sorted(args.out.glob(f"{name}-*.json"))]
-    write_report(documents, args, setups, levels, failures)
+            documents += stored(args.out, name)
+    write_report(documents, args, setups, levels, failures, skipped)
     print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
     return 0
 
@@ -176,6 +220,12 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
     return documents
 
 
+def stored(out: Path, setup: str) -> list[dict[str, Any]]:
+    """One setup's results in ``out``, by exact name (``adaptive-*`` would also match ``adaptive-2r``'s)."""
+    names = [f"{setup}-sweep", trace_file(setup, "bursty"), trace_file(setup, "ramp")]
+    return [report.load(out / f"{name}.json") for name in names if (out / f"{name}.json").exists()]
+
+
 def trace_file(setup: str, kind: str) -> str:
     """``NAME-trace`` for the bursty trace (the name earlier reports used), ``NAME-KIND`` otherwise."""
     return f"{setup}-trace" if kind == "bursty" else f"{setup}-{kind}"
@@ -201,6 +251,8 @@ def start_setup(fleet: Fleet, setup: Setup, time_scale: float, sessions: dict[st
     # --warm: every lazy graph already captured, as the supervisor's warm-up leaves a worker.
     workers = [fleet.emulator(f"worker{i}", profile, time_scale, extra=["--warm"])
                for i, profile in enumerate(setup.profiles, 1)]  # fmt: skip
+    if setup.router != GATEWAY:
+        return _start_router(fleet, setup, [w.url for w in workers])
     ll = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == LL_PROFILE]
     ht = [w.url for w, p in zip(workers, setup.profiles, strict=True) if p == HT_PROFILE]
     if setup.replicas > 1:
@@ -230,6 +282,19 @@ def _start_replicas(fleet: Fleet, setup: Setup, ll: list[str], ht: list[str], ti
     nginx_port = free_port()
     command = nginx_command(fleet.work_dir / "nginx", nginx_port, addresses)
     proxy = fleet.start("nginx", command, f"http://127.0.0.1:{nginx_port}", "/health")
+    wait_speech(proxy.url)
+    return proxy.url
+
+
+def _start_router(fleet: Fleet, setup: Setup, workers: list[str]) -> str:
+    """Another router, no gateway, in front of ``workers``; returns its URL."""
+    port = free_port()
+    if setup.router == VLLM_ROUTER:
+        command = vllm_router_command(port, workers, setup.policy, metrics_port=free_port())
+    else:
+        addresses = [url.split("//", 1)[1] for url in workers]
+        command = nginx_command(fleet.work_dir / "nginx", port, addresses, balance=setup.policy)
+    proxy = fleet.start(setup.router, command, f"http://127.0.0.1:{port}", "/health")
     wait_speech(proxy.url)
     return proxy.url
 
@@ -291,7 +356,7 @@ def headline(documents: list[dict[str, Any]], levels: list[int]) -> list[str]:
 
 
 def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setups: list[Setup], levels: list[int],
-                 failures: dict[str, str] | None = None) -> Path:  # fmt: skip
+                 failures: dict[str, str] | None = None, skipped: dict[str, str] | None = None) -> Path:  # fmt: skip
     from gateway.bench.report import plot_sweeps, plot_timeline, plot_traces
 
     out: Path = args.out
@@ -310,10 +375,11 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
         "",
     ]
     lines += [f"**{name} failed to run:** `{reason}`\n" for name, reason in (failures or {}).items()]
+    lines += [f"**{name} skipped:** {reason}.\n" for name, reason in (skipped or {}).items()]
     if sweeps or traces or ramps:  # a voice-clone-only run (--setups "") has none of these
         lines += [
-            "Every configuration has exactly two workers (two GPUs' worth) behind its own gateway,",
-            "fresh emulator processes, and receives the same requests (same seed).",
+            "Every configuration has exactly two workers (two GPUs' worth) behind its own gateway (or",
+            "the router it names), fresh emulator processes, and receives the same requests (same seed).",
             "",
             "| config | workers and policy |",
             "|---|---|",
@@ -324,6 +390,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
             *headline(documents, levels),
             "",
             *targets_table(documents),
+            *replica_targets.table(documents),
             "## Closed-loop sweep",
             "",
             f"Concurrency {', '.join(map(str, levels))}; requests per level "

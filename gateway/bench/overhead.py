@@ -29,7 +29,7 @@ from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quie
 from gateway.bench.client import ClientOptions, RequestSpec, make_client
 from gateway.bench.fleet import HT_PROFILE, Fleet, Service, free_port, tree_cpu_seconds, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.nginx import nginx_binary, nginx_command
+from gateway.bench.routers import nginx_binary, nginx_command
 from gateway.bench.scenarios import Progress, run_async, run_closed
 from gateway.bench.summary import summarize_phase
 from gateway.bench.workload import TEXTS, text_order
@@ -71,6 +71,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--redis", action="store_true",
                         help="also a gateway with state.backend: redis (the replicas' shared in-flight view), "
                              "to read its added CPU and TTFP beside the local backend's")  # fmt: skip
+    parser.add_argument("--processes", type=int, default=1,
+                        help="N > 1: also a gateway of N processes on one port (server.processes, on Redis); "
+                             "with --no-pin, or its processes share the one proxy core")  # fmt: skip
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to cores")
     add_quiet_arguments(parser, load=1.0, before="first")
     parser.add_argument("--seed", type=int, default=0)
@@ -147,6 +150,15 @@ def run(args: argparse.Namespace) -> int:
                                    proxy_cpus)  # fmt: skip
             wait_speech(shared.url)
             paths.append(("gateway-redis", shared.url, shared))
+        if args.processes > 1:
+            port, name = free_port(), f"gateway-{args.processes}p"
+            config = gateway_document(port, Path(scratch) / "data-processes", [], [worker.url], "high_throughput_only",
+                                      args.time_scale)  # fmt: skip
+            config["state"] = {"backend": "redis", "redis_url": fleet.redis(f"redis-{name}")}
+            config["server"]["processes"] = args.processes
+            several = fleet.gateway(name, write_config(config, Path(scratch) / f"{name}.yaml"), port, proxy_cpus)
+            wait_speech(several.url)
+            paths.append((name, several.url, several))
         if use_nginx:
             nginx_port = free_port()
             command = nginx_command(Path(scratch) / "nginx", nginx_port, worker.url.split("//", 1)[1])

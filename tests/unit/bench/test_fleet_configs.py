@@ -7,7 +7,7 @@ import time
 
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, cpu_seconds, emulator_command, tree_cpu_seconds
 from gateway.bench.gateway_config import gateway_document
-from gateway.bench.nginx import NGINX_CONF, nginx_command
+from gateway.bench.routers import NGINX_CONF, nginx_command
 from gateway.config import GatewayConfig
 
 
@@ -42,7 +42,7 @@ def test_nginx_config_streams_without_buffering_over_keepalive() -> None:
 
 
 def test_nginx_balances_round_robin_over_every_replica(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("gateway.bench.nginx.nginx_binary", lambda: "/usr/sbin/nginx")
+    monkeypatch.setattr("gateway.bench.routers.nginx_binary", lambda: "/usr/sbin/nginx")
     command = nginx_command(tmp_path, 1, ["127.0.0.1:2", "127.0.0.1:3"])
     conf = (tmp_path / "nginx.conf").read_text()
     assert command[-1] == str(tmp_path / "nginx.conf")
