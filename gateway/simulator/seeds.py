@@ -68,6 +68,8 @@ class Target:
 
 # The issue's targets: medians and worst seeds for the shares, every seed for the rest.
 MEDIAN_SHARE, WORST_SHARE = 0.97, 0.94
+# A policy change that loses this much of the median share at any level is a regression.
+REGRESSION_POINTS = 0.02
 TARGETS: dict[str, Target] = {
     "c1 RTF / ll+ll": Target(1.02, higher=False),
     "c2 RTF / ll+ll": Target(1.02, higher=False),
@@ -195,7 +197,9 @@ def summary(results: Mapping[tuple[str, int], Figures], seeds: Iterable[int] | N
 
 def per_seed(results: Mapping[tuple[str, int], Figures]) -> list[str]:
     """Markdown: adaptive / ceiling per seed and mix (where a regression shows first)."""
-    header = "| mix | seed | " + " | ".join(f"c{c}" for c in SHARE_LEVELS) + " | c64 RTF p99 | bursty `latency` TTFP p99 / ht+ht |"
+    header = (
+        "| mix | seed | " + " | ".join(f"c{c}" for c in SHARE_LEVELS) + " | c64 RTF p99 | bursty `latency` TTFP p99 / ht+ht |"
+    )
     lines = [header, "|---|---:|" + "---:|" * (len(SHARE_LEVELS) + 2)]
     for (mix, seed), f in sorted(results.items()):
         shares = " | ".join(f"{f[f'c{c} adaptive / ceiling']:.1%}" for c in SHARE_LEVELS)
@@ -242,28 +246,61 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache", type=Path, default=None,
                         help="keep the static fleets and ceilings here (they do not depend on the policy)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write README.md and results.json here")
+    parser.add_argument("--check", type=Path, default=None,
+                        help="compare --out's results.json with this committed one: exit 1 if a level's median "
+                             "adaptive / ceiling fell by 2 points or more")  # fmt: skip
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.check is not None:
+        return check(args.check, args.out)
     thresholds = RoutingThresholds.model_validate_json(args.thresholds) if args.thresholds else None
+    command = " ".join(["python -m gateway.simulator.seeds", *(sys.argv[1:] if argv is None else argv)])
     results: dict[tuple[str, int], Figures] = {}
+    mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
     for seed in seed_list(args.seeds):  # one at a time: the machine's other work keeps its cores
-        for mix in [m.strip() for m in args.mixes.split(",") if m.strip()]:
+        for mix in mixes:
             results[(mix, seed)] = seed_figures(seed, mix, args.cache, thresholds, traces=not args.no_traces)
             print(f"seed {seed} {mix}: " + ", ".join(f"c{c} {results[(mix, seed)][f'c{c} adaptive / ceiling']:.1%}"
                                                     for c in SHARE_LEVELS), file=sys.stderr)  # fmt: skip
-    lines = render(results, seed_list(args.held_out), " ".join(["python -m gateway.simulator.seeds", *(argv or sys.argv[1:])]))
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "README.md").write_text("\n".join(lines) + "\n")
-        document = [{"mix": mix, "seed": seed, "figures": f} for (mix, seed), f in sorted(results.items())]
-        (args.out / "results.json").write_text(json.dumps(document, indent=1) + "\n")
-        print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
-    else:
-        print("\n".join(lines))
+            if args.out:  # after every seed: a long sweep cut short keeps what it measured
+                write(args.out, results, seed_list(args.held_out), command)
+    if not args.out:
+        print("\n".join(render(results, seed_list(args.held_out), command)))
     return 0
+
+
+def write(out: Path, results: Mapping[tuple[str, int], Figures], held_out: Sequence[int], command: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "README.md").write_text("\n".join(render(results, held_out, command)) + "\n")
+    document = [{"mix": mix, "seed": seed, "figures": f} for (mix, seed), f in sorted(results.items())]
+    (out / "results.json").write_text(json.dumps(document, indent=1) + "\n")
+
+
+def load(path: Path) -> dict[tuple[str, int], Figures]:
+    return {(entry["mix"], entry["seed"]): entry["figures"] for entry in json.loads(path.read_text())}
+
+
+def regressions(baseline: Mapping[tuple[str, int], Figures], current: Mapping[tuple[str, int], Figures],
+                points: float = REGRESSION_POINTS) -> list[str]:  # fmt: skip
+    """Levels where the median adaptive / ceiling over the baseline's seeds fell by ``points`` or more."""
+    common = {key: baseline[key] for key in current if key in baseline}
+    if not common:
+        raise ValueError("no seed and mix in common with the baseline")
+    before, after = median_shares(common), median_shares({key: current[key] for key in common})
+    return [f"c{c}: median adaptive / ceiling {before[c]:.1%} -> {after[c]:.1%}"
+            for c in SHARE_LEVELS if after[c] <= before[c] - points]  # fmt: skip
+
+
+def check(baseline_path: Path, current_dir: Path | None) -> int:
+    """Exit 1 when a new sweep (``--out``'s results.json) lost ``REGRESSION_POINTS`` on a median."""
+    if current_dir is None:
+        raise SystemExit("--check needs --out: the directory of the new sweep's results.json")
+    lost = regressions(load(baseline_path), load(current_dir / "results.json"))
+    print("\n".join(lost) if lost else "no level lost 2 points on the median", file=sys.stderr)
+    return 1 if lost else 0
 
 
 def render(results: Mapping[tuple[str, int], Figures], held_out: Sequence[int], command: str) -> list[str]:
