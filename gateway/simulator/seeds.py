@@ -68,6 +68,10 @@ class Target:
 
 # The issue's targets: medians and worst seeds for the shares, every seed for the rest.
 MEDIAN_SHARE, WORST_SHARE = 0.97, 0.94
+# The committed sweep (docs/benchmarks/seed-sweep), as scripts/bench_compare.sh runs it.
+CANONICAL_COMMAND = (
+    "python -m gateway.simulator.seeds --seeds 0-9 --mixes short,long --held-out 2-9 --out docs/benchmarks/seed-sweep"
+)
 # A policy change that loses this much of the median share at any level is a regression.
 REGRESSION_POINTS = 0.02
 TARGETS: dict[str, Target] = {
@@ -246,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache", type=Path, default=None,
                         help="keep the static fleets and ceilings here (they do not depend on the policy)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write README.md and results.json here")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="write --out's report from these directories' results.json (seeds run apart)")  # fmt: skip
     parser.add_argument("--check", type=Path, default=None,
                         help="compare --out's results.json with this committed one: exit 1 if a level's median "
                              "adaptive / ceiling fell by 2 points or more")  # fmt: skip
@@ -256,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.check is not None:
         return check(args.check, args.out)
+    if args.merge:
+        return merge(args.merge, args.out, seed_list(args.held_out))
     thresholds = RoutingThresholds.model_validate_json(args.thresholds) if args.thresholds else None
     command = " ".join(["python -m gateway.simulator.seeds", *(sys.argv[1:] if argv is None else argv)])
     results: dict[tuple[str, int], Figures] = {}
@@ -292,6 +300,18 @@ def regressions(baseline: Mapping[tuple[str, int], Figures], current: Mapping[tu
     before, after = median_shares(common), median_shares({key: current[key] for key in common})
     return [f"c{c}: median adaptive / ceiling {before[c]:.1%} -> {after[c]:.1%}"
             for c in SHARE_LEVELS if after[c] <= before[c] - points]  # fmt: skip
+
+
+def merge(sources: Sequence[Path], out: Path | None, held_out: Sequence[int]) -> int:
+    """One report from sweeps run as several invocations (seeds split between processes):
+    the figures do not depend on which process ran a seed."""
+    if out is None:
+        raise SystemExit("--merge needs --out")
+    results: dict[tuple[str, int], Figures] = {}
+    for source in sources:
+        results.update(load(source / "results.json"))
+    write(out, results, held_out, CANONICAL_COMMAND)
+    return 0
 
 
 def check(baseline_path: Path, current_dir: Path | None) -> int:
