@@ -325,15 +325,17 @@ def check(baseline_path: Path, current_dir: Path | None) -> int:
 
 def render(results: Mapping[tuple[str, int], Figures], held_out: Sequence[int], command: str) -> list[str]:
     seeds = sorted({seed for _, seed in results})
-    mixes = list(dict.fromkeys(mix for mix, _ in results))
+    mixes = list(dict.fromkeys(mix for mix, _ in sorted(results)))
+    by_mix = {m: sorted(seed for mix, seed in results if mix == m) for m in mixes}
     lines = [
         "# `adaptive` over seeds and text mixes (simulator)",
         "",
         f"Reproduce: `{command}`",
         "",
-        f"Seeds {', '.join(map(str, seeds))}; text mixes {', '.join(mixes)} "
-        f"({', '.join(f'{m}: {len(MIXES[m])} texts' for m in mixes)}). Every setup of a seed and mix in one",
-        "run of the simulator (virtual time: the figures do not depend on the machine's load).",
+        "Here: "
+        + "; ".join(f"`{m}` ({len(MIXES[m])} texts) on seeds {', '.join(map(str, by_mix[m]))}" for m in mixes)
+        + ". Every setup of a seed and mix in one run of the simulator (virtual time: the",
+        "figures do not depend on the machine's load, only on the code).",
         "*adaptive / ceiling*: adaptive's share of the better static fleet in the same sweep over",
         "the best LL + HT split's share of it from one-worker runs (`simulate --ceiling`).",
         "",
