@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gateway.routing.prior import TYPICAL_FRAMES
 from gateway.types.view import WorkerLoad
 
 Scorer = Callable[[Sequence[WorkerLoad]], list[float]]
-
-# Frames a stream already on a worker has left, on average: half the prior's typical clip.
-SHARED_FRAMES = TYPICAL_FRAMES // 2
 
 
 def predicted_ttfp(workers: Sequence[WorkerLoad]) -> list[float]:
@@ -27,21 +23,10 @@ def own_time_plus_delay(frames: float) -> Scorer:
     """`balanced`: the request's own end-to-end time (TTFP + frames x its step) plus the
     delay its slower step adds to the streams already there (``Curve.marginal_step_s``).
     Counting the others' delay is what spreads a busy fleet the way that maximises its
-    throughput instead of piling onto the worker that looks fastest alone.
-
-    The others are slowed only while they still run: for at most their remaining frames,
-    which nothing tells the policy. A stream in progress has on average half a typical clip
-    left (``SHARED_FRAMES``), so a long request's delay term stops growing with its own
-    length there: charged in full, it sent every long clip off the worker that runs it
-    fastest, where its own time is longest."""
-    shared = min(frames, SHARED_FRAMES)
+    throughput instead of piling onto the worker that looks fastest alone."""
 
     def score(workers: Sequence[WorkerLoad]) -> list[float]:
-        return [
-            w.curve.ttfp_s[w.load] + frames * w.curve.step_s[w.load]  # type: ignore[union-attr]
-            + shared * (w.curve.marginal_step_s[w.load] - w.curve.step_s[w.load])  # type: ignore[union-attr]
-            for w in workers
-        ]  # fmt: skip
+        return [w.curve.ttfp_s[w.load] + frames * w.curve.marginal_step_s[w.load] for w in workers]  # type: ignore[union-attr]
 
     return score
 

@@ -13,7 +13,6 @@ from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.classes.latency import latency_grade_rtf as latency_rtf_ceiling
 from gateway.routing.picker import TIE
 from gateway.routing.prior import prior_curve
-from gateway.routing.scorers import SHARED_FRAMES
 from gateway.types import reasons as r
 from gateway.types.codec import FRAMES_PER_SECOND
 from gateway.types.curve import Curve, audio_seconds_for
@@ -209,8 +208,7 @@ def test_curve_tables_match_their_definitions() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(workers, min_size=1, max_size=8, unique_by=lambda w: w.worker_id), st.integers(1, 4000))
 def test_balanced_picks_the_lowest_cost_within_the_tie_window(fleet: list[WorkerLoad], chars: int) -> None:
-    """The policy's fast loop against the cost written out: own time plus the delay imposed
-    on the streams already there, for as long as they still run (``SHARED_FRAMES``)."""
+    """The policy's fast loop against the cost written out: own time plus delay imposed."""
     knobs = thresholds(reserve_for_latency=0)
     decision = AdaptivePolicy().decide(replace(req("balanced"), input_chars=chars), LoadView(tuple(fleet)), knobs)
     if decision.action != Action.ROUTE:
@@ -220,8 +218,7 @@ def test_balanced_picks_the_lowest_cost_within_the_tie_window(fleet: list[Worker
     def cost(w: WorkerLoad) -> float:
         curve, after = w.curve, w.load + 1
         assert curve is not None
-        shared = min(frames, SHARED_FRAMES)
-        imposed = w.load * shared * (curve.step(after) - curve.step(w.load)) if w.load else 0.0
+        imposed = w.load * frames * (curve.step(after) - curve.step(w.load)) if w.load else 0.0
         return curve.ttfp(after) + frames * curve.step(after) + imposed
 
     def eligible(w: WorkerLoad) -> bool:
