@@ -254,7 +254,7 @@ class RoutingThresholds(Strict):
     # Requests per low-latency worker that `balanced` and `throughput` (rules: `throughput`)
     # must leave room for, so a `latency` request arriving in a burst is placed at once.
     # adaptive: the most it may be (see adaptive_latency_reserve).
-    reserve_for_latency: int = Field(2, ge=0)
+    reserve_for_latency: int = Field(3, ge=0)
     # adaptive: size the reserve from the `latency` traffic seen lately (its p99 of requests
     # in flight at once, up to reserve_for_latency; none while no `latency` request comes).
     # false pins it at reserve_for_latency.

@@ -24,6 +24,7 @@ from typing import Any
 
 from gateway.bench.compare import Setup
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
+from gateway.bench.workload import TEXTS
 from gateway.deploy_profile import load_deploy_profile
 from gateway.simulator.fleet import WorkerPlan
 from gateway.simulator.loop import run_virtual
@@ -54,12 +55,14 @@ def max_load(profile: str) -> int:
     return StepModel(load_deploy_profile(profile), TimingParams()).max_num_seqs
 
 
-async def one_worker_rates(profile: str, pool: PoolName, loads: Sequence[int], seed: int) -> dict[int, float]:
+async def one_worker_rates(
+    profile: str, pool: PoolName, loads: Sequence[int], seed: int, texts: Sequence[str] = TEXTS
+) -> dict[int, float]:
     """Audio-s/s of one worker of ``profile`` in a closed loop at each of ``loads``."""
     plans = [WorkerPlan(pool, profile, slots_per_worker=max_load(profile))]
     policy = "low_latency_only" if pool is PoolName.LOW_LATENCY else "high_throughput_only"
     setup = Setup(f"1 {pool.value}", policy, (profile, profile))
-    documents = await simulate(setup, loads, None, [], seed, plans=plans, rounds=STEADY_ROUNDS)
+    documents = await simulate(setup, loads, None, [], seed, plans=plans, rounds=STEADY_ROUNDS, texts=texts)
     return {phase["concurrency"]: phase["audio_s_per_s"] for phase in documents[0]["phases"]}
 
 
@@ -102,11 +105,11 @@ def ceiling_rows(levels: Sequence[int], ll: dict[int, float], ht: dict[int, floa
     return rows
 
 
-def measure(levels: Sequence[int], seed: int) -> list[CeilingRow]:
+def measure(levels: Sequence[int], seed: int, texts: Sequence[str] = TEXTS) -> list[CeilingRow]:
     """Both one-worker sweeps, each on its own virtual-time loop (as every setup is), and the rows."""
     ll_loads, ht_loads = needed_loads(levels, max_load(LL_PROFILE), max_load(HT_PROFILE))
-    ll = run_virtual(one_worker_rates(LL_PROFILE, PoolName.LOW_LATENCY, ll_loads, seed))
-    ht = run_virtual(one_worker_rates(HT_PROFILE, PoolName.HIGH_THROUGHPUT, ht_loads, seed))
+    ll = run_virtual(one_worker_rates(LL_PROFILE, PoolName.LOW_LATENCY, ll_loads, seed, texts))
+    ht = run_virtual(one_worker_rates(HT_PROFILE, PoolName.HIGH_THROUGHPUT, ht_loads, seed, texts))
     return ceiling_rows(levels, ll, ht)
 
 

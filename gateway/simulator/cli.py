@@ -3,6 +3,7 @@
 Without ``--fleet`` it runs the same setups as ``bench compare`` (two workers each) with
 the same texts, seeds, warm-up and report format, so the two can be compared line by line.
 With ``--fleet ll=3,ht=5`` it answers "what if this traffic ran on that fleet?".
+``higgs-gateway simulate seeds`` runs the policy's regression sweep over many seeds (seeds.py).
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["seeds"]:  # the policy's regression sweep over seeds (its own parser)
+        from gateway.simulator import seeds
+
+        return seeds.main(argv[1:])
     return run(build_parser().parse_args(argv))
 
 

@@ -11,7 +11,7 @@ from gateway.bench.compare import Setup
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import RunOptions, sweep, trace, warm_up
 from gateway.bench.targets import RUN_ID, new_run_id
-from gateway.bench.workload import Arrival
+from gateway.bench.workload import TEXTS, Arrival
 from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.simulator.fleet import SimGateway, WorkerPlan
 from gateway.simulator.replicas import SimReplicas, ViewModel
@@ -39,6 +39,7 @@ async def simulate(
     admission: AdmissionConfig | None = None,
     rounds: int = 4,
     replica_view: ViewModel = "shared",
+    texts: Sequence[str] = TEXTS,
 ) -> list[dict[str, Any]]:
     """One setup through the compare benchmark's steps: warm-up, sweep, traces."""
     gateway: SimGateway | SimReplicas
@@ -53,7 +54,7 @@ async def simulate(
     options = RunOptions(
         ClientOptions(url="simulated"), label, seed=seed, progress=False,
         notes={"setup": summary, "policy": setup.policy, "simulated": True, RUN_ID: run_id or new_run_id()},
-        make_client=lambda: gateway, clock=loop.time,
+        make_client=lambda: gateway, clock=loop.time, texts=texts,
     )  # fmt: skip
     documents = []
     if levels:

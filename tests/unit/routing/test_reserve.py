@@ -89,10 +89,10 @@ def fleet(ll_load: int = 0, ht_load: int = 0, places: int | None = None, ht_rout
     [
         (0, {}, 0),  # no latency traffic seen: no reserve
         (1, {}, 1),
-        (5, {}, 2),  # reserve_for_latency is the most it may be
+        (5, {}, 3),  # reserve_for_latency (3) is the most it may be
         (5, {"reserve_for_latency": 4}, 4),
-        (0, {"adaptive_latency_reserve": False}, 2),  # pinned
-        (None, {}, 2),  # nothing estimates the demand: the configured reserve
+        (0, {"adaptive_latency_reserve": False}, 3),  # pinned
+        (None, {}, 3),  # nothing estimates the demand: the configured reserve
     ],
 )
 def test_the_reserve_is_the_published_demand_up_to_the_knob(places: int | None, knobs: dict, expected: int) -> None:

@@ -52,16 +52,16 @@ CASES = [
     Case("balanced/no ll workers", req(), view(ht("ht-a")), (ROUTE, r.NO_LL_WORKERS, "ht-a")),
     Case("balanced/no ht workers, under", req(), view(ll("ll-a", 1)), (ROUTE, r.BALANCED_UNDER_THRESHOLD, "ll-a")),
     Case("balanced/no ht workers, over", req(), view(ll("ll-a", 3), ht("ht-a", 5, routable=False)), (ROUTE, r.NO_HT_WORKERS, "ll-a")),
-    # --- throughput (reserve 2 per routable ll worker by default) ------------------------
+    # --- throughput (reserve 2 per routable ll worker, set in each case) -------------------
     Case("throughput/ht free", req("throughput"), view(ll("ll-a"), ht("ht-a", 10), ht("ht-b", 3)), (ROUTE, r.THROUGHPUT_DEFAULT, "ht-b")),
-    Case("throughput/borrow beyond reserve", req("throughput"), view(ll("ll-a", 1), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a")),
-    Case("throughput/borrow stops at reserve", req("throughput"), view(ll("ll-a", 2), FULL_HT), (WAIT, r.QUEUED_LL_RESERVED, None)),
-    Case("throughput/reserve counts every routable ll", req("throughput"), view(ll("ll-a", 0), ll("ll-b", 3), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a")),
-    Case("throughput/reserve ignores draining ll", req("throughput"), view(ll("ll-a", 2), ll("ll-b", 0, routable=False), FULL_HT), (WAIT, r.QUEUED_LL_RESERVED, None)),
+    Case("throughput/borrow beyond reserve", req("throughput"), view(ll("ll-a", 1), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a"), {"reserve_for_latency": 2}),
+    Case("throughput/borrow stops at reserve", req("throughput"), view(ll("ll-a", 2), FULL_HT), (WAIT, r.QUEUED_LL_RESERVED, None), {"reserve_for_latency": 2}),
+    Case("throughput/reserve counts every routable ll", req("throughput"), view(ll("ll-a", 0), ll("ll-b", 3), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a"), {"reserve_for_latency": 2}),
+    Case("throughput/reserve ignores draining ll", req("throughput"), view(ll("ll-a", 2), ll("ll-b", 0, routable=False), FULL_HT), (WAIT, r.QUEUED_LL_RESERVED, None), {"reserve_for_latency": 2}),
     Case("throughput/zero reserve", req("throughput"), view(ll("ll-a", 3), FULL_HT), (ROUTE, r.BORROW_LL, "ll-a"), {"reserve_for_latency": 0}),
     Case("throughput/all full", req("throughput"), view(FULL_LL, FULL_HT), (WAIT, r.QUEUED_ALL_FULL, None)),
     Case("throughput/no ht workers", req("throughput"), view(ll("ll-a", 0)), (ROUTE, r.NO_HT_WORKERS, "ll-a")),
-    Case("throughput/no ht workers, reserve", req("throughput"), view(ll("ll-a", 2)), (WAIT, r.QUEUED_LL_RESERVED, None)),
+    Case("throughput/no ht workers, reserve", req("throughput"), view(ll("ll-a", 2)), (WAIT, r.QUEUED_LL_RESERVED, None), {"reserve_for_latency": 2}),
     # --- no workers ----------------------------------------------------------------------
     Case("latency/no workers", req("latency"), view(), (REJECT, r.NO_WORKERS, None)),
     Case("balanced/none routable", req(), view(ll("ll-a", routable=False), ht("ht-a", routable=False)), (REJECT, r.NO_WORKERS, None)),

@@ -148,7 +148,7 @@ def test_effective_thresholds_resolve_defaults(knobs: dict, expect_threshold: fl
         "balanced_rtf_ceiling": 0.9,
         "balanced_threshold": expect_threshold,
         "balanced_hysteresis": 2.0,
-        "reserve_for_latency": 2.0,
+        "reserve_for_latency": 3.0,
         "adaptive_latency_reserve": 1.0,  # a switch, shown as 1 / 0
         "latency_queue_budget_ms": 150.0,
         "ttfp_budget_queue_fraction": 0.5,
