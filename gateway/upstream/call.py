@@ -29,7 +29,7 @@ from gateway.types.reservation import Reservation
 from gateway.types.view import RequestInfo
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.events import AttemptEnded, StreamEnded, UpstreamWorker
-from gateway.upstream.relay import HeldSlot, OpenStream, Relay, RetryAdmission
+from gateway.upstream.relay import HeldSlot, OpenStream, PcmTap, Relay, RetryAdmission
 
 
 class Admits(RetryAdmission, Protocol):
@@ -51,6 +51,13 @@ class CallTrace(Protocol):
 
 def _no_count(size: int) -> None:
     raise RuntimeError("the call is not open")
+
+
+async def _tapped(chunks: AsyncIterator[bytes], tap: PcmTap) -> AsyncIterator[bytes]:
+    """The stream's chunks, each also handed to its quality tap as it is relayed."""
+    async for chunk in chunks:
+        tap.add(chunk)
+        yield chunk
 
 
 class UpstreamCall:
@@ -117,7 +124,10 @@ class UpstreamCall:
         except BaseException:
             await self.close(StreamOutcome.ERROR)  # whatever is still held; a no-op otherwise
             raise
-        self.first_chunk, self.rest, self.count = stream.first_chunk, stream.rest, stream.pace.add
+        rest = stream.rest
+        if stream.tap is not None and rest is not None:
+            rest = _tapped(rest, stream.tap)  # a sampled stream only: the rest pay nothing per chunk
+        self.first_chunk, self.rest, self.count = stream.first_chunk, rest, stream.pace.add
 
     def failed_mid_stream(self, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio flowed: its kind; the worker is told at ``close``."""

@@ -129,12 +129,6 @@ class OpenStream:
     def attempts(self) -> int:
         return self.number
 
-    def received(self, chunk: bytes) -> None:
-        """Count one upstream chunk (hot path: one clock read per second of audio)."""
-        self.pace.add(len(chunk))
-        if self.tap is not None:
-            self.tap.add(chunk)
-
     def failed_mid_stream(self, error: UpstreamError) -> UpstreamErrorKind:
         """The stream broke after audio reached the client: no retry, but the worker is
         blamed (told with the stream's end, in ``close``)."""

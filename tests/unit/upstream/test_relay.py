@@ -52,7 +52,7 @@ async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> 
     assert inflight(fleet) == {"ll-0": 1, "ll-1": 0, "ht-0": 0}
     assert stream.rest is not None
     async for chunk in stream.rest:
-        stream.received(chunk)
+        stream.pace.add(len(chunk))
     await stream.close(StreamOutcome.COMPLETED)
     await stream.close(StreamOutcome.COMPLETED)  # idempotent
     assert inflight(fleet) == {"ll-0": 0, "ll-1": 0, "ht-0": 0}
@@ -370,7 +370,7 @@ async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: P
     stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
     assert stream.rest is not None
     async for chunk in stream.rest:
-        stream.received(chunk)
+        stream.pace.add(len(chunk))
     await stream.close(StreamOutcome.COMPLETED)
     [seen] = observer.streams
     assert seen.bytes == 1920 + 2 * 48000 + 10 and seen.ttfp_s is not None
