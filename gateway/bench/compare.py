@@ -302,7 +302,7 @@ def _start_router(fleet: Fleet, setup: Setup, workers: list[str]) -> str:
 def timing_parameters() -> dict[str, Any]:
     """The emulator's timing model as this checkout defines it (recorded with each run)."""
     try:
-        from gateway.worker_timing import TimingParams
+        from gateway.worker.timing import TimingParams
     except ImportError:  # the emulator's model is optional for reading old results
         return {}
     return {name: repr(value) for name, value in dataclasses.asdict(TimingParams()).items()}
