@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from gateway.deploy_profile import deep_merge
+from gateway.worker.profile import deep_merge
 from gateway.host_rules import parse_host_rule
 from gateway.types import PoolName, SlaClass
 from gateway.types.codec import MIN_AUDIO_TOKENS

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from gateway.config import ConfigError, GatewayConfig
-from gateway.deploy_profile import ProfileError, load_deploy_profile
+from gateway.worker.profile import ProfileError, load_deploy_profile
 from gateway.security.exposure import anonymous_exposure
 from gateway.supervisor.profile_check import Finding, Severity
 from gateway.supervisor.setup import check_supervised_profiles

@@ -3,7 +3,7 @@ sentence of a voice session alike.
 
 Both paths run the same checks on what only the gateway can judge (the model name, the
 ``max_new_tokens`` budget against the workers' profiles, the ``ref_audio`` policy, the
-voice, the prompt's bound against the workers' model length: ``gateway.prompt_bound``) and
+voice, the prompt's bound against the workers' model length: ``gateway.worker.prompt_bound``) and
 forward the same fields; each renders a refusal its own way (an HTTP error envelope, a
 session ``error`` message).
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.config import ModelsConfig, VoicesConfig
 from gateway.errors import GatewayError, bad_request
-from gateway.prompt_bound import PromptBound, Reference
+from gateway.worker.prompt_bound import PromptBound, Reference
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types.codec import MIN_AUDIO_TOKENS
 from gateway.voices.resolve import resolve_voice

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import DEFAULT_MODEL, VLLM_OMNI_COMMAND, LaunchConfig
-from gateway.deploy_profile import load_deploy_profile, resolve_profile_path
+from gateway.worker.profile import load_deploy_profile, resolve_profile_path
 from gateway.types import PoolName
 
 LL_PROFILE = "higgs_multimodal_qwen3_low_latency.yaml"

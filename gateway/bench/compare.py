@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.bench import replica_targets, report, voice_clone
+from gateway.bench import report, voice_clone
 from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quiet
 from gateway.bench.client import ClientOptions
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, emulator_command, free_port, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.scenarios import DEFAULT_LEVELS, RunOptions, run_async, sweep, trace, warm_up
-from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, targets_table
+from gateway.bench.targets import ADAPTIVE, REFERENCES, RUN_ID, new_run_id, replicas_table, targets_table
 from gateway.bench.workload import RAMP_MIX, Arrival, bursty, ramp
 from gateway.bench.routers import INSTALL_HINT, nginx_binary, nginx_command, vllm_router_binary, vllm_router_command
 from gateway.help_format import HelpFormatter
@@ -302,7 +302,7 @@ def _start_router(fleet: Fleet, setup: Setup, workers: list[str]) -> str:
 def timing_parameters() -> dict[str, Any]:
     """The emulator's timing model as this checkout defines it (recorded with each run)."""
     try:
-        from gateway.worker_timing import TimingParams
+        from gateway.worker.timing import TimingParams
     except ImportError:  # the emulator's model is optional for reading old results
         return {}
     return {name: repr(value) for name, value in dataclasses.asdict(TimingParams()).items()}
@@ -390,7 +390,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
             *headline(documents, levels),
             "",
             *targets_table(documents),
-            *replica_targets.table(documents),
+            *replicas_table(documents),
             "## Closed-loop sweep",
             "",
             f"Concurrency {', '.join(map(str, levels))}; requests per level "

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from gateway.config import AdmissionConfig, RoutingConfig, RoutingThresholds
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.routing import core as routing_core
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.policy import create_policy

@@ -55,12 +55,12 @@ from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port
 from gateway.bench.stats import percentile
 from gateway.bench.workload import TEXTS, text_order
 from gateway.config import GatewayConfig
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.help_format import HelpFormatter
 from gateway.pools.specs import load_pool_profiles, pool_specs
 from gateway.types import SLA_CLASS_HEADER, PoolName
 from gateway.types.codec import BYTES_PER_SECOND
-from gateway.worker_timing import StepModel
+from gateway.worker.timing import StepModel
 
 WAV_HEADER_BYTES = 44
 CLASSES = ("latency", "balanced", "balanced", "throughput")  # drawn uniformly: balanced twice as often

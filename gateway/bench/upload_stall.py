@@ -2,7 +2,7 @@
 
 The released worker saves an uploaded clip on its event loop (``serving_speech.py`` 948,
 985), so its streams pause meanwhile; the emulator blocks its loop as long (8 ms + 2 ms per
-clip-second, ``worker_timing.py``). One fleet per variant (one low-latency + one
+clip-second, ``gateway/worker/timing.py``). One fleet per variant (one low-latency + one
 high-throughput worker, `adaptive`, fresh processes) serves a closed loop at ``--concurrency``
 while ``--voices`` voices are uploaded through the gateway all at once:
 

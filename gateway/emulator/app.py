@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import Engine
@@ -29,7 +29,7 @@ from gateway.emulator.ref_audio import RefAudioResolver, probe_audio_seconds
 from gateway.emulator.speech import LoadCounter, SpeechService
 from gateway.emulator.speech_stream import SpeechStreamHandler, StreamTimeouts
 from gateway.emulator.spoken import SpeechAudio
-from gateway.worker_timing import StepModel, TimingParams
+from gateway.worker.timing import StepModel, TimingParams
 from gateway.emulator.voices import (
     DEFAULT_MAX_UPLOADED,
     MAX_SAMPLE_BYTES,

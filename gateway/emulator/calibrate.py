@@ -15,11 +15,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.deploy_profile import DeployProfile, load_deploy_profile
+from gateway.worker.profile import DeployProfile, load_deploy_profile
 from gateway.emulator.clock import VirtualClock
 from gateway.emulator.engine import Engine, EngineRequest
 from gateway.help_format import HelpFormatter
-from gateway.worker_timing import StepModel, TimingParams
+from gateway.worker.timing import StepModel, TimingParams
 
 LOW_LATENCY = "higgs_multimodal_qwen3_low_latency.yaml"
 HIGH_THROUGHPUT = "higgs_multimodal_qwen3_high_throughput.yaml"

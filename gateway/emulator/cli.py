@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile
+from gateway.worker.profile import DeployProfile, ProfileError, load_deploy_profile
 from gateway.emulator.faults import Faults, StreamCut
 from gateway.emulator.voices import DEFAULT_MAX_UPLOADED
 from gateway.help_format import HelpFormatter
@@ -142,7 +142,7 @@ def startup_delay(args: argparse.Namespace, profile: DeployProfile) -> float:
     profile's modelled start-up scaled like every other modelled time."""
     delay = max(0.0, args.startup_delay)
     if args.model_startup:
-        from gateway.worker_timing import StepModel
+        from gateway.worker.timing import StepModel
 
         delay += StepModel(profile).startup_seconds() * args.time_scale
     return delay

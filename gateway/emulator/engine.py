@@ -24,7 +24,7 @@ from enum import Enum
 from typing import Protocol
 
 from gateway.emulator.clock import Clock
-from gateway.worker_timing import StepModel
+from gateway.worker.timing import StepModel
 
 
 class RequestState(Enum):

@@ -62,7 +62,7 @@ from gateway.emulator.ref_cache import ResolvedClip
 from gateway.emulator.spoken import SpeechAudio
 from gateway.emulator.voices import VoiceStore
 from gateway.types.codec import BYTES_PER_SECOND, SAMPLE_RATE
-from gateway.worker_timing import StepModel
+from gateway.worker.timing import StepModel
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 log = logging.getLogger("gateway.emulator.speech")

@@ -34,13 +34,13 @@ from gateway.emulator.faults import GenerationFailed, StreamCut
 from gateway.emulator.metrics import ABORT_CLOSED, FAILED_CLIENT_DISCONNECT, FAILED_STAGE_ERROR
 from gateway.emulator.protocol import SpeechJob, SpeechRequest, validate_speech
 from gateway.emulator.speech import Generation, SpeechService, _Outcome
-from gateway.speech_stream_protocol import (
+from gateway.worker.session_protocol import (
     StreamingSpeechSessionConfig,
     model_not_found,
     sentence_request,
     unknown_voice,
 )
-from gateway.sentences import SentenceSplitter
+from gateway.worker.sentences import SentenceSplitter
 
 log = logging.getLogger("gateway.emulator.speech_stream")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.config import GatewayConfig
-from gateway.deploy_profile import DeployProfile, load_deploy_profile
+from gateway.worker.profile import DeployProfile, load_deploy_profile
 from gateway.types import PoolName
 
 

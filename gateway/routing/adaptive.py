@@ -16,21 +16,19 @@ from collections.abc import Sequence
 
 from gateway.config import RoutingThresholds
 from gateway.routing.classes import Context, SlaRules
-from gateway.routing.classes import balanced, deadline, latency, pinned, throughput
+from gateway.routing.classes import deadline, pinned
+from gateway.routing.classes.registry import CLASSES
 from gateway.routing.filters import PREDICTABLE, Untried
 from gateway.routing.outcomes import reject
 from gateway.routing.picker import TieBreak
 from gateway.routing.reserve import latency_reserve
 from gateway.routing.stages import FLEET_SCOPE, place
-from gateway.types import PoolName, SlaClass, reasons
+from gateway.types import PoolName, reasons
 from gateway.types.decision import Action, Decision
 from gateway.types.view import LoadView, RequestInfo, WorkerLoad
 
 LL = PoolName.LOW_LATENCY
 HT = PoolName.HIGH_THROUGHPUT
-
-CLASSES: dict[SlaClass, SlaRules] = {rules.sla: rules for rules in (latency.RULES, balanced.RULES, throughput.RULES)}
-
 
 class AdaptivePolicy:
     name = "adaptive"

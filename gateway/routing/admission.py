@@ -30,7 +30,7 @@ from typing import Generic
 
 from gateway.config import AdmissionConfig, RoutingThresholds
 from gateway.errors import GatewayError
-from gateway.routing.adaptive import CLASSES
+from gateway.routing.classes.registry import CLASSES
 from gateway.routing.policy import RoutingPolicy
 from gateway.routing.reserve import LatencyDemand
 from gateway.types import DROPPED_REASON_HEADER, SlaClass, reasons

@@ -1,4 +1,4 @@
-"""Limits the policies derive from slots: the balanced threshold and the latency reserve."""
+"""The balanced threshold the policies derive from slots (the latency reserve is reserve.py's)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,3 @@ def balanced_threshold(thresholds: RoutingThresholds, view: LoadView) -> int:
     if thresholds.balanced_threshold is not None:
         return thresholds.balanced_threshold
     return view.capacity(PoolName.LOW_LATENCY)
-
-
-def latency_reserve(thresholds: RoutingThresholds, view: LoadView) -> int:
-    """Low-latency slots that `throughput` requests must leave free (pool-wide)."""
-    return thresholds.reserve_for_latency * len(view.routable(PoolName.LOW_LATENCY))

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from gateway.deploy_profile import deep_merge
+from gateway.worker.profile import deep_merge
 from gateway.errors import bad_request
 from gateway.routing.admission import Admission
 from gateway.routing.performance import PerformanceModel

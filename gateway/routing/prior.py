@@ -14,11 +14,11 @@ import math
 from collections.abc import Mapping
 
 from gateway.config import MeasuredCurve
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.types import PoolName
 from gateway.types.codec import FRAMES_PER_SECOND
 from gateway.types.curve import Curve
-from gateway.worker_timing import StepModel, TimingParams
+from gateway.worker.timing import StepModel, TimingParams
 
 # What an average request looks like to the prior: ~8 s of audio, ~110 prompt tokens.
 TYPICAL_FRAMES = 200

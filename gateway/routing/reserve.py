@@ -40,9 +40,10 @@ LL = PoolName.LOW_LATENCY
 DEMAND_HALF_LIFE_S = 30.0
 # Enough places for the `latency` requests in flight at once this share of the time.
 RESERVE_QUANTILE = 0.99
-# A latency-grade stream runs at most this much slower than an idle low-latency one
-# (the same margin as ``classes.latency.LATENCY_RTF_MARGIN``'s default ceiling).
-_SERVICE_RTF_MARGIN = 1.4
+# A latency-grade stream runs at most this much slower than an idle low-latency one: the
+# `latency` class's default RTF ceiling (classes/latency.py) and the service time the
+# adaptive reserve sizes for.
+LATENCY_RTF_MARGIN = 1.4
 _LN2 = math.log(2.0)
 
 
@@ -76,7 +77,7 @@ class LatencyDemand:
         ``RESERVE_QUANTILE`` of the time (0 with no `latency` traffic or no low-latency worker)."""
         if ll_curve is None or ll_workers <= 0 or self._count <= 0:
             return 0
-        service_s = ll_curve.ttfp(1) + self.mean_audio_s() * ll_curve.rtf(1) * _SERVICE_RTF_MARGIN
+        service_s = ll_curve.ttfp(1) + self.mean_audio_s() * ll_curve.rtf(1) * LATENCY_RTF_MARGIN
         in_flight = poisson_quantile(self.rate(now) * service_s, RESERVE_QUANTILE)
         return -(-in_flight // ll_workers)
 
@@ -120,3 +121,9 @@ def latency_reserve(thresholds: RoutingThresholds, view: LoadView, fleet: Sequen
     if not thresholds.adaptive_latency_reserve or needed is None:
         return ceiling
     return needed if needed < ceiling else ceiling
+
+
+def static_latency_reserve(thresholds: RoutingThresholds, view: LoadView) -> int:
+    """The `rules` policy's reserve: ``reserve_for_latency`` places on every routable
+    low-latency worker, pool-wide, that `throughput` requests must leave free."""
+    return thresholds.reserve_for_latency * len(view.routable(PoolName.LOW_LATENCY))

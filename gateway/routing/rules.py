@@ -11,7 +11,8 @@ instead of slots) replaced it, and the benchmark compares the two on the same tr
 from __future__ import annotations
 
 from gateway.config import RoutingThresholds
-from gateway.routing.capacity import balanced_threshold, latency_reserve
+from gateway.routing.capacity import balanced_threshold
+from gateway.routing.reserve import static_latency_reserve
 from gateway.routing.outcomes import Option, first_free, reject, untried
 from gateway.routing.picker import TieBreak
 from gateway.routing.stages import place
@@ -73,7 +74,7 @@ class RulesPolicy:
     def _throughput(self, request: RequestInfo, view: LoadView, thresholds: RoutingThresholds) -> Decision:
         ll_free = view.free(LL)
         # Borrowing one slot must leave the whole reserve free for latency requests to come.
-        may_borrow = ll_free - 1 >= latency_reserve(thresholds, view)
+        may_borrow = ll_free - 1 >= static_latency_reserve(thresholds, view)
         options: tuple[Option, ...] = ()
         if view.has_workers(HT):
             options = ((HT, reasons.THROUGHPUT_DEFAULT),)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from gateway.atomic import write_atomically
 from gateway.config import ConfigError, RoutingConfig, RoutingThresholds, format_validation_error
-from gateway.deploy_profile import deep_merge
+from gateway.worker.profile import deep_merge
 from gateway.routing.capacity import balanced_threshold
 from gateway.types.view import LoadView
 

@@ -44,7 +44,7 @@ from gateway.sessions.observer import SessionObserver
 from gateway.sessions.outbox import Outbox, SocketClosed
 from gateway.sessions.playback import Playback, pcm_seconds
 from gateway.sessions.sentence import SentenceAudio, SentenceFailed, SentenceUpstream
-from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.worker.session_protocol import StreamingSpeechSessionConfig
 from gateway.telemetry.propagation import UNTRACED_SESSION
 from gateway.telemetry.tracing import SessionTrace
 from gateway.types import SlaClass

@@ -30,7 +30,7 @@ from enum import StrEnum
 from pydantic import ValidationError
 
 from gateway.errors import GatewayError
-from gateway.sentences import SentenceSplitter
+from gateway.worker.sentences import SentenceSplitter
 from gateway.sessions import messages
 from gateway.sessions.key import SessionKey, UnlimitedKey
 from gateway.sessions.messages import Refused
@@ -43,7 +43,7 @@ from gateway.sessions.outbox import (
 )
 from gateway.sessions.pipeline import DEFAULT_LOOKAHEAD_S, Sentence, SentencePipeline
 from gateway.sessions.voice import ConfigRefused, SessionVoices
-from gateway.speech_stream_protocol import (
+from gateway.worker.session_protocol import (
     StreamingSpeechSessionConfig,
     sentence_request,
 )

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.errors import GatewayError
-from gateway.speech_stream_protocol import StreamingSpeechSessionConfig, model_not_found
+from gateway.worker.session_protocol import StreamingSpeechSessionConfig, model_not_found
 from gateway.types.text_limits import MAX_INPUT_CHARS, MAX_LANGUAGE_CHARS, MAX_NAME_CHARS, MAX_REF_AUDIO_CHARS
 from gateway.voices.owners import NOBODY
 from gateway.worker_payload import SpeechFields, WorkerPayloads

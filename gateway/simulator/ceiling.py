@@ -25,12 +25,12 @@ from typing import Any
 from gateway.bench.compare import Setup
 from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.workload import TEXTS
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.simulator.fleet import WorkerPlan
 from gateway.simulator.loop import run_virtual
 from gateway.simulator.runs import simulate
 from gateway.types import PoolName
-from gateway.worker_timing import StepModel, TimingParams
+from gateway.worker.timing import StepModel, TimingParams
 
 
 # Requests per load = this many times the load: long enough that the last clips' tail

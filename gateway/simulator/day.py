@@ -35,7 +35,7 @@ from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import run_open
 from gateway.bench.workload import RAMP_MIX, Arrival, text_order
 from gateway.config import PlannerConfig
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.planner.arrivals import ArrivalMix, ClassArrivals
 from gateway.planner.planner import FleetPlanner, size_fleet
 from gateway.routing.prior import prior_curve

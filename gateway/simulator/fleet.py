@@ -21,7 +21,7 @@ from gateway.bench.client import RequestResult, RequestSpec
 from gateway.bench.stats import worst_underrun
 from gateway.config import AdmissionConfig, LearningSettings, PolicyName, RoutingConfig, RoutingThresholds
 from gateway.config import UpstreamConfig
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.emulator.clock import ScaledClock
 from gateway.emulator.driver import EngineDriver
 from gateway.emulator.engine import ChunkEvent, Engine, EngineRequest
@@ -41,7 +41,7 @@ from gateway.upstream.call import Upstream
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.events import StreamObservers
 from gateway.upstream.relay import Relay
-from gateway.worker_timing import StepModel, TimingParams
+from gateway.worker.timing import StepModel, TimingParams
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile
+from gateway.worker.profile import DeployProfile, ProfileError, load_deploy_profile
 from gateway.help_format import HelpFormatter
 from gateway.types import PoolName
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gateway.config import GatewayConfig
-from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile, resolve_profile_path
+from gateway.worker.profile import DeployProfile, ProfileError, load_deploy_profile, resolve_profile_path
 from gateway.pools.sink import WorkerSink
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.profile_check import Finding, Severity, check_profile, has_errors

@@ -28,7 +28,7 @@ from tests.support.audio import reference_wav
 
 BYTES_PER_FRAME = 1920  # one 40 ms codec frame of 24 kHz mono s16le
 FRAMES_PER_SECOND = 25
-CHARS_PER_SECOND = 15.0  # the emulator's speaking rate (gateway/worker_timing.py)
+CHARS_PER_SECOND = 15.0  # the emulator's speaking rate (gateway/worker/timing.py)
 STAGE0_MAX_TOKENS = 2048
 CODEBOOK_DELAY_STEPS = 7
 

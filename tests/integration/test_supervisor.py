@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from gateway.config import LaunchConfig, WarmupConfig
-from gateway.deploy_profile import resolve_profile_path
+from gateway.worker.profile import resolve_profile_path
 from gateway.pools.warmup import default_batch_sizes, warm_up
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.supervisor.worker import RunState

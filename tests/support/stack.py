@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import yaml
 
-from gateway.deploy_profile import deep_merge
+from gateway.worker.profile import deep_merge
 from tests.support.procs import GATEWAY_CLI, Proc, free_port, running, running_emulator
 
 LL_PROFILE = "higgs_multimodal_qwen3_low_latency.yaml"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.deploy_profile import DeployProfile, load_deploy_profile
+from gateway.worker.profile import DeployProfile, load_deploy_profile
 
 LOW_LATENCY = "higgs_multimodal_qwen3_low_latency.yaml"
 HIGH_THROUGHPUT = "higgs_multimodal_qwen3_high_throughput.yaml"

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message
 from gateway.app import GatewayApp, create_app
 from gateway.bench.soak import LeakCheck
 from gateway.config import DEFAULT_MODEL, load_config
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.emulator.app import EmulatorSettings, create_app as create_emulator
 from gateway.security.auth import hash_key
 from gateway.types import PoolName

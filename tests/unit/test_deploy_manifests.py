@@ -28,7 +28,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from gateway.config import DEFAULT_MODEL, VLLM_OMNI_COMMAND, ServerConfig, load_config
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.types import PoolName
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import pytest
 
 from gateway.config import load_config
 from gateway.errors import GatewayError
-from gateway.prompt_bound import PromptBound, Reference, clip_tokens
+from gateway.worker.prompt_bound import PromptBound, Reference, clip_tokens
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.sessions.voice import SessionVoices
-from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.worker.session_protocol import StreamingSpeechSessionConfig
 from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import SpeechFields, WorkerPayloads

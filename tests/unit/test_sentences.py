@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.sentences import SentenceSplitter, split_units
+from gateway.worker.sentences import SentenceSplitter, split_units
 
 
 def run(granularity: str, *pieces: str) -> tuple[list[list[str]], list[str]]:

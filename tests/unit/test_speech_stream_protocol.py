@@ -11,7 +11,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from gateway.speech_stream_protocol import (
+from gateway.worker.session_protocol import (
     StreamingSpeechSessionConfig,
     model_not_found,
     sentence_request,

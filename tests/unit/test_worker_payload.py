@@ -14,7 +14,7 @@ from gateway.config import load_config
 from gateway.errors import GatewayError
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.sessions.voice import ConfigRefused, SessionVoices
-from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.worker.session_protocol import StreamingSpeechSessionConfig
 from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads

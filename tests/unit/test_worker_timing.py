@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from gateway.deploy_profile import DeployProfile, ProfileError, load_deploy_profile, parse_deploy_profile
-from gateway.worker_timing import StepModel
+from gateway.worker.profile import DeployProfile, ProfileError, load_deploy_profile, parse_deploy_profile
+from gateway.worker.timing import StepModel
 
 
 def test_low_latency_profile_replays_decode_graphs(low_latency: DeployProfile) -> None:

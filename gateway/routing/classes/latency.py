@@ -25,15 +25,15 @@ from collections.abc import Sequence
 from gateway.config import RoutingThresholds
 from gateway.routing.classes import Context, SlaRules
 from gateway.routing.filters import WITHIN_CAP, InPool, UnderRtfCeiling
+# Without an explicit ceiling, latency-grade means at most this much slower than the best
+# idle low-latency worker (the same margin the adaptive reserve sizes its service time with).
+from gateway.routing.reserve import LATENCY_RTF_MARGIN
 from gateway.routing.scorers import predicted_ttfp
 from gateway.routing.stages import Plan, Stage
 from gateway.types import PoolName, SlaClass, reasons
 from gateway.types.view import RequestInfo, WorkerLoad
 
 LL = PoolName.LOW_LATENCY
-# Without an explicit ceiling, latency-grade means at most this much slower than the best
-# idle low-latency worker.
-LATENCY_RTF_MARGIN = 1.4
 _ON_LOW_LATENCY = InPool(LL)
 
 

@@ -13,10 +13,10 @@ from gateway.acceptance.report import markdown, tune_document, write
 from gateway.acceptance.variants import HIGH_THROUGHPUT, LOW_LATENCY, LOW_LATENCY_XQA, VARIANTS, launch_for
 from gateway.bench.tune import find_crossover
 from gateway.config import VLLM_OMNI_COMMAND
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.emulator.cli import build_parser
 from gateway.supervisor.command import build_spec
-from gateway.worker_timing import StepModel
+from gateway.worker.timing import StepModel
 
 
 def real_argv(tmp_path: Path, variant: Any) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.bench.overhead_report import cpu_table, split_cost, ttfp_table, write_report
+from gateway.bench.overhead import cpu_table, split_cost, ttfp_table, write_report
 
 
 def _run(p50_ms: float, p99_ms: float, cpu_s: float | None = None, idle_s: float = 0.0,

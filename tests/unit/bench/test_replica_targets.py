@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.bench.replica_targets import evaluate, table
+from gateway.bench.targets import evaluate_replicas as evaluate, replicas_table as table
 from gateway.bench.targets import ADAPTIVE, RUN_ID
 
 

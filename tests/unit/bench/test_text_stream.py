@@ -41,7 +41,7 @@ def test_replies_cycle_and_every_one_has_several_sentences() -> None:
     assert replies(4, offset=1) == [REPLIES[1], REPLIES[2], REPLIES[0], REPLIES[1]]
     assert all(len(reply.sentences) >= 3 for reply in REPLIES)
     # Each sentence ends with a mark the splitter cuts at, so the session sees them as sentences.
-    from gateway.sentences import SentenceSplitter
+    from gateway.worker.sentences import SentenceSplitter
 
     for reply in REPLIES:
         splitter = SentenceSplitter("sentence")

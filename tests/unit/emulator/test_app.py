@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.emulator.app import EmulatorSettings, create_app
 
 

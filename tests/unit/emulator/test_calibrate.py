@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.emulator.calibrate import (
     PUBLISHED_CLONE_MEAN_RTF,
     PUBLISHED_MEAN_RTF,

@@ -63,9 +63,9 @@ def test_stream_timers_must_be_positive(flag: str, capsys: pytest.CaptureFixture
 
 
 def test_model_startup_waits_the_profiles_start_up_at_the_time_scale() -> None:
-    from gateway.deploy_profile import load_deploy_profile
+    from gateway.worker.profile import load_deploy_profile
     from gateway.emulator.cli import startup_delay
-    from gateway.worker_timing import StepModel
+    from gateway.worker.timing import StepModel
 
     profile = load_deploy_profile("higgs_multimodal_qwen3_low_latency.yaml")
     modelled = StepModel(profile).startup_seconds()

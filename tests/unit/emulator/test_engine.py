@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gateway.deploy_profile import DeployProfile, load_deploy_profile, parse_deploy_profile
+from gateway.worker.profile import DeployProfile, load_deploy_profile, parse_deploy_profile
 from gateway.emulator.clock import VirtualClock
 from gateway.emulator.engine import ChunkEvent, Engine, EngineRequest, RequestState
-from gateway.worker_timing import StepModel, TimingParams
+from gateway.worker.timing import StepModel, TimingParams
 
 
 @dataclass

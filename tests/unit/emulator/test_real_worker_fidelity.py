@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.emulator.app import EmulatorSettings, create_app
 from gateway.emulator.cli import build_parser, max_uploaded_from_env, speaker_dir_from_env
 from gateway.emulator.encode import wav_file

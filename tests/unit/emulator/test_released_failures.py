@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.emulator.app import create_app
 from gateway.emulator.engine_death import ENGINE_DEAD_MESSAGE
 from gateway.emulator.ref_cache import CODE_CACHE_MAX_ENTRIES, ReferenceCaches, ResolvedClip
-from gateway.worker_timing import StepModel
+from gateway.worker.timing import StepModel
 from tests.support.clip_server import clip_server, tone_wav
 from tests.unit.emulator.test_released_worker_fidelity import PCM_STREAM, settings
 

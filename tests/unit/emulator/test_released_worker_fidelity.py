@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.emulator.app import EmulatorSettings, create_app
 from gateway.emulator.cli import build_parser, emulator_settings
 from gateway.emulator.clock import VirtualClock
@@ -27,7 +27,7 @@ from gateway.emulator.engine import Engine, EngineRequest
 from gateway.emulator.faults import Faults
 from gateway.emulator.metrics import RTF_BUCKETS, SECONDS_BUCKETS, SECONDS_FAST_BUCKETS, EmulatorMetrics, EngineCounts
 from gateway.emulator.spoken import SpeechAudio
-from gateway.worker_timing import StepModel
+from gateway.worker.timing import StepModel
 from tests.support.clip_server import HUGE_BYTES, ClipServer, clip_server, tone_wav
 from tests.support.procs import free_port
 

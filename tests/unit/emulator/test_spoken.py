@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.deploy_profile import DeployProfile
+from gateway.worker.profile import DeployProfile
 from gateway.emulator.app import EmulatorSettings, create_app
 from gateway.emulator.audio import BYTES_PER_FRAME, SAMPLES_PER_FRAME, SpeechSynth, voice_pitch_hz
 from gateway.emulator.espeak import Espeak
@@ -27,7 +27,7 @@ from gateway.emulator.spoken import (
     render_clip,
     render_fitted,
 )
-from gateway.worker_timing import StepModel, TimingParams
+from gateway.worker.timing import StepModel, TimingParams
 
 TEXT = "The gateway routes every request to the pool that serves it best. Latency first!"
 SEED = 42

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.classes.latency import latency_grade_rtf as latency_rtf_ceiling
 from gateway.routing.picker import TIE

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.routing.capacity import balanced_threshold, latency_reserve
+from gateway.routing.capacity import balanced_threshold
+from gateway.routing.reserve import static_latency_reserve as latency_reserve
 from gateway.routing.classes.latency import queue_budget_s as latency_queue_budget_s
 from gateway.types import PoolName
 from tests.unit.routing.fakes import ht, ll, req, thresholds, view

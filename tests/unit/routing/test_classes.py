@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from gateway.deploy_profile import load_deploy_profile
-from gateway.routing.adaptive import CLASSES, AdaptivePolicy
+from gateway.worker.profile import load_deploy_profile
+from gateway.routing.adaptive import AdaptivePolicy
+from gateway.routing.classes.registry import CLASSES
 from gateway.routing.classes.latency import queue_budget_s
 from gateway.routing.prior import prior_curve
 from gateway.types import PoolName, SlaClass

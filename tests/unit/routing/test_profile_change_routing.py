@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.config import RoutingThresholds
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.performance import PerformanceModel
 from gateway.routing.prior import prior_curve

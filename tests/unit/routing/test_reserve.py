@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gateway.config import AdmissionConfig, RoutingConfig
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing import core as routing_core
 from gateway.routing.prior import prior_curve

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.routing.filters import WITHIN_CAP, InPool, LeavesLatencyReserve, UnderRtfCeiling, Untried
 from gateway.routing.picker import TIE, TieBreak
 from gateway.routing.prior import prior_curve

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.picker import TieBreak
 from gateway.routing.prior import prior_curve

@@ -28,7 +28,7 @@ from gateway.security.ref_audio import RefAudioPolicy
 from gateway.sessions.outbox import Outbox
 from gateway.sessions.session import Session, SessionEnd, SessionLimits
 from gateway.sessions.voice import SessionVoices
-from gateway.speech_stream_protocol import StreamingSpeechSessionConfig
+from gateway.worker.session_protocol import StreamingSpeechSessionConfig
 from gateway.types import PoolName
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads

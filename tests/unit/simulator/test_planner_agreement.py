@@ -21,7 +21,7 @@ from gateway.bench.fleet import HT_PROFILE, LL_PROFILE
 from gateway.bench.scenarios import run_closed, run_open
 from gateway.bench.workload import poisson, text_order
 from gateway.config import PlannerConfig
-from gateway.deploy_profile import load_deploy_profile
+from gateway.worker.profile import load_deploy_profile
 from gateway.planner.planner import FleetPlanner
 from gateway.routing.performance import CurveSnapshot
 from gateway.routing.prior import prior_curve

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.deploy_profile import REPO_PROFILES_DIR, load_deploy_profile
+from gateway.worker.profile import REPO_PROFILES_DIR, load_deploy_profile
 from gateway.supervisor.profile_check import (
     COMMITTED_PROFILES,
     Severity,
@@ -86,7 +86,7 @@ def test_key_paths_follow_the_file_order_of_stages() -> None:
     raw_ll = load_deploy_profile(LL).raw
     swapped = dict(raw_ll, stages=list(reversed(raw_ll["stages"])))
     swapped["stages"][0] = dict(swapped["stages"][0], enforce_eager=False)  # stage 1, now listed first
-    from gateway.deploy_profile import parse_deploy_profile
+    from gateway.worker.profile import parse_deploy_profile
 
     findings = check_profile(parse_deploy_profile(swapped, source="swapped.yaml"))
     assert [f.key for f in findings] == ["stages[0].enforce_eager"]

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 
-from gateway.sentences import Granularity
+from gateway.worker.sentences import Granularity
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

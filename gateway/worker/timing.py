@@ -20,7 +20,7 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
-from gateway.deploy_profile import DeployProfile, ProfileError
+from gateway.worker.profile import DeployProfile, ProfileError
 from gateway.types.codec import FRAMES_PER_SECOND
 
 # vLLM's own capture list when a profile enables full decode graphs but names no sizes.
