@@ -190,11 +190,20 @@ def test_without_tracing_each_sentence_carries_its_id_and_the_callers_traceparen
         session.utterance("Without a trace.")
         session.send("session.close")
     assert worker_saw(setup.workers, "sess-plain-2-u0-s0") == ("None", "None")
-    # The session's own log lines carry its id.
-    lines = [json.loads(line) for line in setup.untraced.log().splitlines() if line.startswith("{")]
-    placed = [line for line in lines if line.get("msg", "").startswith("session sentence") and "placed" in line["msg"]]
+    # The session's own log lines carry its id. Its end is logged once the gateway has
+    # closed its side, which may come after the client's close returned: wait for it.
+    def log_lines() -> list[dict[str, Any]]:
+        # Whole lines only: the gateway may be writing the last one as the file is read.
+        text = setup.untraced.log()
+        complete = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+        return [json.loads(line) for line in complete if line.startswith("{")]
+
+    def ended_lines() -> list[dict[str, Any]]:
+        return [line for line in log_lines() if line.get("msg", "").startswith("voice session sess-plain-1 ended")]
+
+    ended = wait_until(ended_lines, message="the session's end logged")
+    placed = [line for line in log_lines() if line.get("msg", "").startswith("session sentence") and "placed" in line["msg"]]
     assert "sess-plain-1" in {line.get("request_id") for line in placed}
-    ended = [line for line in lines if line.get("msg", "").startswith("voice session sess-plain-1 ended")]
     assert ended and ended[0]["request_id"] == "sess-plain-1" and ended[0]["trace_id"] == CALLER_TRACE
 
 

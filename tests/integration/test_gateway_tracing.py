@@ -133,8 +133,14 @@ def test_the_callers_trace_runs_through_the_gateway_into_the_worker(setup: Setup
     assert traceparent == f"00-{CALLER_TRACE}-{attempt.span_id}-01"
     assert tracestate == "caller=1"
     # The gateway's access line names the trace.
-    access = [json.loads(line) for line in setup.traced.log().splitlines() if '"higgs_gateway.access"' in line]
-    assert any(line["request_id"] == "trace-it-1" and line["trace_id"] == CALLER_TRACE for line in access)
+    # (Whole lines only, polled: the line may still be being written as the file is read.)
+    def traced_access_line() -> bool:
+        text = setup.traced.log()
+        complete = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+        access = [json.loads(line) for line in complete if '"higgs_gateway.access"' in line]
+        return any(line["request_id"] == "trace-it-1" and line["trace_id"] == CALLER_TRACE for line in access)
+
+    wait_until(traced_access_line, message="the access line naming the trace")
 
 
 def test_without_tracing_the_worker_still_gets_the_request_id_and_the_callers_traceparent(setup: Setup) -> None:
