@@ -10,7 +10,6 @@ request under it, and a barge-in ends every span it stops."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -192,17 +191,11 @@ def test_without_tracing_each_sentence_carries_its_id_and_the_callers_traceparen
     assert worker_saw(setup.workers, "sess-plain-2-u0-s0") == ("None", "None")
     # The session's own log lines carry its id. Its end is logged once the gateway has
     # closed its side, which may come after the client's close returned: wait for it.
-    def log_lines() -> list[dict[str, Any]]:
-        # Whole lines only: the gateway may be writing the last one as the file is read.
-        text = setup.untraced.log()
-        complete = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
-        return [json.loads(line) for line in complete if line.startswith("{")]
-
     def ended_lines() -> list[dict[str, Any]]:
-        return [line for line in log_lines() if line.get("msg", "").startswith("voice session sess-plain-1 ended")]
+        return [line for line in setup.untraced.json_lines() if line.get("msg", "").startswith("voice session sess-plain-1 ended")]
 
     ended = wait_until(ended_lines, message="the session's end logged")
-    placed = [line for line in log_lines() if line.get("msg", "").startswith("session sentence") and "placed" in line["msg"]]
+    placed = [line for line in setup.untraced.json_lines() if line.get("msg", "").startswith("session sentence") and "placed" in line["msg"]]
     assert "sess-plain-1" in {line.get("request_id") for line in placed}
     assert ended and ended[0]["request_id"] == "sess-plain-1" and ended[0]["trace_id"] == CALLER_TRACE
 

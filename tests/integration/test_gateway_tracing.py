@@ -5,7 +5,6 @@ the worker still gets both, the caller's traceparent unchanged."""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -135,9 +134,7 @@ def test_the_callers_trace_runs_through_the_gateway_into_the_worker(setup: Setup
     # The gateway's access line names the trace.
     # (Whole lines only, polled: the line may still be being written as the file is read.)
     def traced_access_line() -> bool:
-        text = setup.traced.log()
-        complete = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
-        access = [json.loads(line) for line in complete if '"higgs_gateway.access"' in line]
+        access = [line for line in setup.traced.json_lines() if line.get("logger") == "higgs_gateway.access"]
         return any(line["request_id"] == "trace-it-1" and line["trace_id"] == CALLER_TRACE for line in access)
 
     wait_until(traced_access_line, message="the access line naming the trace")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -32,6 +34,12 @@ class Proc:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def json_lines(self) -> list[dict[str, Any]]:
+        """The log's JSON lines, whole ones only: the process may be writing the last as it is read."""
+        text = self.log()
+        complete = text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
+        return [json.loads(line) for line in complete if line.startswith("{")]
 
     def stop(self, timeout: float = 10.0) -> None:
         stop_process(self.popen, timeout)
