@@ -77,6 +77,9 @@ def stack(tmp_path: Path) -> Iterator[tuple[Proc, Proc, dict[str, str]]]:
             "health": {"interval_s": 0.5},
             "load_reports": {"interval_s": 0.5},
             "logging": {"level": "WARNING"},
+            # Every stream scored: a (pool, batch) series born with one observation has no rate, so
+            # at the default share the HNR panel could stay empty on a slow run (0/0 is NaN).
+            "quality": {"sample_share": 1.0},
             "data_dir": str(tmp_path / "data"),
         }
         config_path = tmp_path / "gateway.yaml"
