@@ -422,6 +422,7 @@ def create_app(
         max_open_per_replica=sessions_config.max_open_per_replica,
         clock=clock,
         tracing=tracing,
+        retry_after_s=config.admission.retry_after_s,
     )
 
     gateway: GatewayApp | None = None

@@ -103,6 +103,7 @@ class SessionEndpoint:
         max_open_per_replica: int | None,
         clock: Callable[[], float],
         tracing: SpeechTracing | None = None,
+        retry_after_s: int = 1,
     ) -> None:
         self._auth = auth
         self._admission = admission
@@ -113,6 +114,7 @@ class SessionEndpoint:
         self._observer = observer
         self._allowed_origins = set(allowed_origins)
         self._max_open_per_replica = max_open_per_replica
+        self._retry_after = str(retry_after_s)  # admission.retry_after_s, as every other refusal says
         self._clock = clock
         # Spans when tracing is configured; otherwise only the headers workers get.
         self._tracing = tracing or PassThroughTracing()
@@ -197,7 +199,7 @@ class SessionEndpoint:
         if self._max_open_per_replica is not None and self.open_sessions >= self._max_open_per_replica:
             raise GatewayError(
                 503, f"This gateway already serves {self._max_open_per_replica} voice sessions; retry shortly.",
-                code="too_many_sessions", headers={"Retry-After": "1"},
+                code="too_many_sessions", headers={"Retry-After": self._retry_after},
             )  # fmt: skip
 
 
