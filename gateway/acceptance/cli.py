@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu", default="0", help="the GPU each worker runs on, one after another (CUDA_VISIBLE_DEVICES)")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="the model vllm-omni serves (weights already local)")
     parser.add_argument("--levels", type=int_list, default=int_list(DEFAULT_LEVELS), help="concurrency levels")
-    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(16, 2 x level))")
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(32, 4 x level))")
     parser.add_argument("--time-scale", type=float, default=0.25, help="with --emulate: the emulator's time scale")
     parser.add_argument("--start-timeout", type=float, default=1800.0, help="seconds a real worker may take to load")
     parser.add_argument("--variants", default=",".join(v.name for v in VARIANTS), help="which variants to run")
