@@ -36,7 +36,7 @@ class Lease:
     __slots__ = ("worker", "_on_release", "_released", "_shared", "shared_id")
 
     def __init__(self, worker: Worker, on_release: Callable[[Worker], None], shared: SharedLeases | None = None) -> None:
-        worker.inflight += 1
+        worker.lease_taken()
         self.worker = worker
         self._on_release = on_release
         self._released = False
@@ -57,7 +57,7 @@ class Lease:
         if self._released:
             return
         self._released = True
-        self.worker.inflight -= 1
+        self.worker.lease_returned()
         if self._shared is not None:
             self._shared.released(self)
         self._on_release(self.worker)

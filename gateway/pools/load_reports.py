@@ -133,7 +133,7 @@ class LoadReporter:
         return polls >= (UNTRACKED_POLLS_CONFIRMED if confirmed else UNTRACKED_POLLS)
 
     def _fall_back_to_metrics(self, worker: Worker) -> None:
-        worker.load_source = LoadSource.METRICS
+        worker.read_load_from(LoadSource.METRICS)
         self._idle_while_busy.pop(worker.worker_id, None)
         log.warning(
             "worker %s: /load stays 0 with requests in flight (started without "

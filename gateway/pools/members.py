@@ -61,6 +61,7 @@ class Members:
             managed=managed,
             drained=worker_id in self._drained_ids,
             state_since=self._clock(),
+            restarts=0 if existing is None else existing.restarts + 1,
         )
         if existing is not None:
             # Same id, new address (a pod rescheduled): in-flight requests keep their
@@ -69,7 +70,6 @@ class Members:
             # series and operator drain carry over.
             existing.set_state(WorkerState.STOPPED, self._clock(), "replaced")
             self._readiness.cancel(worker_id)
-            worker.restarts = existing.restarts + 1
         self._workers[worker_id] = worker
         if existing is not None:
             self._events.restarted(worker, RestartReason.ADDRESS_CHANGED)
@@ -89,15 +89,10 @@ class Members:
         if worker is None:
             return
         self._readiness.cancel(worker_id)
-        worker.answered = False
-        worker.reported_load = None
-        worker.reported_at = None
-        worker.process_start_time = None
         was_ready = worker.state is WorkerState.READY
-        if worker.set_state(WorkerState.STARTING, self._clock(), "process restarting"):
+        if worker.process_restarting(self._clock()):
             if was_ready:
                 self._events.ejected(worker, EjectionReason.PROCESS_EXIT)
-            worker.restarts += 1
             self._events.restarted(worker, RestartReason.PROCESS_EXIT)
             self._events.capacity_changed()
 
@@ -106,8 +101,7 @@ class Members:
         if worker is None:
             return
         self._readiness.cancel(worker_id)
-        worker.last_error = reason
-        if worker.set_state(WorkerState.FAILED, self._clock(), reason):
+        if worker.fail(reason, self._clock()):
             self._events.capacity_changed()
 
     def set_retiring(self, worker_id: str, retiring: bool) -> Worker | None:
@@ -116,7 +110,7 @@ class Members:
         worker = self._workers.get(worker_id)
         if worker is None or worker.retiring == retiring:
             return worker
-        worker.retiring = retiring
+        worker.set_retiring(retiring)
         log.info("worker %s %s", worker_id, "retiring" if retiring else "no longer retiring", extra={"worker": worker_id})
         self._events.capacity_changed()
         return worker
@@ -128,7 +122,7 @@ class Members:
             self._drained_ids.add(worker_id)
         else:
             self._drained_ids.discard(worker_id)
-        worker.drained = drained
+        worker.set_drained(drained)
         log.info("worker %s %s by operator", worker_id, "drained" if drained else "undrained", extra={"worker": worker_id})
         self._events.capacity_changed()
         return worker
@@ -140,7 +134,7 @@ class Members:
         for worker in self._workers.values():
             drained = worker.worker_id in self._drained_ids
             if worker.drained != drained:
-                worker.drained = drained
+                worker.set_drained(drained)
                 changed = True
         if changed:
             self._events.capacity_changed()

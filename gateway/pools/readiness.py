@@ -53,12 +53,10 @@ class Readiness:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # stays unready; the next good probe tries again
-            worker.last_error = f"prepare: {exc}"
+            worker.note_error(f"prepare: {exc}")
             log.warning("worker %s not ready: %s", worker.worker_id, exc, extra={"worker": worker.worker_id})
             return
         # A worker removed or replaced while preparing is STOPPED: it stays so.
         if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
-            worker.consecutive_failures = 0
-            worker.failed_after_arrival = False
-            worker.set_state(WorkerState.READY, self._clock(), "healthy and prepared")
+            worker.mark_ready(self._clock(), "healthy and prepared")
             self._events.capacity_changed()

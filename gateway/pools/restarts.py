@@ -68,8 +68,7 @@ class RestartDetector:
         ``record_only``: a worker being prepared (its voices are replayed anyway)."""
         started = await self._start_time(worker)
         if started is not None:
-            previous = worker.process_start_time
-            worker.process_start_time = started
+            previous = worker.record_start_time(started)
             if previous is not None and abs(started - previous) > SAME_START_TOLERANCE_S:
                 return RestartReason.START_TIME_CHANGED
             return None

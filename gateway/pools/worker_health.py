@@ -56,10 +56,9 @@ class WorkerHealth:
         return worker is not None and worker.answered
 
     def probe_succeeded(self, worker: Worker) -> None:
-        worker.answered = True
-        worker.consecutive_failures = 0
+        worker.answered_probe()
         if worker.state is WorkerState.EJECTED and self._gate is not None and not self._gate(worker):
-            worker.ejected_at = self._clock()  # the gate's re-test is this half-open's probe
+            worker.wait_half_open_again(self._clock())  # the gate's re-test is this half-open's probe
             return
         if worker.state in (WorkerState.STARTING, WorkerState.EJECTED):
             self._readiness.start(worker)
@@ -69,11 +68,11 @@ class WorkerHealth:
             # A probe sent before the supervisor gave up ends after it: its ConnectTimeout
             # must not replace the reason the worker failed (start timeout, crash loop).
             return
-        worker.last_error = why
+        worker.note_error(why)
         if worker.state is WorkerState.READY:
             self._count_failure(worker, EjectionReason.HEALTH_PROBE)
         elif worker.state is WorkerState.EJECTED:
-            worker.ejected_at = self._clock()  # half-open probe failed: wait another period
+            worker.wait_half_open_again(self._clock())  # half-open probe failed: wait another period
 
     def due_for_half_open(self, worker: Worker) -> bool:
         return (
@@ -83,26 +82,25 @@ class WorkerHealth:
         )
 
     def request_succeeded(self, worker: Worker) -> None:
-        worker.consecutive_failures = 0
-        worker.failed_after_arrival = False
+        worker.request_succeeded()
 
     def failed_after_arrival(self, worker: Worker, detail: str, engine_dead: bool) -> None:
         """The worker took a request and failed it (a 500, a stream cut or empty, silence).
         Whose fault that was is settled later (``upstream.blame``), but a worker that said its
         engine died serves nothing more: out of routing now, not after more failures."""
-        worker.failed_after_arrival = True
+        worker.mark_failed_after_arrival()
         if engine_dead:
             self._eject_now(worker, EjectionReason.ENGINE_DEAD, detail)
 
     def request_failed(self, worker: Worker, kind: UpstreamErrorKind, detail: str, ejecting: bool) -> None:
         """A relay attempt failed; ``ejecting`` says whether it was the worker's fault."""
-        worker.last_error = f"{kind}: {detail}"
+        worker.note_error(f"{kind}: {detail}")
         if kind == UpstreamErrorKind.CONNECT and worker.failed_after_arrival:
             # Refused right after failing what it had taken: the process stopped listening.
             self._eject_now(worker, EjectionReason.STOPPED_LISTENING, detail)
             return
         if kind in (UpstreamErrorKind.STREAM_ERROR, UpstreamErrorKind.READ_TIMEOUT):
-            worker.failed_after_arrival = True  # a stream cut after audio (told with its StreamEnded)
+            worker.mark_failed_after_arrival()  # a stream cut after audio (told with its StreamEnded)
         if kind == UpstreamErrorKind.VOICE_MISSING:
             # The gateway only names voices it registered, so the worker lost them: it
             # restarted faster than the probes noticed (or missed a fan-out).
@@ -123,25 +121,18 @@ class WorkerHealth:
         if not self._members.is_current(worker) or worker.state not in (WorkerState.READY, WorkerState.EJECTED):
             return  # gone, or already being prepared (which replays the voices anyway)
         self._readiness.cancel(worker.worker_id)
-        worker.reported_load = None
-        worker.reported_at = None
-        worker.consecutive_failures = 0
-        worker.restarts += 1
-        worker.set_state(WorkerState.STARTING, self._clock(), f"restarted behind its address ({why})")
+        worker.restarted_behind_address(self._clock(), why)
         self._events.restarted(worker, why)
         self._events.capacity_changed()
         if worker.answered:
             self._readiness.start(worker)  # it answers already: replay now, not at the next probe
 
     def _eject_now(self, worker: Worker, reason: EjectionReason, detail: str) -> None:
-        worker.last_error = f"{reason}: {detail}"
-        if worker.state is WorkerState.READY and worker.set_state(WorkerState.EJECTED, self._clock(), reason):
+        if worker.eject(reason, detail, self._clock()):
             self._events.ejected(worker, reason)
             self._events.capacity_changed()
 
     def _count_failure(self, worker: Worker, reason: EjectionReason) -> None:
-        worker.consecutive_failures += 1
-        if worker.consecutive_failures >= self._config.eject_after_failures:
-            if worker.set_state(WorkerState.EJECTED, self._clock(), reason):
-                self._events.ejected(worker, reason)
-                self._events.capacity_changed()
+        if worker.count_failure(reason, self._config.eject_after_failures, self._clock()):
+            self._events.ejected(worker, reason)
+            self._events.capacity_changed()

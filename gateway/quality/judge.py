@@ -25,12 +25,18 @@ EVIDENCE = 8  # failed samples kept per worker for /admin/pools
 
 
 class JudgedWorker(Protocol):
-    """A worker as the judge reads it (the fleet's ``Worker``)."""
+    """A worker as the judge reads and records it (the fleet's ``Worker``)."""
 
-    worker_id: str
-    state: WorkerState
-    state_since: float
-    quality: dict[str, object] | None
+    @property
+    def worker_id(self) -> str: ...
+    @property
+    def state(self) -> WorkerState: ...
+    @property
+    def state_since(self) -> float: ...
+    @property
+    def quality(self) -> dict[str, object] | None: ...
+    def record_quality(self, quality: dict[str, object]) -> None: ...
+    def note_quality(self, key: str, value: object) -> None: ...
 
 
 class _Record:
@@ -91,7 +97,7 @@ class QualityJudge:
         bad = sum(record.verdicts)
         share = bad / len(record.verdicts) if record.verdicts else 0.0
         self._metrics.scored(sample.pool.value, sample.worker_id, sample.load, score, verdict, share)
-        worker.quality = {
+        worker.record_quality({
             "window": len(record.verdicts),
             "bad_in_window": bad,
             "eject_after_bad": self._eject_after,
@@ -100,7 +106,7 @@ class QualityJudge:
             "failures": list(record.failures),
             # The last ejection's evidence and its re-test's outcome outlive the window.
             **{key: value for key, value in (worker.quality or {}).items() if key in ("ejection", "readmission")},
-        }
+        })  # fmt: skip
         if counted and bad >= self._eject_after:
             self._eject_for(worker, record, bad)
         return verdict
@@ -112,8 +118,7 @@ class QualityJudge:
             f"{bad} of its last {len(record.verdicts)} scored streams failed ({', '.join(verdicts)};"
             f" decode batch up to {batches[-1]})"
         )
-        assert worker.quality is not None
-        worker.quality["ejection"] = {"at": round(self._clock(), 3), "detail": detail, "evidence": list(record.failures)}
+        worker.note_quality("ejection", {"at": round(self._clock(), 3), "detail": detail, "evidence": list(record.failures)})
         log.warning(
             "worker %s: audio quality below the floor, out of routing: %s", worker.worker_id, detail,
             extra={"worker": worker.worker_id, "quality": list(record.failures)},

@@ -95,8 +95,7 @@ class QualityService:
     async def _retest(self, worker: Worker, concurrency: int) -> None:
         scores = await self.probe.retest(worker, concurrency)
         passed, verdicts = (False, []) if scores is None else self.judge.floors_pass(scores)
-        if worker.quality is not None:
-            worker.quality["readmission"] = {"concurrency": concurrency, "verdicts": verdicts, "passed": passed}
+        worker.note_quality("readmission", {"concurrency": concurrency, "verdicts": verdicts, "passed": passed})
         log.info(
             "worker %s: quality re-test at %d concurrent probes %s (%s)", worker.worker_id, concurrency,
             "passed" if passed else "failed", ", ".join(verdicts) or "requests failed",

@@ -306,11 +306,11 @@ class SharedInflight:
             return
         worker = self._members.get(worker_id)
         if worker is not None:
-            worker.others = len(self._remote.get(worker_id, ()))
+            worker.apply_fleet_leases(len(self._remote.get(worker_id, ())))
 
     def _count_all(self) -> None:
         for worker in self._members.workers:
-            worker.others = len(self._remote.get(worker.worker_id, ())) if self._shared else None
+            worker.apply_fleet_leases(len(self._remote.get(worker.worker_id, ())) if self._shared else None)
 
     def _lost(self, why: str) -> None:
         if self._shared:

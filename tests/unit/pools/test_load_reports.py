@@ -39,7 +39,8 @@ def reporter(http: FakeWorkerHttp, fallbacks: list[Worker]) -> LoadReporter:
 
 def busy_worker(inflight: int = 3) -> Worker:
     worker = Worker("ll-0", PoolName.LOW_LATENCY, "http://w", slots=16, state=WorkerState.READY)
-    worker.inflight = inflight
+    for _ in range(inflight):
+        worker.lease_taken()
     return worker
 
 

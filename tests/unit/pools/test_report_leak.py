@@ -32,8 +32,8 @@ def test_a_leak_ends_with_the_first_report_that_shows_none() -> None:
 
 def test_the_fleet_view_routes_on_the_exact_count_and_learns_the_leak() -> None:
     w = worker()
-    w.others = 1
-    w.inflight = 1
+    w.apply_fleet_leases(1)
+    w.lease_taken()
     for t in range(20):
         w.record_report(2 + 4, float(t))  # 2 real (ours + another replica's) + 4 leaked
     assert w.report_leak == 4
@@ -44,11 +44,11 @@ def test_the_fleet_view_routes_on_the_exact_count_and_learns_the_leak() -> None:
 
 def test_without_the_fleet_view_a_learned_leak_is_subtracted_from_reports() -> None:
     w = worker()
-    w.others = 0
+    w.apply_fleet_leases(0)
     for t in range(20):
         w.record_report(4, float(t))  # idle, but its counter says 4
     assert w.report_leak == 4
-    w.others = None  # the store went away: back to reports, corrected
+    w.apply_fleet_leases(None)  # the store went away: back to reports, corrected
     w.record_report(5, 20.0)  # one more request, from a replica we no longer see
     assert w.load_view(20.0, STALE_S).reported == 1
     assert w.report_leak == 4  # kept while it cannot be measured

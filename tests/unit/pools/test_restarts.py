@@ -22,7 +22,7 @@ from gateway.pools.restarts import RestartDetector, parse_start_time
 from gateway.pools.worker import Worker
 from gateway.types import PoolName, WorkerState
 from gateway.types.error_kinds import UpstreamErrorKind
-from gateway.types.labels import RestartReason
+from gateway.types.labels import EjectionReason, RestartReason
 from gateway.upstream.worker_errors import worker_lost_a_voice
 
 LL = PoolName.LOW_LATENCY
@@ -151,7 +151,7 @@ async def test_a_restart_makes_the_worker_new_until_prepared_again(tmp_path: Pat
     fleet.events.on_worker_restarted(lambda worker, why: heard.append((worker.worker_id, why)))
     worker = await ready_worker(fleet)
     worker.record_report(3, clock.now)
-    worker.consecutive_failures = 1
+    worker.count_failure(EjectionReason.HEALTH_PROBE, eject_after=10, now=clock.now)
 
     fleet.health.worker_restarted(worker, RestartReason.START_TIME_CHANGED)
     assert worker.state is WorkerState.STARTING and not worker.routable

@@ -25,6 +25,13 @@ class FakeWorker:
     state_since: float = 0.0
     quality: dict[str, object] | None = None
 
+    def record_quality(self, quality: dict[str, object]) -> None:
+        self.quality = quality
+
+    def note_quality(self, key: str, value: object) -> None:
+        if self.quality is not None:
+            self.quality[key] = value
+
 
 def judge_for(worker: FakeWorker, ejected: list[str], now: list[float]) -> QualityJudge:
     def eject(w: FakeWorker, detail: str) -> None:  # type: ignore[override]

@@ -91,10 +91,9 @@ async def test_the_half_open_retest_runs_at_the_failing_batch_and_readmits_only_
     noisy = [True]
     quality, worker, health, sent = service(noisy)
     assert health.gate is not None
-    worker.state_since = 1.0
-    worker.quality = {"ejection": {}}
+    worker.set_state(WorkerState.EJECTED, 1.0)
+    worker.record_quality({"ejection": {}})
     quality.judge.ejected[worker.worker_id] = (worker.state_since, 12)  # as the judge records it
-    worker.state = WorkerState.EJECTED
     assert health.gate(worker) is False  # held: the re-test starts
     await asyncio.gather(*quality._retests.values())
     assert len(sent) == 12 and health.readmitted == []
@@ -103,6 +102,7 @@ async def test_the_half_open_retest_runs_at_the_failing_batch_and_readmits_only_
     assert health.gate(worker) is False
     await asyncio.gather(*quality._retests.values())
     assert health.readmitted == [worker.worker_id] and worker.quality["readmission"]["passed"] is True  # type: ignore[index]
-    worker.state_since = 2.0  # ejected again later for another reason: the usual half-open rule alone
+    worker.set_state(WorkerState.READY, 1.5)
+    worker.set_state(WorkerState.EJECTED, 2.0)  # ejected again later for another reason: the usual half-open rule alone
     assert health.gate(worker) is True
     await quality.stop()

@@ -131,7 +131,8 @@ async def test_a_held_mix_moves_the_gpu_after_draining_it(world: World) -> None:
     ll = world.members.get("low_latency-0")
     assert ll is not None and ll.routable
     lease_held = 3
-    ll.inflight = lease_held
+    for _ in range(lease_held):
+        ll.lease_taken()
     world.mix.desired = {"low_latency": 0, "high_throughput": 2}
     assert await world.changer.step() is None  # wanted from now on
     assert world.mix.asked_for == [{"low_latency": 1, "high_throughput": 1}]  # the fleet it has
@@ -142,7 +143,8 @@ async def test_a_held_mix_moves_the_gpu_after_draining_it(world: World) -> None:
         assert not ll.routable  # no new requests while the old ones finish
         assert world.launcher.current("low_latency-0").alive
         await world.clock.sleep(5.0)
-        ll.inflight = 0
+        for _ in range(lease_held):
+            ll.lease_returned()
 
     finisher = asyncio.create_task(finish_requests())
     change = await world.changer.step()
@@ -180,7 +182,7 @@ async def test_a_held_mix_moves_the_gpu_after_draining_it(world: World) -> None:
 async def test_requests_that_outlast_the_grace_call_the_change_off(world: World) -> None:
     ll = world.members.get("low_latency-0")
     assert ll is not None
-    ll.inflight = 1  # never finishes
+    ll.lease_taken()  # never finishes
     world.mix.desired = {"low_latency": 0, "high_throughput": 2}
     await world.changer.step()
     world.clock.now += 60.0
