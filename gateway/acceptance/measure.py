@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +21,12 @@ import httpx
 
 from gateway.acceptance.variants import Variant
 from gateway.bench.client import ClientOptions
-from gateway.bench.scenarios import RunOptions, sweep, warm_up
+from gateway.bench.scenarios import RunOptions, sweep
 from gateway.bench.workload import TEXTS
-from gateway.config import LaunchConfig
+from gateway.config import LaunchConfig, WarmupConfig
 from gateway.emulator.calibrate import CALIBRATION_TEXTS
 from gateway.quality.score import Floors, Verdict, score_pcm
+from gateway.pools.warmup import warm_up
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.types import SPEECH_PATH, PoolName
 
@@ -123,6 +124,22 @@ async def quality_round(url: str, model: str, concurrency: int, floors: Floors, 
     return result
 
 
+async def _warm_every_batch_size(url: str, model: str, top: int) -> None:
+    """A burst of every size from 1 to ``top``, as the gateway warms a worker it takes in.
+
+    A high-throughput worker captures its local MLP graph once per exact decode batch size,
+    each capture stalling the whole batch (450 ms on an H200). Warmed at powers of two only,
+    or by one round of mixed lengths (which left 23 of 64 sizes uncaptured), the sweep paid
+    a dozen captures at c16-c32 and read high-throughput ~11% slower there than a warm worker,
+    hiding the crossover the profiles' notes describe. A burst's requests share one text, so
+    they decode as one batch of exactly its size.
+    """
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
+        report = await warm_up(client, url, model, WarmupConfig(), range(1, top + 1))
+    if not report.ok:
+        raise RuntimeError(report.summary())
+
+
 async def measure_variant(
     variant: Variant,
     launch: LaunchConfig,
@@ -149,10 +166,7 @@ async def measure_variant(
             ClientOptions(url=url, model=served_model), variant.name, "aiohttp", time_scale, 0, progress, texts=CALIBRATION_TEXTS
         )
         own = [level for level in levels if level <= variant.max_concurrency()]
-        # A round of mixed lengths at the top level first: its requests end one by one, so the
-        # high-throughput worker meets (and lazily captures) nearly every batch size before the
-        # sweep; short sentences of like lengths end in groups and leave captures to the sweep.
-        await warm_up(replace(options, texts=TEXTS), max(own))
+        await _warm_every_batch_size(url, served_model, max(own))
         # Four rounds per client, as the comparison's sweep: with two, half a level's requests
         # run while it drains (fewer than c in flight).
         document = await sweep(options, own, requests, rounds=ACCEPTANCE_ROUNDS, minimum=ACCEPTANCE_MINIMUM)
