@@ -13,14 +13,17 @@ worker is ejected or even counted a failure, and every ordinary request is serve
 
 Prompts no worker can hold (4096 emoji or CJK characters, a long ``ref_text``) are refused
 before any worker is called. A fault that fires on every worker (the emulator's 500, cut and
-hang faults; an empty 200 and a 200 cut before any byte from stub workers, which the
-emulator cannot answer) costs two attempts and ejects nobody.
+hang faults; an empty 200 and a 200 cut before any byte, from stub workers and from emulated
+workers whose model length is smaller than their pools' profiles say, which then fail a
+prompt past the gateway's bound exactly as the released worker does) costs two attempts and
+ejects nobody.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -208,6 +211,8 @@ EMULATOR_FAULTS = {
     # fault switch, the client's status and code, how the first attempt failed
     "500": ({"fail_next": REQUESTS_EACH}, 400, "unservable_request", "status_5xx"),
     "cut_before_audio": ({"cut_after_chunks": 0}, 400, "unservable_request", "stream_error"),
+    # The engine failing the request before its first chunk: the raw stream ends cut.
+    "error_before_audio": ({"error_after_chunks": 0}, 400, "unservable_request", "stream_error"),
     "hang": ({"hang_seconds": FIRST_BYTE_TIMEOUT_S + 2}, 504, "upstream_timeout", "first_byte_timeout"),
 }
 
@@ -274,3 +279,88 @@ def test_a_200_without_audio_from_every_worker_costs_two_attempts_and_ejects_nob
         worker = worker_entry(gateway.url, stub.url)
         assert (worker["state"], worker["consecutive_failures"], worker["last_error"]) == ("ready", 0, None), worker
     assert gateway_metric(gateway.url, "higgs_gateway_worker_ejections_total") == 0
+
+
+# ---- the released worker's own failures on every worker: two attempts, nobody ejected -------
+# Static workers started with a smaller Stage 0 model length than their pools' profiles say
+# (8192): the gateway's bound lets a 4096-character prompt through, and every worker then
+# fails it as the released one does, with no stub and no fault switch: a prompt that leaves
+# fewer than 8 tokens of room is a 200 with no audio (higgs_audio_v3.py 300-306), one of
+# max_model_len tokens or more a 200 cut before any byte (input_processor.py 440-485 after
+# serving_speech.py 2064). English is ~4 characters a token in the emulator's length model.
+WORKER_MODEL_LEN = 1024
+ROOMLESS_TEXT = ((SHORT_TEXT + " ") * 60)[:4060]  # 3 + 1015 tokens: 6 left, no audio
+OVERLONG_TEXT = ((SHORT_TEXT + " ") * 60)[:4096]  # 3 + 1024 tokens: over the model length
+
+
+@pytest.fixture(scope="module")
+def short_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    overrides = ["--stage-overrides", json.dumps({"0": {"max_model_len": WORKER_MODEL_LEN}})]
+    tmp = tmp_path_factory.mktemp("blame-short")
+    with running_stack(tmp, 1, 1, time_scale=0.02, extra=EXTRA, worker_args=overrides) as running:
+        yield running
+
+
+def read_direct(worker_url: str, text: str) -> tuple[int, int, bool]:
+    """A worker's own answer to ``text``: status, audio bytes, and whether the stream ended cleanly."""
+    body = {"input": text, "response_format": "pcm", "stream_format": "audio"}
+    with httpx.stream("POST", f"{worker_url}/v1/audio/speech", json=body, timeout=30) as response:
+        size = 0
+        try:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+        except httpx.RemoteProtocolError:
+            return response.status_code, size, False
+        return response.status_code, size, True
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "first_kind", "direct"),
+    [
+        (ROOMLESS_TEXT, "no_audio", "stream_error", (200, 0, True)),
+        (OVERLONG_TEXT, "unservable_request", "stream_error", (200, 0, False)),
+    ],
+    ids=["empty_200", "overlong_prompt_cut"],
+)
+def test_the_released_workers_own_failures_on_every_worker_cost_two_attempts_and_eject_nobody(
+    short_stack: Stack, text: str, code: str, first_kind: str, direct: tuple[int, int, bool]
+) -> None:
+    worker_urls = [p.url for procs in short_stack.workers.values() for p in procs]
+    # Each worker, asked directly, answers as the released worker would.
+    assert all(read_direct(url, text) == direct for url in worker_urls)
+    leaks = leak_check(short_stack)
+    retries_before = gateway_metric(short_stack.url, "higgs_gateway_retries_total")
+    first_before = gateway_metric(short_stack.url, "higgs_gateway_upstream_errors_total", pool="low_latency", kind=first_kind)
+    settled_before = gateway_metric(
+        short_stack.url, "higgs_gateway_upstream_errors_total", pool="high_throughput", kind="request_fault"
+    )
+
+    async def drive() -> tuple[list[httpx.Response], list[httpx.Response]]:
+        bad, ordinary = [], []
+        async with httpx.AsyncClient(timeout=60) as client:
+            for _ in range(REQUESTS_EACH):  # more than eject_after_failures, with ordinary traffic between
+                answers = await asyncio.gather(
+                    post_text(client, short_stack.url, "latency", text),
+                    post(client, short_stack.url, "latency"),
+                    post(client, short_stack.url, "throughput"),
+                )
+                bad.append(answers[0])
+                ordinary.extend(answers[1:])
+        return bad, ordinary
+
+    bad, ordinary = asyncio.run(drive())
+    for response in bad:
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == code and len(error["message"]) > 40, error
+        assert leaks.find(response.content) is None, response.text
+    assert all(r.status_code == 200 and len(r.content) > 48_000 for r in ordinary), [r.status_code for r in ordinary]
+    assert {r.headers["x-gateway-pool"] for r in ordinary} == {"low_latency", "high_throughput"}
+    # Each bad request: one attempt on low-latency, one retry on high-throughput, no third.
+    assert gateway_metric(short_stack.url, "higgs_gateway_retries_total") - retries_before == REQUESTS_EACH
+    first = gateway_metric(short_stack.url, "higgs_gateway_upstream_errors_total", pool="low_latency", kind=first_kind)
+    assert first - first_before == REQUESTS_EACH
+    settled = gateway_metric(short_stack.url, "higgs_gateway_upstream_errors_total", pool="high_throughput", kind="request_fault")
+    assert settled - settled_before == REQUESTS_EACH, "the second attempt found the same failure: the request's"
+    assert_no_worker_blamed(short_stack)
+    wait_idle(short_stack.url, worker_urls)
