@@ -18,10 +18,11 @@ worker's set in the store (``InflightStore``):
   expire after the TTL and are gone from every view by the next heartbeat. A replica
   that starts, or comes back, reads the fleet's leases first and writes its own again.
 
-The store unreachable or slower than ``state.inflight_timeout_s``: this replica routes
-on its own leases plus the workers' reports, as a single replica does, says so (log once,
-``higgs_gateway_fleet_view_shared``, ``/admin/pools``) and rejoins at the next heartbeat
-that succeeds. Nothing on a request's path ever waits longer than that timeout, once.
+A request waits at most ``state.inflight_timeout_s`` for its take's answer; a later one
+still lands in the view. The store failing, or silent for ``state.timeout_s``: this
+replica routes on its own leases plus the workers' reports, as a single replica does, says
+so (log once, ``higgs_gateway_fleet_view_shared``, ``/admin/pools``) and rejoins at the
+next heartbeat that succeeds.
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ class SharedInflight:
         self._own_prefix = self.replica + ":"
         self._serial = itertools.count()
         self._held: dict[str, Lease] = {}  # lease id -> this replica's lease
-        self._pending: dict[str, asyncio.Task[bool]] = {}  # reservations not answered yet
+        # Each lease's take, kept until the lease is released: its answer is read by ``confirm``
+        # even when it came first, and the release waits for it.
+        self._pending: dict[str, asyncio.Task[bool]] = {}
         self._remote: dict[str, set[str]] = {}  # worker id -> other replicas' lease ids
         self._subscribed = False
         self._joined = False  # subscribed during the follower's current attempt
@@ -143,9 +146,16 @@ class SharedInflight:
     async def confirm(self, lease: Lease) -> bool:
         task = self._pending.get(lease.shared_id or "")
         if task is None:
-            return True  # answered already, or not shared: this replica's view decides
-        # Shielded: a request cancelled here must not cancel the write its release follows.
-        return await asyncio.shield(task)
+            return True  # not shared when taken: this replica's view decides
+        if not task.done():
+            # ``wait`` never cancels the take: a request cancelled here, or one that stops
+            # waiting, leaves the write its release follows running.
+            await asyncio.wait((task,), timeout=self._timeout_s)
+        if not task.done() or task.cancelled():
+            # Late, not lost: the request goes on with this replica's decision; the answer
+            # still lands in the view when it comes (``_reserve``).
+            return True
+        return task.result()
 
     def released(self, lease: Lease) -> None:
         lease_id = lease.shared_id
@@ -153,8 +163,8 @@ class SharedInflight:
             return
         self._held.pop(lease_id, None)
         worker_id = lease.worker.worker_id
-        task = self._pending.get(lease_id)
-        if task is not None:
+        task = self._pending.pop(lease_id, None)
+        if task is not None and not task.done():
             # Removed only after it was added, never before (which would leave it behind).
             task.add_done_callback(lambda _: self._send_release(worker_id, lease_id))
         else:
@@ -189,13 +199,14 @@ class SharedInflight:
     async def _reserve(self, lease: Lease, lease_id: str) -> bool:
         worker = lease.worker
         try:
-            async with asyncio.timeout(self._timeout_s):
+            # Bounded by the store's own timeout, not the request's: an answer later than the
+            # request waits for (``confirm``) is a slow store, not a lost one, and turning this
+            # replica to reports only for it made its routing worse than one late take.
+            async with asyncio.timeout(self._heartbeat_timeout_s):
                 before = await self._store.reserve(worker.worker_id, lease_id, self._ttl_s)
-        except Exception as exc:  # unreachable, slow or broken: never the request's problem
+        except Exception as exc:  # failing or silent: never the request's problem
             self._lost(f"reserving a slot: {exc!r}")
             return True
-        finally:
-            self._pending.pop(lease_id, None)
         others = {i for i in before if not i.startswith(self._own_prefix)}
         remote = self._remote.setdefault(worker.worker_id, set())
         if not others <= remote:

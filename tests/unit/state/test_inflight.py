@@ -33,7 +33,9 @@ class Replica:
         return self.leases.lease(worker_id)
 
 
-async def replica(store: FakeInflightStore, slots: int = 1, timeout_s: float = 1.0) -> Replica:
+async def replica(
+    store: FakeInflightStore, slots: int = 1, timeout_s: float = 1.0, heartbeat_timeout_s: float = 1.0
+) -> Replica:
     members = FakeMembers(worker("ll-a", slots), worker("ll-b", slots))
     events = FleetEvents()
     shared: list[bool] = []
@@ -44,7 +46,7 @@ async def replica(store: FakeInflightStore, slots: int = 1, timeout_s: float = 1
         cap_of=lambda w: w.slots,
         lease_ttl_s=TTL_S,
         timeout_s=timeout_s,
-        heartbeat_timeout_s=1.0,
+        heartbeat_timeout_s=heartbeat_timeout_s,
         on_shared=shared.append,
         max_backoff_s=0.05,
     )
@@ -151,16 +153,35 @@ async def test_the_store_unreachable_falls_back_to_own_leases_and_rejoins() -> N
     await b.view.stop()
 
 
-async def test_a_store_slower_than_the_timeout_never_holds_a_request() -> None:
+async def test_a_silent_store_never_holds_a_request_and_degrades_the_view() -> None:
     store = FakeInflightStore()
-    a = await replica(store, timeout_s=0.02)
+    a = await replica(store, timeout_s=0.02, heartbeat_timeout_s=0.1)
     store.hold_reserves = asyncio.Event()  # never set: the store hangs
     lease = a.take()
-    assert await within(1.0, lease.confirm())  # bounded: the slot is kept, the view degraded
-    assert not a.view.shared and a.others() is None
+    assert await within(0.05, lease.confirm())  # bounded by the request's budget: the slot is kept
+    assert a.view.shared  # late so far, not lost
+    await until(lambda: not a.view.shared, 1.0, "silent past the store's timeout: degraded")
+    assert a.others() is None
     store.hold_reserves = None
     await a.view.heartbeat()
     assert a.view.shared
+    await a.view.stop()
+
+
+async def test_an_answer_later_than_the_requests_budget_keeps_the_view_shared() -> None:
+    """A take slower than ``inflight_timeout_s`` that succeeds is a slow store, not a lost
+    one: the request goes on at its budget, the answer lands, the view stays fleet-wide."""
+    store = FakeInflightStore()
+    a = await replica(store, slots=2, timeout_s=0.02)
+    store.write_unannounced("ll-a", "other:1")  # another replica's lease, its message not here yet
+    store.hold_answers = asyncio.Event()
+    lease = a.take()
+    assert await within(0.5, lease.confirm())  # went on at its budget with this replica's decision
+    store.hold_answers.set()
+    await until(lambda: a.others() == 1, 1.0, "the late answer applied to the view")
+    assert a.view.shared and a.shared_changes == [True]
+    lease.release()
+    await until(lambda: list(store._live("ll-a")) == ["other:1"], 1.0, "released after its take")
     await a.view.stop()
 
 
