@@ -6,9 +6,10 @@ its `latency` requests to the same free worker. Here every lease is also a membe
 worker's set in the store (``InflightStore``):
 
 - take: the lease is added by one atomic script, which answers with the worker's other
-  leases at that instant; admission awaits that answer (``confirm``) and, when the
-  fleet already held every slot of the worker, lets the policy choose again on the now
-  exact view: a capped slot is never handed out twice. One round trip per request.
+  leases at that instant; admission awaits that answer (``confirm``) and, when it holds
+  other replicas' leases the decision did not count (the view was stale) or the fleet
+  already held every slot of the worker, lets the policy choose again, once, on the now
+  exact view: a capped slot is not handed out twice. One round trip per request.
 - release: removed in the background (never on a request's path), the releases of one
   event-loop turn in one round trip.
 - every take and release is published; every replica applies the others' at once, so
@@ -141,9 +142,12 @@ class SharedInflight:
         lease.shared_id = lease_id
         self._held[lease_id] = lease
         if self._shared:
-            self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id))
+            # What the decision counted of the others here (taken in the same synchronous step).
+            counted = frozenset(self._remote.get(lease.worker.worker_id, ()))
+            self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id, counted))
 
     async def confirm(self, lease: Lease) -> bool:
+        """False: decide again (asked once per request; each False is one re-decision)."""
         task = self._pending.get(lease.shared_id or "")
         if task is None:
             return True  # not shared when taken: this replica's view decides
@@ -196,7 +200,9 @@ class SharedInflight:
         await self._store.close()
 
     # ---- writes -------------------------------------------------------------------------
-    async def _reserve(self, lease: Lease, lease_id: str) -> bool:
+    async def _reserve(self, lease: Lease, lease_id: str, counted: frozenset[str]) -> bool:
+        """Whether the decision stands: not when it missed other replicas' leases here, nor
+        when the fleet held every slot."""
         worker = lease.worker
         try:
             # Bounded by the store's own timeout, not the request's: an answer later than the
@@ -212,8 +218,11 @@ class SharedInflight:
         if not others <= remote:
             remote |= others
             self._count(worker.worker_id)
+        # Other replicas' leases the decision did not see: it was made on a stale view, and
+        # would put the request on a worker busier than the policy chose it for.
+        stale = not others <= counted
         cap = self._cap_of(worker)
-        return cap <= 0 or len(before) < cap
+        return not stale and (cap <= 0 or len(before) < cap)
 
     def _send_release(self, worker_id: str, lease_id: str) -> None:
         if not self._shared:

@@ -217,3 +217,18 @@ async def test_the_releases_of_one_turn_go_out_in_one_round_trip() -> None:
     assert store.release_calls == calls + 1
     await a.view.stop()
     await b.view.stop()
+
+
+async def test_a_take_that_finds_leases_the_decision_did_not_count_is_decided_again() -> None:
+    """Under its cap, but busier than the policy chose it for: the view was stale."""
+    store = FakeInflightStore()
+    a = await replica(store, slots=4)
+    for i in range(2):  # another replica's leases, their messages not here yet
+        store.write_unannounced("ll-a", f"other:{i}")
+    stale = a.take()
+    assert not await stale.confirm()  # decided again...
+    assert a.others() == 2  # ...on the counts the answer brought
+    stale.release()
+    fresh = a.take()  # decided with both counted: it stands
+    assert await fresh.confirm()
+    await a.view.stop()
