@@ -214,15 +214,19 @@ class SharedInflight:
             self._lost(f"reserving a slot: {exc!r}")
             return True
         others = {i for i in before if not i.startswith(self._own_prefix)}
+        # Our own leases hold a slot only while held here: one released whose removal has not
+        # reached the store yet would refuse a slot that is free.
+        ours = sum(1 for i in before if i.startswith(self._own_prefix) and i in self._held)
         remote = self._remote.setdefault(worker.worker_id, set())
         if not others <= remote:
             remote |= others
             self._count(worker.worker_id)
+        fleet = len(others) + ours  # held before this lease
         # Other replicas' leases the decision did not see: it was made on a stale view, and
         # would put the request on a worker busier than the policy chose it for.
         stale = not others <= counted
         cap = self._cap_of(worker)
-        return not stale and (cap <= 0 or len(before) < cap)
+        return not stale and (cap <= 0 or fleet < cap)
 
     def _send_release(self, worker_id: str, lease_id: str) -> None:
         if not self._shared:

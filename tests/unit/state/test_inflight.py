@@ -232,3 +232,15 @@ async def test_a_take_that_finds_leases_the_decision_did_not_count_is_decided_ag
     fresh = a.take()  # decided with both counted: it stands
     assert await fresh.confirm()
     await a.view.stop()
+
+
+async def test_the_replicas_own_pending_release_holds_no_slot() -> None:
+    store = FakeInflightStore()
+    a = await replica(store, slots=1)
+    first = a.take()
+    assert await first.confirm()
+    first.release()  # its removal reaches the store after the next take does
+    second = a.take()
+    assert await second.confirm()  # the one slot is free: not refused for our own released lease
+    await until(lambda: list(store._live("ll-a")) == [second.shared_id], 1.0, "only the second held")
+    await a.view.stop()
