@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -42,6 +43,10 @@ from gateway.pools.worker import Worker
 
 log = logging.getLogger(__name__)
 FIRST_BACKOFF_S = 0.1
+# Other replicas' lease ids seen released, remembered so that a late answer (a take's or a
+# heartbeat's read, run in the store before the release) cannot bring one back: far more
+# than the releases any answer can be late by, a few hundred KiB at most.
+REMEMBERED_RELEASES = 4096
 
 
 class InflightStore(Protocol):
@@ -112,6 +117,8 @@ class SharedInflight:
         # even when it came first, and the release waits for it.
         self._pending: dict[str, asyncio.Task[bool]] = {}
         self._remote: dict[str, set[str]] = {}  # worker id -> other replicas' lease ids
+        self._gone: set[str] = set()  # other replicas' lease ids seen released (bounded)
+        self._gone_order: deque[str] = deque()
         self._subscribed = False
         self._joined = False  # subscribed during the follower's current attempt
         self._shared = False
@@ -213,7 +220,8 @@ class SharedInflight:
         except Exception as exc:  # failing or silent: never the request's problem
             self._lost(f"reserving a slot: {exc!r}")
             return True
-        others = {i for i in before if not i.startswith(self._own_prefix)}
+        # Released already (its release overtook this answer): not brought back into the view.
+        others = {i for i in before if not i.startswith(self._own_prefix) and i not in self._gone}
         # Our own leases hold a slot only while held here: one released whose removal has not
         # reached the store yet would refuse a slot that is free.
         ours = sum(1 for i in before if i.startswith(self._own_prefix) and i in self._held)
@@ -252,6 +260,10 @@ class SharedInflight:
     def _on_delta(self, op: str, worker_id: str, lease_id: str) -> None:
         if lease_id.startswith(self._own_prefix):
             return
+        if op == "+" and lease_id in self._gone:
+            return  # its release came first: never counted again
+        if op != "+":
+            self._remember_released(lease_id)
         if self._during_read is not None:
             self._during_read.append((op, worker_id, lease_id))
         remote = self._remote.setdefault(worker_id, set())
@@ -312,7 +324,10 @@ class SharedInflight:
             for lease_id in ids:
                 if lease_id not in self._held:
                     self._send_release(worker_id, lease_id)
-        remote = {w: {i for i in ids if not i.startswith(self._own_prefix)} for w, ids in leases.items()}
+        # A lease written back by its replica's renewal after its release was seen here is
+        # gone all the same (that replica removes it again): not counted, not freed twice.
+        gone, own = self._gone, self._own_prefix
+        remote = {w: {i for i in ids if not i.startswith(own) and i not in gone} for w, ids in leases.items()}
         for op, worker_id, lease_id in during:
             ids = remote.setdefault(worker_id, set())
             if op == "+":
@@ -323,6 +338,14 @@ class SharedInflight:
         if self._subscribed:
             self._set_shared(True)
             self._count_all()
+
+    def _remember_released(self, lease_id: str) -> None:
+        if lease_id in self._gone:
+            return
+        self._gone.add(lease_id)
+        self._gone_order.append(lease_id)
+        if len(self._gone_order) > REMEMBERED_RELEASES:
+            self._gone.discard(self._gone_order.popleft())
 
     # ---- the workers' counts ------------------------------------------------------------------
     def _count(self, worker_id: str) -> None:

@@ -244,3 +244,40 @@ async def test_the_replicas_own_pending_release_holds_no_slot() -> None:
     assert await second.confirm()  # the one slot is free: not refused for our own released lease
     await until(lambda: list(store._live("ll-a")) == [second.shared_id], 1.0, "only the second held")
     await a.view.stop()
+
+
+async def test_a_late_take_answer_does_not_bring_back_a_released_lease() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=4), await replica(store, slots=4)
+    theirs = b.take()
+    assert await theirs.confirm()
+    assert a.others() == 1
+    store.hold_answers = asyncio.Event()
+    mine = a.take()
+    await asyncio.sleep(0)  # the take ran in the store with b's lease still there...
+    theirs.release()
+    await until(lambda: a.others() == 0, 1.0, "b's release seen by a")
+    store.hold_answers.set()  # ...and its answer arrives after the release
+    assert await mine.confirm()
+    assert a.others() == 0
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_a_lease_written_back_after_its_release_is_not_counted_or_freed_twice() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=4), await replica(store, slots=4)
+    theirs = b.take()
+    assert await theirs.confirm()
+    lease_id = theirs.shared_id
+    assert lease_id is not None
+    theirs.release()
+    await until(lambda: a.others() == 0, 1.0, "b's release seen by a")
+    freed = len(a.freed)
+    store.write_unannounced("ll-a", lease_id)  # b's renewal, on its way, wrote it back
+    await a.view.heartbeat()
+    assert a.others() == 0
+    store._publish("-", "ll-a", lease_id)  # b removes it again: a second release of the same id
+    assert a.others() == 0 and len(a.freed) == freed
+    await a.view.stop()
+    await b.view.stop()
