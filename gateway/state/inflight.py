@@ -119,6 +119,9 @@ class SharedInflight:
         self._remote: dict[str, set[str]] = {}  # worker id -> other replicas' lease ids
         self._gone: set[str] = set()  # other replicas' lease ids seen released (bounded)
         self._gone_order: deque[str] = deque()
+        self._reservations = 0  # takes the store answered
+        self._redecided = 0  # takes whose answer sent the request back to the policy
+        self._peak: dict[str, int] = {}  # worker id -> most leases the fleet held there, per the takes
         self._subscribed = False
         self._joined = False  # subscribed during the follower's current attempt
         self._shared = False
@@ -141,6 +144,9 @@ class SharedInflight:
             "replica": self.replica,
             "lease_ttl_s": self._ttl_s,
             "other_replicas_leases": sum(len(ids) for ids in self._remote.values()) if self._shared else None,
+            "reservations": self._reservations,
+            "peak_fleet_leases": dict(self._peak),
+            "redecided": self._redecided,
         }
 
     # ---- SharedLeases -------------------------------------------------------------------
@@ -166,7 +172,10 @@ class SharedInflight:
             # Late, not lost: the request goes on with this replica's decision; the answer
             # still lands in the view when it comes (``_reserve``).
             return True
-        return task.result()
+        stands = task.result()
+        if not stands:
+            self._redecided += 1
+        return stands
 
     def released(self, lease: Lease) -> None:
         lease_id = lease.shared_id
@@ -220,6 +229,7 @@ class SharedInflight:
         except Exception as exc:  # failing or silent: never the request's problem
             self._lost(f"reserving a slot: {exc!r}")
             return True
+        self._reservations += 1
         # Released already (its release overtook this answer): not brought back into the view.
         others = {i for i in before if not i.startswith(self._own_prefix) and i not in self._gone}
         # Our own leases hold a slot only while held here: one released whose removal has not
@@ -230,6 +240,9 @@ class SharedInflight:
             remote |= others
             self._count(worker.worker_id)
         fleet = len(others) + ours  # held before this lease
+        # This one included, held until it is released (when refused below, a moment only).
+        if fleet >= self._peak.get(worker.worker_id, 0):
+            self._peak[worker.worker_id] = fleet + 1
         # Other replicas' leases the decision did not see: it was made on a stale view, and
         # would put the request on a worker busier than the policy chose it for.
         stale = not others <= counted

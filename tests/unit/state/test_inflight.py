@@ -281,3 +281,27 @@ async def test_a_lease_written_back_after_its_release_is_not_counted_or_freed_tw
     assert a.others() == 0 and len(a.freed) == freed
     await a.view.stop()
     await b.view.stop()
+
+
+async def test_the_view_counts_its_takes_their_peak_and_the_re_decisions() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store), await replica(store)
+    store.hold_reserves = asyncio.Event()
+    first, second = a.take(), b.take()  # both saw ll-a's one slot free
+    answers = asyncio.gather(first.confirm(), second.confirm())
+    await asyncio.sleep(0)
+    store.hold_reserves.set()
+    won = (await answers).index(True)
+    winner, loser = (a, b) if won == 0 else (b, a)
+    assert {k: winner.view.describe()[k] for k in ("reservations", "peak_fleet_leases", "redecided")} == {
+        "reservations": 1,
+        "peak_fleet_leases": {"ll-a": 1},
+        "redecided": 0,
+    }
+    assert {k: loser.view.describe()[k] for k in ("reservations", "peak_fleet_leases", "redecided")} == {
+        "reservations": 1,
+        "peak_fleet_leases": {"ll-a": 2},
+        "redecided": 1,
+    }
+    await a.view.stop()
+    await b.view.stop()
