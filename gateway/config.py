@@ -641,8 +641,10 @@ class StateConfig(Strict):
     # A replica's leases are renewed every third of this; a replica that dies leaves no
     # load behind after at most this plus one renewal interval.
     inflight_lease_ttl_s: float = Field(3.0, ge=1, le=60)
-    # Longest a request waits for its fleet-wide slot; slower, and this replica routes on
-    # its own view until the next renewal succeeds.
+    # Longest a request waits for its fleet-wide slot's answer; slower, and it goes on with
+    # this replica's decision while the answer, still awaited up to timeout_s, updates the
+    # view. Only a failing Redis, or one silent for timeout_s, turns routing to this
+    # replica's own view until the next renewal succeeds.
     inflight_timeout_s: float = Field(0.1, gt=0, le=5)
     # Full re-read of the shared state (the safety net under pub/sub change messages).
     resync_interval_s: float = Field(5.0, gt=0)

@@ -28,7 +28,8 @@ class SharedLeases(Protocol):
     def released(self, lease: Lease) -> None: ...
 
     async def confirm(self, lease: Lease) -> bool:
-        """False when the worker's slots were all held fleet-wide (another replica won the last)."""
+        """False when the decision behind the lease missed other replicas' leases on its worker
+        (a stale view), or the fleet held all its slots: the policy decides again, once."""
         ...
 
 

@@ -40,10 +40,6 @@ from gateway.types.view import LoadView, RequestInfo
 
 Clock = Callable[[], float]
 
-# How many slots one request may be refused fleet-wide (another replica took the last one
-# first) before it keeps the one its policy chose; see ``confirm`` below.
-CONFIRM_ATTEMPTS = 3
-
 # Service order: a lower index is served first.
 PRIORITY = (SlaClass.LATENCY, SlaClass.BALANCED, SlaClass.THROUGHPUT)
 
@@ -165,27 +161,23 @@ class Admission(Generic[SlotT]):
         return await self._confirmed(request, reservation)
 
     async def _confirmed(self, request: RequestInfo, reservation: Reservation[SlotT]) -> Reservation[SlotT]:
-        """The reservation once the fleet agrees the slot is free; else admitted again.
+        """The reservation once the fleet agrees with its decision; else decided again, once.
 
-        Another replica may have taken a capped worker's last slot between its lease
-        reaching this replica's view and this decision. The fleet view answers with that
-        worker's exact leases, so the next decision sees it full (and waits, or goes
-        elsewhere). A policy that picks the refused worker again does not cap its workers:
-        it keeps that slot, as with one replica."""
-        for _ in range(CONFIRM_ATTEMPTS):
-            assert self._confirm is not None
-            try:
-                if await self._confirm(reservation.slot):
-                    return reservation
-            except BaseException:
-                reservation.release()  # cancelled while asking: the caller never owned it
-                raise
-            refused = reservation.worker_id
-            reservation.release()
-            reservation = await self._admit_here(request)
-            if reservation.worker_id == refused:
+        The decision may have been made on a stale view: another replica's leases on that
+        worker (the last slot of a capped one, or enough to change the policy's choice) had
+        not reached this replica yet. The take's answer holds them, and the view counts them
+        by now, so the one re-decision sees the worker as it is (and waits, or goes
+        elsewhere). It stands as it is, without asking again: a request pays for at most
+        one stale view, and a policy that picks the same worker again keeps it."""
+        assert self._confirm is not None
+        try:
+            if await self._confirm(reservation.slot):
                 return reservation
-        return reservation
+        except BaseException:
+            reservation.release()  # cancelled while asking: the caller never owned it
+            raise
+        reservation.release()
+        return await self._admit_here(request)
 
     async def _admit_here(self, request: RequestInfo) -> Reservation[SlotT]:
         """A slot held in this replica: at once, or after waiting in the queue."""

@@ -6,9 +6,10 @@ its `latency` requests to the same free worker. Here every lease is also a membe
 worker's set in the store (``InflightStore``):
 
 - take: the lease is added by one atomic script, which answers with the worker's other
-  leases at that instant; admission awaits that answer (``confirm``) and, when the
-  fleet already held every slot of the worker, lets the policy choose again on the now
-  exact view: a capped slot is never handed out twice. One round trip per request.
+  leases at that instant; admission awaits that answer (``confirm``) and, when it holds
+  other replicas' leases the decision did not count (the view was stale) or the fleet
+  already held every slot of the worker, lets the policy choose again, once, on the now
+  exact view: a capped slot is not handed out twice. One round trip per request.
 - release: removed in the background (never on a request's path), the releases of one
   event-loop turn in one round trip.
 - every take and release is published; every replica applies the others' at once, so
@@ -18,10 +19,11 @@ worker's set in the store (``InflightStore``):
   expire after the TTL and are gone from every view by the next heartbeat. A replica
   that starts, or comes back, reads the fleet's leases first and writes its own again.
 
-The store unreachable or slower than ``state.inflight_timeout_s``: this replica routes
-on its own leases plus the workers' reports, as a single replica does, says so (log once,
-``higgs_gateway_fleet_view_shared``, ``/admin/pools``) and rejoins at the next heartbeat
-that succeeds. Nothing on a request's path ever waits longer than that timeout, once.
+A request waits at most ``state.inflight_timeout_s`` for its take's answer; a later one
+still lands in the view. The store failing, or silent for ``state.timeout_s``: this
+replica routes on its own leases plus the workers' reports, as a single replica does, says
+so (log once, ``higgs_gateway_fleet_view_shared``, ``/admin/pools``) and rejoins at the
+next heartbeat that succeeds.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import contextlib
 import itertools
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -40,6 +43,10 @@ from gateway.pools.worker import Worker
 
 log = logging.getLogger(__name__)
 FIRST_BACKOFF_S = 0.1
+# Other replicas' lease ids seen released, remembered so that a late answer (a take's or a
+# heartbeat's read, run in the store before the release) cannot bring one back: far more
+# than the releases any answer can be late by, a few hundred KiB at most.
+REMEMBERED_RELEASES = 4096
 
 
 class InflightStore(Protocol):
@@ -106,8 +113,15 @@ class SharedInflight:
         self._own_prefix = self.replica + ":"
         self._serial = itertools.count()
         self._held: dict[str, Lease] = {}  # lease id -> this replica's lease
-        self._pending: dict[str, asyncio.Task[bool]] = {}  # reservations not answered yet
+        # Each lease's take, kept until the lease is released: its answer is read by ``confirm``
+        # even when it came first, and the release waits for it.
+        self._pending: dict[str, asyncio.Task[bool]] = {}
         self._remote: dict[str, set[str]] = {}  # worker id -> other replicas' lease ids
+        self._gone: set[str] = set()  # other replicas' lease ids seen released (bounded)
+        self._gone_order: deque[str] = deque()
+        self._reservations = 0  # takes the store answered
+        self._redecided = 0  # takes whose answer sent the request back to the policy
+        self._peak: dict[str, int] = {}  # worker id -> most leases the fleet held there, per the takes
         self._subscribed = False
         self._joined = False  # subscribed during the follower's current attempt
         self._shared = False
@@ -130,6 +144,9 @@ class SharedInflight:
             "replica": self.replica,
             "lease_ttl_s": self._ttl_s,
             "other_replicas_leases": sum(len(ids) for ids in self._remote.values()) if self._shared else None,
+            "reservations": self._reservations,
+            "peak_fleet_leases": dict(self._peak),
+            "redecided": self._redecided,
         }
 
     # ---- SharedLeases -------------------------------------------------------------------
@@ -138,14 +155,27 @@ class SharedInflight:
         lease.shared_id = lease_id
         self._held[lease_id] = lease
         if self._shared:
-            self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id))
+            # What the decision counted of the others here (taken in the same synchronous step).
+            counted = frozenset(self._remote.get(lease.worker.worker_id, ()))
+            self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id, counted))
 
     async def confirm(self, lease: Lease) -> bool:
+        """False: decide again (asked once per request; each False is one re-decision)."""
         task = self._pending.get(lease.shared_id or "")
         if task is None:
-            return True  # answered already, or not shared: this replica's view decides
-        # Shielded: a request cancelled here must not cancel the write its release follows.
-        return await asyncio.shield(task)
+            return True  # not shared when taken: this replica's view decides
+        if not task.done():
+            # ``wait`` never cancels the take: a request cancelled here, or one that stops
+            # waiting, leaves the write its release follows running.
+            await asyncio.wait((task,), timeout=self._timeout_s)
+        if not task.done() or task.cancelled():
+            # Late, not lost: the request goes on with this replica's decision; the answer
+            # still lands in the view when it comes (``_reserve``).
+            return True
+        stands = task.result()
+        if not stands:
+            self._redecided += 1
+        return stands
 
     def released(self, lease: Lease) -> None:
         lease_id = lease.shared_id
@@ -153,8 +183,8 @@ class SharedInflight:
             return
         self._held.pop(lease_id, None)
         worker_id = lease.worker.worker_id
-        task = self._pending.get(lease_id)
-        if task is not None:
+        task = self._pending.pop(lease_id, None)
+        if task is not None and not task.done():
             # Removed only after it was added, never before (which would leave it behind).
             task.add_done_callback(lambda _: self._send_release(worker_id, lease_id))
         else:
@@ -186,23 +216,38 @@ class SharedInflight:
         await self._store.close()
 
     # ---- writes -------------------------------------------------------------------------
-    async def _reserve(self, lease: Lease, lease_id: str) -> bool:
+    async def _reserve(self, lease: Lease, lease_id: str, counted: frozenset[str]) -> bool:
+        """Whether the decision stands: not when it missed other replicas' leases here, nor
+        when the fleet held every slot."""
         worker = lease.worker
         try:
-            async with asyncio.timeout(self._timeout_s):
+            # Bounded by the store's own timeout, not the request's: an answer later than the
+            # request waits for (``confirm``) is a slow store, not a lost one, and turning this
+            # replica to reports only for it made its routing worse than one late take.
+            async with asyncio.timeout(self._heartbeat_timeout_s):
                 before = await self._store.reserve(worker.worker_id, lease_id, self._ttl_s)
-        except Exception as exc:  # unreachable, slow or broken: never the request's problem
+        except Exception as exc:  # failing or silent: never the request's problem
             self._lost(f"reserving a slot: {exc!r}")
             return True
-        finally:
-            self._pending.pop(lease_id, None)
-        others = {i for i in before if not i.startswith(self._own_prefix)}
+        self._reservations += 1
+        # Released already (its release overtook this answer): not brought back into the view.
+        others = {i for i in before if not i.startswith(self._own_prefix) and i not in self._gone}
+        # Our own leases hold a slot only while held here: one released whose removal has not
+        # reached the store yet would refuse a slot that is free.
+        ours = sum(1 for i in before if i.startswith(self._own_prefix) and i in self._held)
         remote = self._remote.setdefault(worker.worker_id, set())
         if not others <= remote:
             remote |= others
             self._count(worker.worker_id)
+        fleet = len(others) + ours  # held before this lease
+        # This one included, held until it is released (when refused below, a moment only).
+        if fleet >= self._peak.get(worker.worker_id, 0):
+            self._peak[worker.worker_id] = fleet + 1
+        # Other replicas' leases the decision did not see: it was made on a stale view, and
+        # would put the request on a worker busier than the policy chose it for.
+        stale = not others <= counted
         cap = self._cap_of(worker)
-        return cap <= 0 or len(before) < cap
+        return not stale and (cap <= 0 or fleet < cap)
 
     def _send_release(self, worker_id: str, lease_id: str) -> None:
         if not self._shared:
@@ -228,6 +273,10 @@ class SharedInflight:
     def _on_delta(self, op: str, worker_id: str, lease_id: str) -> None:
         if lease_id.startswith(self._own_prefix):
             return
+        if op == "+" and lease_id in self._gone:
+            return  # its release came first: never counted again
+        if op != "+":
+            self._remember_released(lease_id)
         if self._during_read is not None:
             self._during_read.append((op, worker_id, lease_id))
         remote = self._remote.setdefault(worker_id, set())
@@ -288,7 +337,10 @@ class SharedInflight:
             for lease_id in ids:
                 if lease_id not in self._held:
                     self._send_release(worker_id, lease_id)
-        remote = {w: {i for i in ids if not i.startswith(self._own_prefix)} for w, ids in leases.items()}
+        # A lease written back by its replica's renewal after its release was seen here is
+        # gone all the same (that replica removes it again): not counted, not freed twice.
+        gone, own = self._gone, self._own_prefix
+        remote = {w: {i for i in ids if not i.startswith(own) and i not in gone} for w, ids in leases.items()}
         for op, worker_id, lease_id in during:
             ids = remote.setdefault(worker_id, set())
             if op == "+":
@@ -299,6 +351,14 @@ class SharedInflight:
         if self._subscribed:
             self._set_shared(True)
             self._count_all()
+
+    def _remember_released(self, lease_id: str) -> None:
+        if lease_id in self._gone:
+            return
+        self._gone.add(lease_id)
+        self._gone_order.append(lease_id)
+        if len(self._gone_order) > REMEMBERED_RELEASES:
+            self._gone.discard(self._gone_order.popleft())
 
     # ---- the workers' counts ------------------------------------------------------------------
     def _count(self, worker_id: str) -> None:

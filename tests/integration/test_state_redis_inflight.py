@@ -109,6 +109,8 @@ async def test_a_lease_on_one_replica_is_counted_by_the_other_within_millisecond
         print(f"the first replica's lease counted by the second within {1000 * (time.monotonic() - started):.1f} ms")
         assert others_on(fleet.first.url, wid) == 0  # its own lease is in its inflight
         assert pools(fleet.first.url)["pools"]["low_latency"]["inflight"] == 1
+        view = pools(fleet.first.url)["fleet_view"]
+        assert view["reservations"] >= 1 and view["peak_fleet_leases"][wid] >= 1 and view["redecided"] >= 0
     await asyncio.to_thread(wait_until, lambda: others_on(fleet.second.url, wid) == 0, 5, "its release seen")
 
 

@@ -1,4 +1,4 @@
-"""Admission with a fleet view shared by replicas: a slot refused fleet-wide is chosen again."""
+"""Admission with a fleet view shared by replicas: a slot refused fleet-wide is chosen again, once."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ async def test_a_slot_another_replica_took_first_is_chosen_again_on_the_exact_vi
         return True
 
     reservation = await make(fleet, confirm).admit(req("latency"))
-    assert asked == ["ll-a", "ll-b"]
+    assert asked == ["ll-a"]  # the re-decision, made on the exact view, stands without asking
     assert reservation.worker_id == "ll-b"
     assert fleet.inflight("ll-a") == 0 and fleet.released == 1  # the refused slot went back
 
@@ -92,3 +92,18 @@ async def test_a_policy_that_picks_the_refused_worker_again_keeps_it() -> None:
 
     reservation = await make(fleet, confirm).admit(req("latency"))
     assert reservation.worker_id == "ll-a" and asked == ["ll-a"]
+
+
+async def test_a_request_is_decided_again_once_at_most() -> None:
+    """Every answer stale (a burst on every replica): one re-decision, which stands."""
+    fleet = FakeFleet.of(*(ll(f"ll-{n}", slots=1) for n in "abcd"))
+    asked: list[str] = []
+
+    async def confirm(slot: FakeSlot) -> bool:
+        asked.append(slot.worker_id)
+        fleet.set(slot.worker_id, reported=1)  # another replica's lease there, counted now
+        return False
+
+    reservation = await make(fleet, confirm).admit(req("latency"))
+    assert asked == ["ll-a"] and reservation.worker_id == "ll-b"
+    assert fleet.released == 1

@@ -19,6 +19,7 @@ class FakeInflightStore:
         self.leases: dict[str, dict[str, float]] = {}  # worker -> lease id -> expiry
         self.reachable = True
         self.hold_reserves: asyncio.Event | None = None  # set: reserves wait for it
+        self.hold_answers: asyncio.Event | None = None  # set: reserves run, their answers wait for it
         self._followers: list[tuple[Callable[[str, str, str], None], asyncio.Event]] = []
         self.reserves = 0
         self.release_calls = 0
@@ -51,7 +52,13 @@ class FakeInflightStore:
         before = list(leases)
         leases[lease_id] = self.now + ttl_s
         self._publish("+", worker_id, lease_id)
+        if self.hold_answers is not None:
+            await self.hold_answers.wait()
         return before
+
+    def write_unannounced(self, worker_id: str, lease_id: str) -> None:
+        """A lease in the store whose message has not reached the followers (yet, or again)."""
+        self._live(worker_id)[lease_id] = self.now + 60.0
 
     async def release(self, leases: Sequence[tuple[str, str]]) -> None:
         self._check()

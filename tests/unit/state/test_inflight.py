@@ -33,7 +33,9 @@ class Replica:
         return self.leases.lease(worker_id)
 
 
-async def replica(store: FakeInflightStore, slots: int = 1, timeout_s: float = 1.0) -> Replica:
+async def replica(
+    store: FakeInflightStore, slots: int = 1, timeout_s: float = 1.0, heartbeat_timeout_s: float = 1.0
+) -> Replica:
     members = FakeMembers(worker("ll-a", slots), worker("ll-b", slots))
     events = FleetEvents()
     shared: list[bool] = []
@@ -44,7 +46,7 @@ async def replica(store: FakeInflightStore, slots: int = 1, timeout_s: float = 1
         cap_of=lambda w: w.slots,
         lease_ttl_s=TTL_S,
         timeout_s=timeout_s,
-        heartbeat_timeout_s=1.0,
+        heartbeat_timeout_s=heartbeat_timeout_s,
         on_shared=shared.append,
         max_backoff_s=0.05,
     )
@@ -151,16 +153,35 @@ async def test_the_store_unreachable_falls_back_to_own_leases_and_rejoins() -> N
     await b.view.stop()
 
 
-async def test_a_store_slower_than_the_timeout_never_holds_a_request() -> None:
+async def test_a_silent_store_never_holds_a_request_and_degrades_the_view() -> None:
     store = FakeInflightStore()
-    a = await replica(store, timeout_s=0.02)
+    a = await replica(store, timeout_s=0.02, heartbeat_timeout_s=0.1)
     store.hold_reserves = asyncio.Event()  # never set: the store hangs
     lease = a.take()
-    assert await within(1.0, lease.confirm())  # bounded: the slot is kept, the view degraded
-    assert not a.view.shared and a.others() is None
+    assert await within(0.05, lease.confirm())  # bounded by the request's budget: the slot is kept
+    assert a.view.shared  # late so far, not lost
+    await until(lambda: not a.view.shared, 1.0, "silent past the store's timeout: degraded")
+    assert a.others() is None
     store.hold_reserves = None
     await a.view.heartbeat()
     assert a.view.shared
+    await a.view.stop()
+
+
+async def test_an_answer_later_than_the_requests_budget_keeps_the_view_shared() -> None:
+    """A take slower than ``inflight_timeout_s`` that succeeds is a slow store, not a lost
+    one: the request goes on at its budget, the answer lands, the view stays fleet-wide."""
+    store = FakeInflightStore()
+    a = await replica(store, slots=2, timeout_s=0.02)
+    store.write_unannounced("ll-a", "other:1")  # another replica's lease, its message not here yet
+    store.hold_answers = asyncio.Event()
+    lease = a.take()
+    assert await within(0.5, lease.confirm())  # went on at its budget with this replica's decision
+    store.hold_answers.set()
+    await until(lambda: a.others() == 1, 1.0, "the late answer applied to the view")
+    assert a.view.shared and a.shared_changes == [True]
+    lease.release()
+    await until(lambda: list(store._live("ll-a")) == ["other:1"], 1.0, "released after its take")
     await a.view.stop()
 
 
@@ -194,5 +215,93 @@ async def test_the_releases_of_one_turn_go_out_in_one_round_trip() -> None:
         lease.release()
     await until(lambda: b.others() == 0, 1.0, "all three releases seen")
     assert store.release_calls == calls + 1
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_a_take_that_finds_leases_the_decision_did_not_count_is_decided_again() -> None:
+    """Under its cap, but busier than the policy chose it for: the view was stale."""
+    store = FakeInflightStore()
+    a = await replica(store, slots=4)
+    for i in range(2):  # another replica's leases, their messages not here yet
+        store.write_unannounced("ll-a", f"other:{i}")
+    stale = a.take()
+    assert not await stale.confirm()  # decided again...
+    assert a.others() == 2  # ...on the counts the answer brought
+    stale.release()
+    fresh = a.take()  # decided with both counted: it stands
+    assert await fresh.confirm()
+    await a.view.stop()
+
+
+async def test_the_replicas_own_pending_release_holds_no_slot() -> None:
+    store = FakeInflightStore()
+    a = await replica(store, slots=1)
+    first = a.take()
+    assert await first.confirm()
+    first.release()  # its removal reaches the store after the next take does
+    second = a.take()
+    assert await second.confirm()  # the one slot is free: not refused for our own released lease
+    await until(lambda: list(store._live("ll-a")) == [second.shared_id], 1.0, "only the second held")
+    await a.view.stop()
+
+
+async def test_a_late_take_answer_does_not_bring_back_a_released_lease() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=4), await replica(store, slots=4)
+    theirs = b.take()
+    assert await theirs.confirm()
+    assert a.others() == 1
+    store.hold_answers = asyncio.Event()
+    mine = a.take()
+    await asyncio.sleep(0)  # the take ran in the store with b's lease still there...
+    theirs.release()
+    await until(lambda: a.others() == 0, 1.0, "b's release seen by a")
+    store.hold_answers.set()  # ...and its answer arrives after the release
+    assert await mine.confirm()
+    assert a.others() == 0
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_a_lease_written_back_after_its_release_is_not_counted_or_freed_twice() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=4), await replica(store, slots=4)
+    theirs = b.take()
+    assert await theirs.confirm()
+    lease_id = theirs.shared_id
+    assert lease_id is not None
+    theirs.release()
+    await until(lambda: a.others() == 0, 1.0, "b's release seen by a")
+    freed = len(a.freed)
+    store.write_unannounced("ll-a", lease_id)  # b's renewal, on its way, wrote it back
+    await a.view.heartbeat()
+    assert a.others() == 0
+    store._publish("-", "ll-a", lease_id)  # b removes it again: a second release of the same id
+    assert a.others() == 0 and len(a.freed) == freed
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_the_view_counts_its_takes_their_peak_and_the_re_decisions() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store), await replica(store)
+    store.hold_reserves = asyncio.Event()
+    first, second = a.take(), b.take()  # both saw ll-a's one slot free
+    answers = asyncio.gather(first.confirm(), second.confirm())
+    await asyncio.sleep(0)
+    store.hold_reserves.set()
+    won = (await answers).index(True)
+    winner, loser = (a, b) if won == 0 else (b, a)
+    assert {k: winner.view.describe()[k] for k in ("reservations", "peak_fleet_leases", "redecided")} == {
+        "reservations": 1,
+        "peak_fleet_leases": {"ll-a": 1},
+        "redecided": 0,
+    }
+    assert {k: loser.view.describe()[k] for k in ("reservations", "peak_fleet_leases", "redecided")} == {
+        "reservations": 1,
+        "peak_fleet_leases": {"ll-a": 2},
+        "redecided": 1,
+    }
     await a.view.stop()
     await b.view.stop()
