@@ -448,7 +448,9 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(speech_route(speech))
-    app.include_router(voices.create_router(config.voices, config.auth, config.server.max_body_bytes, api_keys, voice_registry))
+    app.include_router(
+        voices.create_router(config.voices, config.auth, config.server.max_body_bytes, api_keys, voice_registry, config.server.body_timeout_s)
+    )
     app.include_router(models.create_router(config.models, api_keys))
     app.include_router(health.create_router(availability, admission, metrics, config.server.ready_requires))
     admin_router = admin.create_router(
@@ -459,7 +461,10 @@ def create_app(
     # Not in /openapi.json, /docs or /redoc: the control surface is documented for operators
     # (README, docs/routing.md), not advertised to every client that can reach the API.
     app.include_router(admin_router, include_in_schema=False)
-    app.include_router(admin_voices.create_router(config.voices, config.server.max_body_bytes, AdminAuth(config.auth), voice_registry), include_in_schema=False)
+    admin_voice_router = admin_voices.create_router(
+        config.voices, config.server.max_body_bytes, AdminAuth(config.auth), voice_registry, config.server.body_timeout_s
+    )
+    app.include_router(admin_voice_router, include_in_schema=False)
     if config.server.playground:
         app.include_router(playground.create_router())
     # The entry table: the paths served before the framework (the request id set once for all).

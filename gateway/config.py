@@ -76,8 +76,9 @@ class ServerConfig(Strict):
     # From connecting (or a request's first byte) to the end of its headers; a client that
     # sends nothing or trickles headers is cut off after this (408).
     header_timeout_s: float = Field(10.0, gt=0)
-    # A whole JSON request body must arrive within this once its headers have (408 after):
-    # a stalled or trickled body would otherwise hold its key's stream slot indefinitely.
+    # A whole request body (JSON, or a voice upload's form) must arrive within this once its
+    # headers have (408 after): a stalled or trickled body would otherwise hold its key's
+    # stream slot, or an upload's spooled temporary file, indefinitely.
     body_timeout_s: float = Field(60.0, gt=0)
     # Open connections (HTTP and WebSocket) and requests in progress this replica accepts;
     # past it, new requests get a plain 503 from the server. None = unlimited.

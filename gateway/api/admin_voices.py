@@ -19,7 +19,10 @@ from gateway.voices.owners import ADMIN, is_valid_owner
 from gateway.voices.registry import VoiceRegistry
 
 
-def create_router(voices_config: VoicesConfig, max_body_bytes: int, admin_auth: AdminAuth, voices: VoiceRegistry) -> APIRouter:
+def create_router(
+    voices_config: VoicesConfig, max_body_bytes: int, admin_auth: AdminAuth, voices: VoiceRegistry,
+    body_timeout_s: float | None = None,
+) -> APIRouter:
     router = APIRouter(prefix="/admin")
     limit = voices_config.max_upload_bytes
     body_limit = upload_body_limit(limit, max_body_bytes)
@@ -38,7 +41,7 @@ def create_router(voices_config: VoicesConfig, max_body_bytes: int, admin_auth: 
     @router.post("/voices")
     async def upload_voice(request: Request) -> dict[str, Any]:
         check(request)
-        upload = await read_voice_upload(request, limit, body_limit)
+        upload = await read_voice_upload(request, limit, body_limit, body_timeout_s)
         result = await upload.register(voices, owner=ADMIN)
         voice = result.voice
         return {"success": True, "voice": {"id": voice.name, "owner": voice.owner, **voice.public()}, "workers": result.summary()}

@@ -9,6 +9,7 @@ message is ever read, whatever the client sends.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
@@ -73,9 +74,13 @@ async def _counted(receive: Receive, body_limit: int, audio_limit: int) -> Async
             return
 
 
-async def read_voice_upload(request: Request, audio_limit: int, body_limit: int) -> VoiceUpload:
+async def read_voice_upload(
+    request: Request, audio_limit: int, body_limit: int, timeout_s: float | None = None
+) -> VoiceUpload:
     """The upload's fields; 415 for anything but multipart, 413 past ``body_limit`` bytes
-    of body or ``audio_limit`` bytes of audio, 400 for a malformed form."""
+    of body or ``audio_limit`` bytes of audio, 408 when the body has not all arrived within
+    ``timeout_s``, 400 for a malformed form. A client that hangs up mid-body raises
+    ``ClientDisconnect`` (499: nobody's error)."""
     content_type = request.headers.get("content-type", "")
     if not content_type.startswith("multipart/form-data"):
         raise GatewayError(
@@ -93,9 +98,16 @@ async def read_voice_upload(request: Request, audio_limit: int, body_limit: int)
         max_part_size=FORM_OVERHEAD_BYTES,
     )
     try:
-        form = await parser.parse()
-    except GatewayError:
-        raise  # over the limit; the parser closed its spooled files already
+        async with asyncio.timeout(timeout_s):
+            form = await parser.parse()
+    except TimeoutError:
+        # The parser closed (deleted) its spooled files on the cancellation.
+        raise GatewayError(
+            408, f"The upload did not arrive within {timeout_s:g} s (server.body_timeout_s).",
+            code="request_timeout", headers={"Connection": "close"},  # the rest of the body is not read
+        ) from None  # fmt: skip
+    except (GatewayError, ClientDisconnect):
+        raise  # over the limit, or nobody left to answer; the parser closed its spooled files
     except Exception as exc:  # malformed multipart, a text field over its part size, a client gone
         raise bad_request(f"Could not read the multipart form: {exc}", code="invalid_form") from exc
     try:

@@ -26,7 +26,8 @@ from gateway.voices.resolve import list_voices as voice_listing
 
 
 def create_router(
-    voices_config: VoicesConfig, auth_config: AuthConfig, max_body_bytes: int, auth: ApiKeyGate, voices: VoiceRegistry
+    voices_config: VoicesConfig, auth_config: AuthConfig, max_body_bytes: int, auth: ApiKeyGate, voices: VoiceRegistry,
+    body_timeout_s: float | None = None,
 ) -> APIRouter:
     router = APIRouter()
     limit = voices_config.max_upload_bytes
@@ -49,7 +50,7 @@ def create_router(
     @router.post("/v1/audio/voices")
     async def upload_voice(request: Request) -> dict[str, Any]:
         key = await auth.check(request.headers)
-        upload = await read_voice_upload(request, limit, body_limit)
+        upload = await read_voice_upload(request, limit, body_limit, body_timeout_s)
         result = await upload.register(voices, owner=voice_owner(key), owner_limit=quota(key))
         return {"success": True, "voice": {"id": result.voice.name, **result.voice.public()}, "workers": result.counts()}
 

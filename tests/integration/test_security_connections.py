@@ -4,17 +4,19 @@ slot for longer than the server's bounds, and a client that leaves is no error.
 Real gateway processes, raw sockets: a header past ``server.max_header_bytes`` is 431, a
 client that sends nothing or trickles its headers is cut off after ``server.header_timeout_s``,
 a body that does not arrive within ``server.body_timeout_s`` is 408 (the key's stream slot
-freed), requests past ``server.max_connections`` are 503 in the envelope (upgrades too), and
+freed; a voice upload's spooled file deleted), requests past ``server.max_connections`` are 503 in the envelope (upgrades too), and
 a client hanging up mid-body is counted 499, never logged as an ERROR or counted as a 500.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 
 import httpx
 import pytest
@@ -119,6 +121,47 @@ def test_a_stalled_body_is_408_and_frees_the_keys_stream_slot(stack: Stack) -> N
     # The key's one stream is free again: the same key is served, not refused with 429.
     response = httpx.post(f"{stack.url}/v1/audio/speech", json=speech_body(), headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
     assert response.status_code == 200, response.text
+
+
+def spooled_files(pid: int) -> int:
+    """Files the process holds open that are already unlinked: a multipart parser's spooled
+    upload (a ``TemporaryFile``) has no name on disk, only this."""
+    fds = Path(f"/proc/{pid}/fd")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += os.readlink(fd).endswith(" (deleted)")
+        except OSError:
+            pass  # closed meanwhile
+    return count
+
+
+def test_a_stalled_voice_upload_is_408_and_its_spooled_file_deleted(stack: Stack) -> None:
+    # 2 MiB of a declared 5 MiB arrive, then nothing: past 1 MiB the multipart parser spools
+    # to disk, so an upload stalled forever would hold a file (and a connection) forever.
+    boundary = "stalled-upload"
+    preamble = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\nstalled\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="consent"\r\n\r\ntrue\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="audio_sample"; filename="a.wav"\r\n'
+        "Content-Type: audio/wav\r\n\r\nRIFF"
+    ).encode()
+    pid = stack.gateway.popen.pid
+    before = spooled_files(pid)
+    with raw(stack.url) as sock:
+        head = (
+            f"POST /v1/audio/voices HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {KEY}\r\n"
+            f"Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {5 * 1024 * 1024}\r\n\r\n"
+        )
+        sock.sendall(head.encode() + preamble + b"\0" * (2 * 1024 * 1024))
+        wait_until(lambda: spooled_files(pid) > before, BOUND, "the upload spooled to disk")
+        started = time.monotonic()
+        status, error = status_and_error(read_all(sock))
+        assert time.monotonic() - started < BOUND
+    assert status == 408 and error["code"] == "request_timeout"
+    wait_until(lambda: spooled_files(pid) == before, BOUND, "the spooled upload deleted")
+    listed = httpx.get(f"{stack.url}/v1/audio/voices", headers={"Authorization": f"Bearer {KEY}"}, timeout=10)
+    assert "stalled" not in [voice["id"] for voice in listed.json()["voices"]]
 
 
 def test_a_client_leaving_mid_body_is_499_not_an_error(stack: Stack) -> None:

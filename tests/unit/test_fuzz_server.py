@@ -1,5 +1,5 @@
 """Bad input only a socket can send, property-based: huge headers, trickled or abandoned heads
-and bodies, API keys in query strings (HTTP and the WebSocket handshake). The gateway answers
+and bodies (speech requests and voice uploads), API keys in query strings (HTTP and the WebSocket handshake). The gateway answers
 every one within its server bounds, never with a 5xx, and no key reaches any log line.
 
 The in-process gateway of ``tests/unit/fuzz_support.py`` is also served by uvicorn on a
@@ -147,15 +147,36 @@ def test_a_head_that_stops_is_cut_off_after_the_header_deadline(gw: InProcessGat
     assert status == 408, f"{cut} bytes of head -> {status}"
 
 
+UPLOAD_BOUNDARY = "fuzz-stalled"
+
+
+def stopping_body(path: str, declared: int) -> tuple[bytes, str]:
+    """A whole body for ``path`` (a speech request, or a voice upload's form) and its type."""
+    if path == "/v1/audio/speech":
+        return json.dumps({"model": "tts-1", "voice": "alloy", "input": "x" * declared}).encode(), "application/json"
+    form = (
+        f'--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name="name"\r\n\r\nstalled\r\n'
+        f'--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name="consent"\r\n\r\ntrue\r\n'
+        f'--{UPLOAD_BOUNDARY}\r\nContent-Disposition: form-data; name="audio_sample"; filename="a.wav"\r\n'
+        f"Content-Type: audio/wav\r\n\r\nRIFF{'x' * declared}\r\n--{UPLOAD_BOUNDARY}--\r\n"
+    )
+    return form.encode(), f"multipart/form-data; boundary={UPLOAD_BOUNDARY}"
+
+
 @SLOW_FUZZ
-@given(declared=st.integers(20, 4000), fraction=st.floats(0, 0.95), stall=st.booleans())
+@given(
+    path=st.sampled_from(["/v1/audio/speech", "/v1/audio/voices"]),
+    declared=st.integers(20, 4000),
+    fraction=st.floats(0, 0.95),
+    stall=st.booleans(),
+)
 def test_a_body_that_stops_is_408_or_a_client_gone_never_a_5xx(
-    gw: InProcessGateway, site: str, declared: int, fraction: float, stall: bool
+    gw: InProcessGateway, site: str, path: str, declared: int, fraction: float, stall: bool
 ) -> None:
-    body = json.dumps({"model": "tts-1", "voice": "alloy", "input": "x" * declared}).encode()
+    body, content_type = stopping_body(path, declared)
     head = (
-        f"POST /v1/audio/speech HTTP/1.1\r\nHost: fuzz\r\nAuthorization: Bearer {API_KEY}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: fuzz\r\nAuthorization: Bearer {API_KEY}\r\n"
+        f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
     sent = head + body[: int(len(body) * fraction)]
     if not stall:  # the client hangs up mid-body: nobody to answer; the gateway must not count a 5xx
@@ -163,7 +184,7 @@ def test_a_body_that_stops_is_408_or_a_client_gone_never_a_5xx(
         return
     started = time.monotonic()
     answer = exchange(site, sent)
-    status = tallied(gw, "POST", "/v1/audio/speech", answer)
+    status = tallied(gw, "POST", path, answer)
     assert status == 408, f"a stalled body -> {status}"
     assert time.monotonic() - started < BODY_TIMEOUT_S + 10
 

@@ -1,12 +1,14 @@
 """The voice upload reader counts the body as it arrives: a chunked upload (no
-Content-Length) is refused once it passes the limit, and nothing after is read."""
+Content-Length) is refused once it passes the limit, and nothing after is read. A body that
+stops arriving is 408 at the body-read deadline; a client that hangs up is gone, not a 400."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from gateway.api.voice_upload import FORM_OVERHEAD_BYTES, read_voice_upload, upload_body_limit
 from gateway.errors import GatewayError
@@ -64,3 +66,32 @@ async def test_a_declared_length_over_the_limit_is_refused_before_reading() -> N
     with pytest.raises(GatewayError) as refused:
         await read_voice_upload(req, AUDIO_LIMIT, upload_body_limit(AUDIO_LIMIT, 10**9))
     assert refused.value.status == 413 and pulled == []
+
+
+def stalling(chunks: list[bytes], then: dict[str, Any] | None = None) -> Request:
+    """A request whose body is ``chunks`` and then either ``then`` or nothing, ever."""
+    messages = [{"type": "http.request", "body": chunk, "more_body": True} for chunk in chunks]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop(0)
+        if then is not None:
+            return then
+        await asyncio.Event().wait()  # the client sends no more and stays connected
+        raise AssertionError("unreachable")
+
+    headers = [(b"content-type", f"multipart/form-data; boundary={BOUNDARY}".encode())]
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": headers}, receive)
+
+
+async def test_an_upload_that_stops_arriving_is_408_at_the_deadline() -> None:
+    opening = form(b"RIFF" + b"\0" * 1000, name="x", consent="true").rsplit(b"\r\n--", 1)[0]
+    with pytest.raises(GatewayError) as refused:
+        await asyncio.wait_for(read_voice_upload(stalling([opening]), AUDIO_LIMIT, upload_body_limit(AUDIO_LIMIT, 10**9), 0.05), 5)
+    assert refused.value.status == 408 and refused.value.code == "request_timeout"
+
+
+async def test_a_client_hanging_up_mid_upload_is_gone_not_a_malformed_form() -> None:
+    opening = form(b"RIFF", name="x", consent="true").rsplit(b"\r\n--", 1)[0]
+    with pytest.raises(ClientDisconnect):
+        await read_voice_upload(stalling([opening], {"type": "http.disconnect"}), AUDIO_LIMIT, upload_body_limit(AUDIO_LIMIT, 10**9), 5)
