@@ -163,7 +163,7 @@ class SpeechPipeline:
         fields = await self._payloads.check(speech.fields)
         payload = self._payloads.build(fields, speech.input, owner=voice_owner(key_stream.key))
         reference = reference_key(payload, self._payloads.is_uploaded_voice(payload.get("voice")))
-        own_delay_s = self._first_audio.predict(speech.response_format, speech.tempo)
+        own_delay_s = self._first_audio.predict(speech.response_format, speech.tempo, speech.sample_rate)
         info = RequestInfo(
             sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin, gateway_delay_s=own_delay_s,
             warm_workers=self._affinity.warm_workers(reference),
@@ -217,7 +217,7 @@ class _FirstAudio:
 
     def sent(self) -> None:
         speech = self._speech
-        self._delays.observe(speech.response_format, speech.tempo, time.perf_counter() - self._since)
+        self._delays.observe(speech.response_format, speech.tempo, time.perf_counter() - self._since, speech.sample_rate)
 
 
 class _Delivery:

@@ -248,10 +248,10 @@ def _first_error(exc: ValidationError) -> GatewayError:
         return bad_request(min_new_tokens_message(), param)
     if param == "sample_rate":
         return bad_request(f"sample_rate must be a whole number of Hz, one of {', '.join(map(str, SAMPLE_RATES))}.", param)
-    return bad_request(plain_message(param, error["type"], error.get("ctx") or {}, error["msg"]), param)
+    return bad_request(plain_message(param, error["type"], error.get("ctx") or {}), param)
 
 
-def plain_message(param: str | None, kind: str, ctx: dict[str, Any], fallback: str) -> str:
+def plain_message(param: str | None, kind: str, ctx: dict[str, Any]) -> str:
     """The project's own sentence for a field pydantic refused ("'speed' must be at most 4."),
     not pydantic's wording ("Value error, ...", "String should have at most ...")."""
     field = f"'{param}'" if param else "The request"
@@ -272,12 +272,23 @@ def plain_message(param: str | None, kind: str, ctx: dict[str, Any], fallback: s
             return f"{field} must be a string."
         case "int_type" | "int_parsing" | "int_from_float":
             return f"{field} must be an integer."
+        case "int_parsing_size":
+            return f"{field} is too large a number."
         case "float_type" | "float_parsing" | "finite_number":
             return f"{field} must be a number."
         case "bool_type" | "bool_parsing":
             return f"{field} must be true or false."
+        case "dict_type":
+            return f"{field} must be a JSON object."
+        case "list_type":
+            return f"{field} must be an array."
+        case "too_long":
+            return f"{field} must have at most {ctx['max_length']} items."
+        case "too_short":
+            return f"{field} must have at least {ctx['min_length']} items."
         case "literal_error":
             return f"{field} must be one of {ctx['expected']}."
         case "value_error":
             return f"{field} {ctx['error']}."  # our own validators' sentences
-    return f"{field}: {fallback}."
+    # A kind not worded above: still a sentence of ours, never pydantic's own text.
+    return f"{field} is not a valid value."

@@ -31,6 +31,7 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 TEXT = "Hello from the playground. The gateway picks a pool for every request."
+README_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "playground.png"
 WAIT_S = 60
 
 
@@ -87,6 +88,13 @@ def played_cards(driver: WebDriver, count: int) -> list[dict[str, str]]:
         return done if len(found) == count and len(done) == count else None
 
     return WebDriverWait(driver, WAIT_S).until(cards)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
 
 
 def fleet_panel(driver: WebDriver) -> dict[str, str]:
@@ -151,10 +159,26 @@ def test_speak_compare_clone_and_fleet(stack: Stack, browser: WebDriver, tmp_pat
     assert "off" in browser.find_element(By.ID, "profile-changes").text
 
     assert console_errors(browser) == []
+    # The README's picture (PLAYGROUND_SCREENSHOT=docs/playground.png runs this test to retake
+    # it): the whole page, so the fleet view it names is in it, not cut off below the fold.
+    window = browser.get_window_size()
+    chrome_px = window["height"] - browser.execute_script("return window.innerHeight")
+    page_px = browser.execute_script("return document.documentElement.scrollHeight")
     screenshot = tmp_path / "playground.png"
-    assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
-    if target := os.environ.get("PLAYGROUND_SCREENSHOT"):  # to refresh the README's picture
+    try:
+        browser.set_window_size(window["width"], page_px + chrome_px)
+        assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
+    finally:
+        browser.set_window_size(window["width"], window["height"])
+    if target := os.environ.get("PLAYGROUND_SCREENSHOT"):
         shutil.copy(screenshot, target)
+    # The committed picture is this test's: same width, and the same page height within a few
+    # rows of the fleet tables (a layout change, or a picture taken by hand, shows here).
+    (width, height), (taken_width, taken_height) = png_size(README_SCREENSHOT), png_size(screenshot)
+    retake = "PLAYGROUND_SCREENSHOT=docs/playground.png pytest tests/integration/test_playground_browser.py -k compare"
+    assert width == taken_width and abs(height - taken_height) <= 0.05 * taken_height, (
+        f"docs/playground.png is {width}x{height}, this test takes {taken_width}x{taken_height}; retake it: {retake}"
+    )
 
 
 def test_a_pool_that_cannot_serve_yet_is_explained_on_the_page(browser: WebDriver, tmp_path: Path) -> None:

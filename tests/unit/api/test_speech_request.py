@@ -135,6 +135,9 @@ def test_budgets_past_2048_tokens_are_allowed_up_to_the_profiles_model_length() 
         (body(speed="fast"), "'speed' must be a number."),
         (body(stream_format="chunks"), "'stream_format' must be one of 'audio' or 'sse'."),
         (body(input=["a", "b"]), "'input' must be a string."),
+        (body(extra_params=1), "'extra_params' must be a JSON object."),
+        (body(seed=1e30), "'seed' is too large a number."),
+        (body(max_new_tokens=1e30), "'max_new_tokens' is too large a number."),
     ],
 )
 def test_validation_messages_are_plain_sentences(raw: bytes, message: str) -> None:
@@ -142,3 +145,24 @@ def test_validation_messages_are_plain_sentences(raw: bytes, message: str) -> No
     with pytest.raises(GatewayError) as caught:
         parse_speech_request(raw)
     assert caught.value.message == message
+
+
+# Phrases of pydantic's own messages ("Input should be a valid dictionary", "Unable to parse
+# input string as an integer, exceeded maximum size", "Value should have at most 8192 items").
+PYDANTIC_WORDING = ("Input should", "should have", "Value error", "Unable to parse", "valid dictionary", "valid list")
+WRONG_VALUES = (None, 1, -1, 1.5, 1e30, "x", "", "x" * 300, [], [1], [["x"]], {}, {"a": 1}, True, [0.0] * 9000)
+FIELDS = (
+    "model", "input", "voice", "instructions", "response_format", "speed", "stream_format", "stream",
+    "sample_rate", "ref_audio", "ref_text", "seed", "max_new_tokens", "language", "task_type", "extra_params",
+    "initial_codec_chunk_frames", "non_streaming_mode", "word_timestamps", "ambient_sound", "duration_seconds",
+    "x_vector_only_mode", "speaker_embedding", "references",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FIELDS)
+def test_no_wrong_value_of_any_field_is_answered_in_pydantic_words(name: str) -> None:
+    for value in WRONG_VALUES:
+        try:
+            parse_speech_request(body(**{name: value}))
+        except GatewayError as exc:
+            assert not any(phrase in exc.message for phrase in PYDANTIC_WORDING), f"{name}={value!r}: {exc.message}"

@@ -31,3 +31,14 @@ def test_one_stall_is_bounded() -> None:
     delays = FirstAudioDelays(weight=1.0)
     delays.observe(AudioFormat.PCM, 0.8, 30.0)
     assert delays.predict(AudioFormat.PCM, 0.8) == 0.25
+
+
+def test_another_sample_rate_learns_apart_from_the_workers_rate() -> None:
+    # mp3 at 16 kHz has no early start: it waits for the worker's second chunk (~250 ms).
+    delays = FirstAudioDelays(weight=0.5)
+    for _ in range(10):
+        delays.observe(AudioFormat.MP3, 1.0, 0.240, sample_rate=16_000)
+    assert delays.predict(AudioFormat.MP3, 1.0, sample_rate=16_000) == pytest.approx(0.240, rel=1e-2)
+    assert delays.predict(AudioFormat.MP3, 1.0) == PRIOR_S[AudioFormat.MP3]  # the common request untouched
+    assert delays.predict(AudioFormat.MP3, 1.0, sample_rate=24_000) == PRIOR_S[AudioFormat.MP3]  # the workers' own rate
+    assert set(delays.snapshot()) == {"mp3/resampled"}
