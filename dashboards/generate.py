@@ -441,6 +441,18 @@ def overview(slo: SloConfig) -> Dashboard:
          Q(f"sum(rate(higgs_gateway_quality_dropped_total{i}[{RATE}]))", "dropped /s", guide=True)],
         width=8,
     ))  # fmt: skip
+    d = d.with_panel(ts(
+        "Word error rate", "Where quality.wer is on (the recogniser extra): median word error rate of transcribed streams "
+        "against their input text by pool, each worker's recent mean (its wer.window; ejected for quality above "
+        "wer.max_wer), and dashed, streams not transcribed because the recogniser was busy, and its CPU seconds per "
+        "second of audio heard.",
+        [*quantiles("higgs_gateway_quality_wer", "pool", pi, "{{pool}}", (0.5,)),
+         Q(f"max by (pool, worker) (higgs_gateway_quality_wer_mean{pi})", "{{worker}} recent mean"),
+         Q(f"sum(rate(higgs_gateway_quality_wer_dropped_total{i}[{RATE}]))", "not transcribed /s", guide=True),
+         Q(f"sum(rate(higgs_gateway_quality_wer_cpu_seconds_total{i}[{RATE}])) / "
+           f"sum(rate(higgs_gateway_quality_wer_audio_seconds_total{i}[{RATE}]))", "recogniser CPU s per audio s", guide=True)],
+        width=24,
+    ))  # fmt: skip
     return d
 
 

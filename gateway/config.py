@@ -382,6 +382,22 @@ class HealthConfig(Strict):
     detect_restarts: bool = True
 
 
+class WerConfig(Strict):
+    """A word error rate against the input text (the ``recogniser`` extra; docs/quality.md)."""
+
+    # Off by default: recognition costs about a CPU second per second of audio, in a child process.
+    enabled: bool = False
+    # Share of the streams the signal checks score (quality.sample_share) that are also transcribed,
+    # per worker (the first scored stream of each worker always is). Probe clips always are.
+    sample_share: float = Field(0.02, ge=0, le=1)
+    # Clips in the recogniser's hands (the one being decoded included); more are dropped, counted.
+    max_pending: int = Field(4, gt=0)
+    # Out of routing (reason quality) when the mean WER of a worker's last `window` transcribed
+    # streams exceeds this (WER can pass 1.0: insertions count). None: measured, never ejected.
+    max_wer: float | None = Field(None, gt=0)
+    window: int = Field(8, gt=0)
+
+
 class QualityConfig(Strict):
     """Audio quality sampling per worker (gateway.quality, docs/quality.md)."""
 
@@ -405,6 +421,8 @@ class QualityConfig(Strict):
     # A probe text for a ready worker with nothing scored for this long (0: no probes).
     probe_interval_s: float = Field(300.0, ge=0)
     probe_text: str = "The quick brown fox jumps over the lazy dog, and then it runs back home again."
+    # A word error rate of a share of the scored streams (the recogniser extra; off by default).
+    wer: WerConfig = Field(default_factory=WerConfig)
 
     @model_validator(mode="after")
     def _coherent(self) -> QualityConfig:

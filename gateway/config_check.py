@@ -4,7 +4,8 @@ judged or shown before anything starts.
 The check goes as far as start-up would without opening a port or a process: the config
 document (types, ranges, unknown keys), every pool's deploy profile (each pool's routing
 prior is read from it), the pool-role rules for the pools the gateway launches itself, and,
-with tracing on, that its SDK and exporter are installed. It also warns where the config
+with tracing on, that its SDK and exporter are installed, and with ``quality.wer`` on, that the
+recogniser extra is. It also warns where the config
 is unsafe or cannot hold: no API keys on a non-loopback address (an error unless
 ``auth.allow_anonymous``), and more voice audio than the Redis it names may hold.
 """
@@ -45,7 +46,7 @@ def config_findings(config: GatewayConfig) -> list[Finding]:
         except OSError as exc:
             findings.append(Finding(pool.profile, "<file>", f"pools.{name.value}.profile: {exc}"))
     return (
-        findings + check_supervised_profiles(config) + tracing_findings(config)
+        findings + check_supervised_profiles(config) + tracing_findings(config) + wer_findings(config)
         + exposure_findings(config) + redis_memory_findings(config)
     )  # fmt: skip
 
@@ -91,6 +92,17 @@ def tracing_findings(config: GatewayConfig) -> list[Finding]:
     except ConfigError as exc:
         return [Finding("config", "tracing.endpoint", str(exc))]
     return []
+
+
+def wer_findings(config: GatewayConfig) -> list[Finding]:
+    """With ``quality.wer.enabled``: the recogniser extra is installed (an error: start-up
+    refuses a word error rate it cannot measure, as it refuses tracing it cannot export)."""
+    if not (config.quality.enabled and config.quality.wer.enabled):
+        return []
+    from gateway.quality.recogniser import missing_extra  # finds the packages, imports neither
+
+    missing = missing_extra()
+    return [] if missing is None else [Finding("config", "quality.wer.enabled", missing)]
 
 
 def redacted(config: GatewayConfig) -> dict[str, Any]:

@@ -47,7 +47,7 @@ class QualityProbe:
         self._metrics = metrics
         self._interval_s = interval_s
         self._payload = {"model": served_model, "input": text, "response_format": "pcm", "stream_format": "audio"}
-        self._text = text
+        self.text = text
         self._timeout_s = timeout_s
         self._clock = clock
         self._seen: dict[str, int] = {}
@@ -76,9 +76,9 @@ class QualityProbe:
             if worker.routable and quiet:
                 await self.probe(worker)
 
-    async def retest(self, worker: Worker, concurrency: int) -> list[Score] | None:
-        """``concurrency`` probes at once (the batch it failed at), scored here; None when any
-        request failed (that is the health checks' business, and no pass)."""
+    async def retest(self, worker: Worker, concurrency: int) -> list[tuple[bytes, Score]] | None:
+        """``concurrency`` probes at once (the batch it failed at), each clip with its score;
+        None when any request failed (that is the health checks' business, and no pass)."""
 
         async def one() -> bytes | None:
             try:
@@ -92,7 +92,7 @@ class QualityProbe:
         self._metrics.probes.labels(worker.pool.value, worker.worker_id, outcome).inc(concurrency)
         if outcome == "failed":
             return None
-        return [await asyncio.to_thread(score_pcm, clip) for clip in clips if clip is not None]
+        return [(clip, await asyncio.to_thread(score_pcm, clip)) for clip in clips if clip is not None]
 
     async def probe(self, worker: Worker) -> bool:
         dispatched = self._clock()
@@ -107,6 +107,7 @@ class QualityProbe:
             self._metrics.probes.labels(worker.pool.value, worker.worker_id, "failed").inc()
             return False
         self._metrics.probes.labels(worker.pool.value, worker.worker_id, "scored").inc()
-        sample = Sample(worker.worker_id, worker.pool, load, dispatched, len(self._text), probe=True)
+        # The probe's text is ours: its clip is transcribed too where a word error rate is measured.
+        sample = Sample(worker.worker_id, worker.pool, load, dispatched, len(self.text), probe=True, text=self.text)
         self._sampler.submit(sample, [response.content])
         return True

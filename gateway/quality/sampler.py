@@ -7,7 +7,10 @@ scoring thread; a full queue drops the sample and counts it, so a busy gateway o
 less and the relay never waits. Results come back to the event loop for the judge.
 
 Sampling is deterministic per worker (every 1/share-th stream, by an accumulator): a small
-share still scores a worker's first streams soon, and tests need no random seed.
+share still scores a worker's first streams soon, and tests need no random seed. With a
+word error rate on (quality.wer), a second accumulator picks ``wer_share`` of the sampled
+streams to keep their input text; their clips also go to the transcriber, which has its own
+bound (``gateway.quality.transcriber``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class Sample:
     dispatched_at: float
     text_chars: int
     probe: bool = False
+    # The input text, when this stream is also transcribed for a word error rate (quality.wer).
+    text: str | None = None
 
 
 Deliver = Callable[[Sample, Score], None]
@@ -65,7 +70,10 @@ class PcmTap:
         """The stream ended: only a whole clip is judged (a cut one says nothing of quality)."""
         chunks, self._chunks = self._chunks, []
         if completed:
-            self._sampler.submit(replace(self._sample, load=max(peak_load, self._sample.load)), chunks)
+            sample = replace(self._sample, load=max(peak_load, self._sample.load))
+            if self._room <= 0:  # cut at max_seconds: the text says more than the clip holds
+                sample = replace(sample, text=None)
+            self._sampler.submit(sample, chunks)
 
 
 class QualitySampler:
@@ -79,8 +87,15 @@ class QualitySampler:
         deliver: Deliver,
         on_dropped: Callable[[], None],
         score: Callable[[bytes], Score] = score_pcm,
+        wer_share: float = 0.0,
+        transcribe: Callable[[Sample, list[bytes]], object] | None = None,
     ) -> None:
+        """``transcribe``: where a clip with its text goes for a word error rate (quality.wer),
+        ``wer_share`` of the sampled streams, per worker; None: no rate."""
         self._share = share
+        self._wer_share = wer_share
+        self._transcribe = transcribe
+        self._wer_credit: dict[str, float] = {}
         self._score = score
         self._min_bytes = int(min_seconds * BYTES_PER_SECOND)
         self._max_bytes = int(max_seconds * BYTES_PER_SECOND)
@@ -115,17 +130,28 @@ class QualitySampler:
         """A tap when this stream is sampled, else None (the relay's only cost: this call)."""
         if self._thread is None:
             return None
-        credit = self._credit.get(worker_id, 1.0 - self._share) + self._share  # a worker's first stream is sampled
-        if credit < 1.0:
-            self._credit[worker_id] = credit
+        if not self._take(self._credit, worker_id, self._share):  # a worker's first stream is sampled
             return None
-        self._credit[worker_id] = credit - 1.0
-        return PcmTap(self, Sample(worker_id, pool, load, dispatched_at, len(text)), self._max_bytes)
+        heard = self._transcribe is not None and self._take(self._wer_credit, worker_id, self._wer_share)
+        sample = Sample(worker_id, pool, load, dispatched_at, len(text), text=text if heard and text else None)
+        return PcmTap(self, sample, self._max_bytes)
+
+    @staticmethod
+    def _take(credits: dict[str, float], worker_id: str, share: float) -> bool:
+        """Every 1/share-th call per worker, the first one included."""
+        credit = credits.get(worker_id, 1.0 - share) + share
+        if credit < 1.0:
+            credits[worker_id] = credit
+            return False
+        credits[worker_id] = credit - 1.0
+        return True
 
     def submit(self, sample: Sample, chunks: list[bytes]) -> None:
         """Queue a finished clip for scoring; dropped (and counted) when the scorer is behind."""
         if self._thread is None or sum(map(len, chunks)) < self._min_bytes:
             return
+        if sample.text is not None and self._transcribe is not None:
+            self._transcribe(sample, chunks)  # its own bound: dropped and counted there
         try:
             self._queue.put_nowait((sample, chunks))
         except queue.Full:

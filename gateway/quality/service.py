@@ -1,7 +1,7 @@
 """The quality sampling of one gateway, built from ``quality`` in its config.
 
-The relay gets ``sampler`` as its stream taps; ``start``/``stop`` run the scoring thread and
-the probe loop with the gateway's lifespan. Nothing here is on the request path but the
+The relay gets ``sampler`` as its stream taps; ``start``/``stop`` run the scoring thread, the
+recogniser's process (``quality.wer``) and the probe loop with the gateway's lifespan. Nothing here is on the request path but the
 sampler's ``tap`` call and the tap's list appends.
 """
 
@@ -14,15 +14,17 @@ from collections.abc import Callable
 import httpx
 from prometheus_client import CollectorRegistry
 
-from gateway.config import QualityConfig
+from gateway.config import ConfigError, QualityConfig
 from gateway.pools.members import Members
 from gateway.pools.worker import Worker
 from gateway.pools.worker_health import WorkerHealth
 from gateway.quality.judge import JudgedWorker, QualityJudge
 from gateway.quality.metrics import QualityMetrics
 from gateway.quality.probe import QualityProbe
+from gateway.quality.recogniser import missing_extra
 from gateway.quality.sampler import QualitySampler, Sample
 from gateway.quality.score import Floors, Score
+from gateway.quality.transcriber import Transcriber, Transcript
 
 log = logging.getLogger("higgs_gateway.quality")
 
@@ -50,6 +52,13 @@ class QualityService:
         clock: Callable[[], float],
     ) -> None:
         self.metrics = QualityMetrics(registry)
+        wer = config.wer
+        if wer.enabled and (missing := missing_extra()) is not None:
+            raise ConfigError(missing)
+        # A word error rate of a share of the scored streams, in a child process (quality.wer).
+        self.transcriber = (
+            Transcriber(wer.max_pending, deliver=self._heard, on_dropped=self.metrics.wer_dropped.inc) if wer.enabled else None
+        )
 
         def eject(worker: JudgedWorker, detail: str) -> None:
             assert isinstance(worker, Worker)
@@ -58,6 +67,7 @@ class QualityService:
         self.judge = QualityJudge(
             floors_of(config), config.window, config.eject_after_bad,
             worker=members.get, eject=eject, metrics=self.metrics, clock=clock,
+            max_wer=wer.max_wer, wer_window=wer.window,
         )  # fmt: skip
         self.sampler = QualitySampler(
             config.sample_share,
@@ -66,6 +76,8 @@ class QualityService:
             max_pending=config.max_pending,
             deliver=self._deliver,
             on_dropped=self.metrics.dropped.inc,
+            wer_share=wer.sample_share,
+            transcribe=self.transcriber.submit if self.transcriber is not None else None,
         )
         # Probes for thin traffic (every probe_interval_s; 0: none) and the half-open re-tests.
         self.probe = QualityProbe(
@@ -93,22 +105,37 @@ class QualityService:
         return False
 
     async def _retest(self, worker: Worker, concurrency: int) -> None:
-        scores = await self.probe.retest(worker, concurrency)
-        passed, verdicts = (False, []) if scores is None else self.judge.floors_pass(scores)
-        worker.note_quality("readmission", {"concurrency": concurrency, "verdicts": verdicts, "passed": passed})
+        clips = await self.probe.retest(worker, concurrency)
+        passed, verdicts = (False, []) if clips is None else self.judge.floors_pass([score for _, score in clips])
+        readmission: dict[str, object] = {"concurrency": concurrency, "verdicts": verdicts, "passed": passed}
+        if clips is not None and worker.worker_id in self.judge.wer_ejected and self.transcriber is not None:
+            # Out for its word error rate: the probe clips are heard too, and must be within max_wer.
+            text = self.probe.text
+            transcripts = await asyncio.gather(*(self.transcriber.transcribe([clip], text) for clip, _ in clips))
+            within, mean = self.judge.wer_passes(list(transcripts))
+            passed = passed and within
+            readmission.update(passed=passed, wer=None if mean is None else round(mean, 3))
+        worker.note_quality("readmission", readmission)
         log.info(
-            "worker %s: quality re-test at %d concurrent probes %s (%s)", worker.worker_id, concurrency,
+            "worker %s: quality re-test at %d concurrent probes %s (%s%s)", worker.worker_id, concurrency,
             "passed" if passed else "failed", ", ".join(verdicts) or "requests failed",
+            f"; word error rate {readmission['wer']}" if "wer" in readmission else "",
             extra={"worker": worker.worker_id},
         )  # fmt: skip
         if passed:
             self.judge.ejected.pop(worker.worker_id, None)
+            self.judge.wer_ejected.discard(worker.worker_id)
             self._health.readmit(worker)
 
     def _deliver(self, sample: Sample, score: Score) -> None:
         self.judge.judge(sample, score)
 
+    def _heard(self, sample: Sample, transcript: Transcript) -> None:
+        self.judge.judge_wer(sample, transcript)
+
     def start(self) -> None:
+        if self.transcriber is not None:
+            self.transcriber.start()
         self.sampler.start()
         if self._probing:
             self.probe.start()
@@ -119,3 +146,5 @@ class QualityService:
         await asyncio.gather(*self._retests.values(), return_exceptions=True)
         await self.probe.stop()
         await self.sampler.stop()
+        if self.transcriber is not None:
+            await self.transcriber.stop()

@@ -56,6 +56,34 @@ def test_the_core_install_pulls_no_speech_library() -> None:
     assert "'.[emulator]'" in (ROOT / "scripts" / "demo.sh").read_text()
 
 
+RECOGNISER_LIBRARIES = ("pocketsphinx", "jiwer")
+
+
+def test_the_recogniser_is_an_extra_that_ci_installs() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert not _requirement_names(project["dependencies"]) & set(RECOGNISER_LIBRARIES)
+    assert _requirement_names(extras["recogniser"]) == set(RECOGNISER_LIBRARIES)
+    assert "higgs-gateway[recogniser]" in extras["test"]
+
+
+_BLOCKED_RECOGNISER = """
+import importlib, sys
+sys.modules["pocketsphinx"] = None
+sys.modules["jiwer"] = None
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+"""
+
+
+def test_the_serving_modules_import_without_the_recogniser() -> None:
+    serving = ["gateway.cli", "gateway.serve", "gateway.app", "gateway.quality.service", "gateway.quality.transcriber"]
+    result = subprocess.run(
+        [sys.executable, "-c", _BLOCKED_RECOGNISER, *serving], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+
+
 # Imports the serving modules with the speech library made unimportable, then reports
 # whether anything tried to load it.
 _BLOCKED_IMPORT = """
