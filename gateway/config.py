@@ -97,7 +97,12 @@ class WarmupConfig(Strict):
     """Requests sent to a fresh worker before it becomes routable (not counted as traffic)."""
 
     enabled: bool = True
-    text: str = "Warming up the speech engine before real traffic arrives."
+    # Long enough (about 13 s of speech) that no request of a 64-burst, whose budgets are
+    # staggered up to max_new_tokens + 126, ends early at the end of its text.
+    text: str = (
+        "Warming up the speech engine before real traffic arrives, one batch size after another,"
+        " so that every graph the worker needs is captured before the first caller is heard."
+    )
     # At least MIN_AUDIO_TOKENS: a smaller budget gives no audio, so the warm-up would warm nothing.
     max_new_tokens: int = Field(50, ge=MIN_AUDIO_TOKENS)
     # Concurrent bursts at each size, so lazily captured graphs exist before users come.

@@ -10,9 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.config import WarmupConfig
-from gateway.pools.warmup import batch_sizes_for, default_batch_sizes, warm_up
+from gateway.pools.warmup import HIGH_THROUGHPUT_SIZES, STAGGER_TOKENS, batch_sizes_for, default_batch_sizes, warm_up
 from gateway.types import PoolName
 from gateway.types.codec import MIN_AUDIO_TOKENS
+from gateway.worker.timing import TimingParams
 
 
 class FakeWorker:
@@ -64,6 +65,23 @@ async def test_each_burst_is_that_many_concurrent_speech_requests() -> None:
     }
     assert all(burst.audio_bytes == burst.batch_size * 960 for burst in report.bursts)
     assert "ok" in report.summary()
+
+
+async def test_a_bursts_budgets_are_staggered_so_its_requests_end_one_by_one() -> None:
+    # Equal budgets end in one step: the batch jumps from its size to 0 and a high-throughput
+    # worker captures none of the sizes below it (traffic then pays those captures).
+    worker = FakeWorker()
+    async with client_for(worker) as client:
+        await warm_up(client, "http://w:1", "higgs", WarmupConfig(max_new_tokens=20), [4])
+    budgets = sorted(int(body["max_new_tokens"]) for body in worker.bodies)  # type: ignore[call-overload]
+    assert budgets == [20 + STAGGER_TOKENS * i for i in range(4)]
+
+
+def test_the_default_text_outlasts_the_largest_bursts_longest_budget() -> None:
+    # A text that ends before its budget ends every request together at the end of the text.
+    longest = WarmupConfig().max_new_tokens + STAGGER_TOKENS * (max(HIGH_THROUGHPUT_SIZES) - 1)
+    frames_of_speech = len(WarmupConfig().text) / TimingParams().chars_per_second * TimingParams().frames_per_second
+    assert frames_of_speech > longest
 
 
 async def test_failures_are_reported_not_raised() -> None:
