@@ -79,7 +79,8 @@ def stack(tmp_path: Path) -> Iterator[tuple[Proc, Proc, dict[str, str]]]:
             "logging": {"level": "WARNING"},
             # Every stream scored: a (pool, batch) series born with one observation has no rate, so
             # at the default share the HNR panel could stay empty on a slow run (0/0 is NaN).
-            "quality": {"sample_share": 1.0},
+            # Transcribed too (the recogniser extra is part of the test install), for the WER panels.
+            "quality": {"sample_share": 1.0, "wer": {"enabled": True, "sample_share": 1.0}},
             "data_dir": str(tmp_path / "data"),
         }
         config_path = tmp_path / "gateway.yaml"
@@ -176,6 +177,17 @@ def wait_for(prom: httpx.Client, expr: str, want: float, timeout: float = 20.0) 
     raise AssertionError(f"{expr} never reached {want}: {got}")
 
 
+def wait_until_positive(prom: httpx.Client, expr: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    got: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        got = query(prom, expr)
+        if got and float(got[0]["value"][1]) > 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{expr} never above 0 in {timeout:g} s: {got}")
+
+
 def finite(result: list[dict[str, Any]]) -> bool:
     return any(math.isfinite(float(r["value"][1])) for r in result)
 
@@ -193,6 +205,9 @@ def test_every_dashboard_query_returns_data(stack: tuple[Proc, Proc, dict[str, s
         for sla_class, count in sent.items():
             wait_for(prom, f'sum(higgs_gateway_requests_total{{sla_class="{sla_class}", status="200"}})', count)
         time.sleep(2.5)  # two more scrapes: rate windows hold the final counts twice
+        # Transcripts land seconds after their streams, one at a time from the recogniser's child
+        # process; a WER series born with one observation has no rate, so wait for a second one.
+        wait_until_positive(prom, "max(increase(higgs_gateway_quality_wer_count[30s]))", timeout=90.0)
 
         missing = [
             name for name in (*GATEWAY_SERIES, *WORKER_SERIES) if not query(prom, f'count({{__name__="{name}"}})')
