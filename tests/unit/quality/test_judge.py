@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
@@ -13,24 +12,10 @@ from gateway.quality.metrics import QualityMetrics, batch_label
 from gateway.quality.sampler import QualitySampler, Sample
 from gateway.quality.score import Floors, Score, Verdict
 from gateway.types import PoolName, WorkerState
+from tests.unit.quality.fakes import FakeWorker
 
 GOOD = Score(3.0, 12.0, 0.0, 0.05, -20.0)
 NOISY = Score(3.0, -4.4, 0.0, 0.0, -15.0)
-
-
-@dataclass
-class FakeWorker:
-    worker_id: str = "high_throughput-0"
-    state: WorkerState = WorkerState.READY
-    state_since: float = 0.0
-    quality: dict[str, object] | None = None
-
-    def record_quality(self, quality: dict[str, object]) -> None:
-        self.quality = quality
-
-    def note_quality(self, key: str, value: object) -> None:
-        if self.quality is not None:
-            self.quality[key] = value
 
 
 def judge_for(worker: FakeWorker, ejected: list[str], now: list[float]) -> QualityJudge:

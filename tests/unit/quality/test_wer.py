@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 import httpx
 import numpy as np
@@ -26,6 +25,7 @@ from gateway.quality.score import Floors, Score
 from gateway.quality.transcriber import Transcriber, Transcript
 from gateway.quality.wer import WordErrors, normalise, spell, word_errors
 from gateway.types import PoolName, WorkerState
+from tests.unit.quality.fakes import FakeWorker
 
 pytest.importorskip("pocketsphinx")
 pytest.importorskip("jiwer")
@@ -239,27 +239,12 @@ async def test_a_share_of_the_sampled_streams_goes_to_the_transcriber_with_its_t
 # ---- the judge: a WER window per worker, ejected above max_wer ------------------------------
 
 
-@dataclass
-class FakeWorker:
-    worker_id: str = "low_latency-0"
-    state: WorkerState = WorkerState.READY
-    state_since: float = 0.0
-    quality: dict[str, object] | None = None
-
-    def record_quality(self, quality: dict[str, object]) -> None:
-        self.quality = quality
-
-    def note_quality(self, key: str, value: object) -> None:
-        if self.quality is not None:
-            self.quality[key] = value
-
-
 def transcript(wer: float) -> Transcript:
     return Transcript(WordErrors(wer, 10, 10, round(wer * 10), 0, 0), 4.0, 1.2)
 
 
 def test_a_worker_whose_mean_wer_over_its_window_exceeds_max_wer_is_ejected_with_the_evidence() -> None:
-    worker, ejected, registry = FakeWorker(), [], CollectorRegistry()
+    worker, ejected, registry = FakeWorker("low_latency-0"), [], CollectorRegistry()
 
     def eject(w: FakeWorker, detail: str) -> None:  # type: ignore[override]
         ejected.append(detail)
@@ -289,7 +274,7 @@ def test_a_worker_whose_mean_wer_over_its_window_exceeds_max_wer_is_ejected_with
 
 
 def test_without_max_wer_the_rate_is_measured_and_never_ejects() -> None:
-    worker, ejected = FakeWorker(), []
+    worker, ejected = FakeWorker("low_latency-0"), []
     judge = QualityJudge(
         Floors(), 8, 3, worker=lambda _id: worker, eject=lambda w, d: ejected.append(d),  # type: ignore[arg-type, misc]
         metrics=QualityMetrics(CollectorRegistry()), clock=lambda: 0.0, wer_window=2,
