@@ -396,8 +396,8 @@ async def run_soak(
 
         # One unmeasured burst first, so the allocator's high-water marks (glibc arenas, the
         # interpreter's pools) are reached before half 1 and half 2 looks bigger only by
-        # really growing. Without it, a run on one busy core read +19-23 MiB with no leak:
-        # its second half happened to hold more streams at once than its first had.
+        # really growing. Without it, runs on one busy core read +19-23 MiB growth that the
+        # same code at an earlier commit showed too (high-water marks, most likely, not a leak).
         if plan.burst_size:
             warm = burst_texts[: plan.burst_size]
             await asyncio.gather(*(_speak(session, gateway_url, make("warm-up", t), t, False, extra, started, leaks) for t in warm))
