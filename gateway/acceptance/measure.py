@@ -25,8 +25,8 @@ from gateway.bench.scenarios import RunOptions, sweep
 from gateway.bench.workload import TEXTS
 from gateway.config import LaunchConfig, WarmupConfig
 from gateway.emulator.calibrate import CALIBRATION_TEXTS
-from gateway.quality.score import Floors, Verdict, score_pcm
 from gateway.pools.warmup import warm_up
+from gateway.quality.score import Floors, Verdict, score_pcm
 from gateway.supervisor.pool import PoolSupervisor
 from gateway.types import SPEECH_PATH, PoolName
 
@@ -125,14 +125,15 @@ async def quality_round(url: str, model: str, concurrency: int, floors: Floors, 
 
 
 async def _warm_every_batch_size(url: str, model: str, top: int) -> None:
-    """A burst of every size from 1 to ``top``, as the gateway warms a worker it takes in.
+    """The gateway's own warm-up (``pools.warmup``), with a burst at every size from 1 to ``top``.
 
     A high-throughput worker captures its local MLP graph once per exact decode batch size,
-    each capture stalling the whole batch (450 ms on an H200). Warmed at powers of two only,
-    or by one round of mixed lengths (which left 23 of 64 sizes uncaptured), the sweep paid
-    a dozen captures at c16-c32 and read high-throughput ~11% slower there than a warm worker,
-    hiding the crossover the profiles' notes describe. A burst's requests share one text, so
-    they decode as one batch of exactly its size.
+    each capture stalling the whole batch (450 ms on an H200). Warmed by one round of mixed
+    lengths (which left 23 of 64 sizes uncaptured), the sweep paid a dozen captures at c16-c32
+    and read high-throughput ~11% slower there than a warm worker, hiding the crossover the
+    profiles' notes describe. The gateway's default sizes (powers of two, each burst's budgets
+    staggered) still left a few sizes cold on a loaded machine at time scale 0.25; a burst at
+    every size leaves none, and a measurement must start from a fully warm worker.
     """
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0)) as client:
         report = await warm_up(client, url, model, WarmupConfig(), range(1, top + 1))
