@@ -23,7 +23,18 @@ SHIPPED_CONFIGS = [
     "config/gateway.image.yaml", "config/gateway.compose.yaml", "k8s/base/config/gateway.yaml",
     "../profiles/gateway.two-gpu.yaml",
 ]  # fmt: skip
-FORBIDDEN_DESTINATIONS = ["169.254.169.254/32", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "127.0.0.1/32"]
+# IANA's IPv4 and IPv6 special-purpose address registries, every block not globally
+# reachable, and multicast: no worker has business there (the cloud metadata service sits
+# in 169.254/16, the node's own services on 0.0.0.0 and loopback, the cluster in private).
+FORBIDDEN_DESTINATIONS = [
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+    "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24",
+    "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4", "255.255.255.255/32",
+    "::/128", "::1/128", "64:ff9b:1::/48", "100::/64", "2001:db8::/32", "fc00::/7", "fe80::/10",
+    "ff00::/8",
+]  # fmt: skip
+# Private IPv4 behind NAT64's well-known prefix (64:ff9b::/96 + the IPv4 address).
+NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
 
 
 def raw_compose(name: str) -> dict[str, Any]:
@@ -123,9 +134,14 @@ def test_workers_egress_is_dns_and_public_http_only(target: str) -> None:
     dns = [rule for rule in policy["spec"]["egress"] if {p["port"] for p in rule["ports"]} == {53}]
     assert dns and all("ipBlock" not in peer for rule in dns for peer in rule["to"])
     for destination in FORBIDDEN_DESTINATIONS:
-        address = str(ipaddress.ip_network(destination)[1 if ipaddress.ip_network(destination).num_addresses > 1 else 0])
-        for port in (80, 443):
-            assert not allowed(policy, address, port), f"{target}: egress to {address}:{port}"
+        network = ipaddress.ip_network(destination)
+        for address in {network[0], network[network.num_addresses // 2], network[-1]}:
+            for port in (80, 443):
+                assert not allowed(policy, str(address), port), f"{target}: egress to {address}:{port}"
+    for private in ("10.1.2.3", "100.64.0.1", "127.0.0.1", "169.254.169.254", "172.16.0.1", "192.168.1.1"):
+        embedded = ipaddress.ip_address(int(NAT64_WELL_KNOWN.network_address) + int(ipaddress.ip_address(private)))
+        assert not allowed(policy, str(embedded), 443), f"{target}: egress to {private} through NAT64 ({embedded})"
+    assert allowed(policy, "64:ff9b::1240:1", 443)  # a public IPv4 host through NAT64
     assert not allowed(policy, "169.254.169.254", 80)  # the cloud metadata service
     assert not allowed(policy, "fe80::1", 443) and not allowed(policy, "fd00::1", 443)
     assert allowed(policy, "18.160.0.1", 443)  # a public host (the Hub, an allowed media host)
