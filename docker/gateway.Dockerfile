@@ -7,7 +7,8 @@
 # The same image runs `serve` (production), `demo` (emulated pools in one container) and
 # `emulate` (one emulated worker, e.g. as a Kubernetes pod without a GPU). Serving needs no
 # speech library; the demo builds add the `emulator` extra (eSpeak NG, so the emulated
-# workers speak the text) with --build-arg EXTRAS=kubernetes,tracing,emulator.
+# workers speak the text) with --build-arg EXTRAS=kubernetes,tracing,emulator; a gateway
+# that transcribes for a word error rate (quality.wer) adds `recogniser` the same way.
 #
 # Reproducible: the base by exact tag and by the digest of its multi-architecture index
 # (refresh both at release: docs/deploy.md, "Pinned images"), and every Python package at

@@ -26,9 +26,9 @@ for key in sys.argv[1].split("."):
 print("\n".join(value))' "$1"
 }
 
-# The gateway image: python 3.11 (its base), the extras of its EXTRAS default and the
-# demo builds' `emulator`.
-extras="$(sed -n 's/^ARG EXTRAS=//p' docker/gateway.Dockerfile | tr ',' ' ') emulator"
+# The gateway image: python 3.11 (its base), the extras of its EXTRAS default, the demo
+# builds' `emulator` and the `recogniser` that quality.wer needs.
+extras="$(sed -n 's/^ARG EXTRAS=//p' docker/gateway.Dockerfile | tr ',' ' ') emulator recogniser"
 extra_args=()
 for extra in $extras; do extra_args+=(--extra "$extra"); done
 section build-system.requires | "$uv" pip compile --quiet pyproject.toml - "${extra_args[@]}" \
