@@ -167,6 +167,11 @@ class OpenStream:
             self._watcher,
         )  # fmt: skip
 
+    async def worker_finished(self) -> None:
+        """The worker sent its last chunk: its slot is free from now, fleet-wide (``close``
+        still tells how the stream ended)."""
+        await self.lease.release_fleet_wide()
+
     async def close(self, outcome: StreamOutcome) -> None:
         """Release the worker slot, tell how the stream ended and drop the upstream connection; once."""
         if self._closed:
