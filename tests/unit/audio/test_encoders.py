@@ -15,8 +15,9 @@ from .signals import chirp_pcm, decode, encode_all, tone_pcm
 
 INPUT_SECONDS = 3.0
 # Decoded length may exceed the input by the codec's priming and last-frame padding
-# (players without a gapless tag keep them): mp3 ~1 frame + LAME delay, AAC 1024+ samples;
-# and by the silence behind the first chunk that gets its packets out early (< 1-2 frames).
+# (mp3 ~1 frame + what its Info frame leaves of LAME's delay, AAC 1024+ samples) and by the
+# silence behind the first chunk that gets its packets out early (< 1-2 frames): the chirp
+# ends without quiet to take them back from (test_decoded_length).
 DURATION_TOLERANCE_S = {
     AudioFormat.MP3: 0.12,
     AudioFormat.AAC: 0.15,
