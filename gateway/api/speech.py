@@ -286,6 +286,7 @@ class _Delivery:
                 except StopAsyncIteration:
                     break
                 count(len(chunk))
+            await call.worker_finished()
             tail = encoder.finish()
             if tail:
                 record.first_byte_sent()

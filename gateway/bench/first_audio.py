@@ -270,8 +270,9 @@ def _targets(rows: list[dict[str, Any]]) -> list[str]:
         worst = max(decoded, key=lambda r: abs(r["decoded_over_pcm_max_ms"]))
         lines.append(
             f"- decoded length within one codec frame ({DECODED_TARGET_MS:g} ms) of pcm's at the same speed and "
-            f"text, every stream (PyAV, as a client decodes; mp3 and aac include their encoders' priming and "
-            f"padding, which a live stream has no tag to mark): **{len(within)} of {len(decoded)} met** "
+            f"text, every stream (PyAV, as a client decodes; mp3 and aac decoders play their encoders' priming "
+            f"and padding and the early start's pause, which the gateway takes back from the quiet the speech "
+            f"ends in): **{len(within)} of {len(decoded)} met** "
             f"(furthest: {worst['format']} x{worst['speed']:g}, {worst['decoded_over_pcm_max_ms']:+.1f} ms)"
         )
     return [*lines, ""]

@@ -32,6 +32,11 @@ class SharedLeases(Protocol):
         (a stale view), or the fleet held all its slots: the policy decides again, once."""
         ...
 
+    async def published(self, lease: Lease) -> None:
+        """Returns once the other replicas have been told of the (released) lease's release,
+        or the wait's bound passed."""
+        ...
+
 
 class Lease:
     __slots__ = ("worker", "_on_release", "_released", "_shared", "shared_id")
@@ -62,6 +67,12 @@ class Lease:
         if self._shared is not None:
             self._shared.released(self)
         self._on_release(self.worker)
+
+    async def release_fleet_wide(self) -> None:
+        """Release, and return once every replica knows (at once without a fleet view)."""
+        self.release()
+        if self._shared is not None:
+            await self._shared.published(self)
 
 
 class Leases:

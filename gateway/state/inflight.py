@@ -10,8 +10,11 @@ worker's set in the store (``InflightStore``):
   other replicas' leases the decision did not count (the view was stale) or the fleet
   already held every slot of the worker, lets the policy choose again, once, on the now
   exact view: a capped slot is not handed out twice. One round trip per request.
-- release: removed in the background (never on a request's path), the releases of one
-  event-loop turn in one round trip.
+- release: removed in the background, the releases of one event-loop turn in one round
+  trip. A streamed response waits for its own (``published``, bounded) between the
+  worker's last chunk and the response's end: a client that sends its next request the
+  moment one ends, through another replica, would otherwise find the slot still counted
+  there and be routed around a free worker.
 - every take and release is published; every replica applies the others' at once, so
   each decision sees the whole fleet's in-flight work, milliseconds old.
 - a heartbeat (every third of ``state.inflight_lease_ttl_s``) renews this replica's
@@ -129,6 +132,8 @@ class SharedInflight:
         self._during_read: list[tuple[str, str, str]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # background writes, kept referenced
         self._releasing: list[tuple[str, str]] = []  # this turn's releases, sent together
+        # Lease id -> done when its release reached the store (and so every follower).
+        self._publishing: dict[str, asyncio.Future[None]] = {}
         self._loops: list[asyncio.Task[None]] = []
 
     # ---- what routing and operators see -----------------------------------------------
@@ -182,6 +187,8 @@ class SharedInflight:
         if lease_id is None:
             return
         self._held.pop(lease_id, None)
+        if self._shared:
+            self._publishing[lease_id] = asyncio.get_running_loop().create_future()
         worker_id = lease.worker.worker_id
         task = self._pending.pop(lease_id, None)
         if task is not None and not task.done():
@@ -189,6 +196,13 @@ class SharedInflight:
             task.add_done_callback(lambda _: self._send_release(worker_id, lease_id))
         else:
             self._send_release(worker_id, lease_id)
+
+    async def published(self, lease: Lease) -> None:
+        done = self._publishing.get(lease.shared_id or "")
+        if done is None:
+            return  # not shared, or told already
+        # ``wait`` never cancels the write: a request that stops waiting leaves it running.
+        await asyncio.wait((done,), timeout=self._timeout_s)
 
     # ---- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -251,6 +265,7 @@ class SharedInflight:
 
     def _send_release(self, worker_id: str, lease_id: str) -> None:
         if not self._shared:
+            self._told(lease_id)
             return  # not renewed any more: it expires on its own within the TTL
         if not self._releasing:
             asyncio.get_running_loop().call_soon(self._flush_releases)
@@ -268,6 +283,14 @@ class SharedInflight:
                 await self._store.release(leases)
         except Exception as exc:
             self._lost(f"releasing slots: {exc!r}")
+        finally:
+            for _, lease_id in leases:
+                self._told(lease_id)
+
+    def _told(self, lease_id: str) -> None:
+        done = self._publishing.pop(lease_id, None)
+        if done is not None and not done.done():
+            done.set_result(None)
 
     # ---- following the others ---------------------------------------------------------------
     def _on_delta(self, op: str, worker_id: str, lease_id: str) -> None:

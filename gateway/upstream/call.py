@@ -134,6 +134,13 @@ class UpstreamCall:
         assert self.stream is not None, "before the first byte the relay raises GatewayError"
         return self.stream.failed_mid_stream(error)
 
+    async def worker_finished(self) -> None:
+        """The worker's stream ended whole: free its slot before the client hears the end. A
+        client that sends its next request at once may reach another replica, which must
+        not find the slot still taken (returns when the fleet view knows, bounded)."""
+        if self.stream is not None:
+            await self.stream.worker_finished()
+
     async def close(self, outcome: StreamOutcome) -> None:
         """Free what the request holds, once; again is a no-op."""
         held, self._held = self._held, None

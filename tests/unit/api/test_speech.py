@@ -228,3 +228,34 @@ async def test_a_failure_at_any_await_between_admission_and_the_first_byte_leave
         assert status == 500
     assert gateway.inflight() == 0
     assert gateway.count("higgs_gateway_requests_total", sla_class="balanced", pool="none", status=str(status)) == (status != 200)
+
+
+async def test_the_workers_slot_is_free_before_the_response_ends(tmp_path: Path) -> None:
+    """A client that sends its next request the moment this one ends must find the worker
+    free, also through another replica: the slot goes with the worker's last chunk."""
+    held_at_finish: list[int] = []
+    gateway: Gateway
+
+    class Watched:
+        def __init__(self, inner: StreamEncoder) -> None:
+            self.inner = inner
+
+        def encode(self, pcm: bytes) -> bytes:
+            return self.inner.encode(pcm)
+
+        def finish(self) -> bytes:  # the worker's stream has ended; the client has not heard it
+            held_at_finish.append(gateway.inflight())
+            return self.inner.finish()
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def watching(audio_format: AudioFormat, speed: float, sample_rate: int | None = None) -> StreamEncoder:
+        return Watched(open_encoder(audio_format, speed, sample_rate=sample_rate))
+
+    gateway = Gateway(tmp_path, every_worker([lambda: FakeResponse(200, [PCM, PCM])]), encoders=watching)
+    async with gateway.client() as client:
+        response = await client.post(SPEECH_PATH, json={**BODY, "response_format": "wav"})
+    assert response.status_code == 200 and len(response.content) > 2 * len(PCM)
+    assert held_at_finish == [0]
+    assert gateway.inflight() == 0

@@ -87,3 +87,16 @@ def decode(fmt: AudioFormat, data: bytes) -> Decoded:
 def dominant_hz(samples: np.ndarray, sample_rate: int) -> float:
     spectrum = np.abs(np.fft.rfft(samples.astype(np.float64) * np.hanning(len(samples))))
     return float(np.argmax(spectrum) * sample_rate / len(samples))
+
+
+def quiet_pcm(seconds: float, seed: int = 0) -> bytes:
+    """Room tone well under -40 dBFS (peak 131 of 32767), like the quiet a speech clip ends in."""
+    rng = np.random.default_rng(seed)
+    noise = rng.standard_normal(int(seconds * SAMPLE_RATE)) * 44.0
+    return np.clip(noise, -131, 131).astype("<i2").tobytes()
+
+
+def worker_chunks(pcm: bytes) -> list[bytes]:
+    """The worker's pattern: one 40 ms codec frame, then 1 s chunks."""
+    first = 1920
+    return [pcm[:first]] + [pcm[i : i + 48_000] for i in range(first, len(pcm), 48_000)]

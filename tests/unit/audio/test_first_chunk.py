@@ -70,8 +70,9 @@ def test_decoded_length_is_pcm_length_plus_the_codec_own_padding(fmt: AudioForma
     chunks = _worker_chunks(chirp_pcm(SECONDS))
     _, pcm = _stream(open_encoder(AudioFormat.PCM, speed), chunks)
     _, stream = _stream(open_encoder(fmt, speed), chunks)
-    # mp3/aac decoders without a gapless tag play the encoder's priming and last-frame
-    # padding (mp3: 1105 samples + < 576; aac: 1024 + < 1024); the early start adds < 1 frame.
+    # The chirp ends without quiet, so nothing is taken back (test_decoded_length): mp3/aac
+    # decoders play the priming and last-frame padding (mp3 at most 1105 samples + < 576, less
+    # with its Info frame; aac: 1024 + < 1024); the early start adds < 1 frame.
     own_padding_s = {AudioFormat.MP3: (1105 + 576) / 24_000, AudioFormat.AAC: 2048 / 24_000}.get(fmt, 0.0)
     added = decode(fmt, stream).seconds - decode(AudioFormat.PCM, pcm).seconds
     assert 0.0 <= added <= own_padding_s + EARLY_ALLOWANCE_S.get(fmt, FRAME_SECONDS) + 1e-9

@@ -305,3 +305,31 @@ async def test_the_view_counts_its_takes_their_peak_and_the_re_decisions() -> No
     }
     await a.view.stop()
     await b.view.stop()
+
+
+async def test_a_release_waited_for_is_known_to_the_other_replicas_when_the_wait_returns() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=4), await replica(store, slots=4)
+    lease = a.take()
+    assert await lease.confirm()
+    assert b.others() == 1
+    await lease.release_fleet_wide()
+    assert b.others() == 0  # no await between: the release reached b before the wait returned
+    await lease.release_fleet_wide()  # again: released already, returns at once
+    await a.view.stop()
+    await b.view.stop()
+
+
+async def test_a_release_wait_is_bounded_by_the_requests_budget() -> None:
+    store = FakeInflightStore()
+    a = await replica(store, slots=4, timeout_s=0.05)
+    lease = a.take()
+    assert await lease.confirm()
+    never = asyncio.Event()
+
+    async def stuck_release(leases):  # type: ignore[no-untyped-def]
+        await never.wait()
+
+    store.release = stuck_release  # type: ignore[method-assign]
+    await within(1.0, lease.release_fleet_wide())  # the store never answers; the wait ends
+    await a.view.stop()

@@ -5,6 +5,7 @@ cancellation while queued) leaves no slot held; ``close`` is the one, idempotent
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -129,3 +130,37 @@ async def test_a_served_call_holds_one_slot_until_its_one_close(tmp_path: Path) 
     await call.close(StreamOutcome.COMPLETED)
     await call.close(StreamOutcome.COMPLETED)
     assert held(fleet) == 0 and call.received_bytes == len(AUDIO)
+
+
+@pytest.mark.parametrize("script", ["served", "retried"])
+async def test_a_closed_call_leaves_no_reference_cycle(tmp_path: Path, script: str) -> None:
+    """Refcounting alone frees a finished call and its streams: objects left to the cyclic
+    collector pile up per request and its collections stall the event loop under load."""
+    upstream, fleet, transport = upstream_over(tmp_path, {url: [FakeResponse(200, [AUDIO])] * 2 for url in serving()})
+
+    async def one_request() -> int:
+        call = upstream.call(INFO, PAYLOAD, {})
+        await call.open()
+        assert call.rest is not None
+        async for chunk in call.rest:
+            call.count(len(chunk))
+        await call.close(StreamOutcome.COMPLETED)
+        return call.attempts
+
+    await one_request()  # warm: lazily built state is not the request's
+    if script == "retried":  # ties rotate: the other low-latency worker is asked next, busy
+        busy = LL2_URL if transport.calls[0] == LL_URL else LL_URL
+        transport.script[busy].insert(0, FakeResponse(503, [], b"busy"))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        attempts = await one_request()
+        gc.collect()
+        left = {type(obj).__name__ for obj in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not left & {"UpstreamCall", "OpenStream", "Lease", "PaceMeter"}, left
+    assert attempts == (2 if script == "retried" else 1) and held(fleet) == 0
