@@ -274,9 +274,12 @@ class RoutingThresholds(Strict):
     # worker that probably holds its encoded codes (voice affinity): it skips the clip's
     # encode. false: no preference.
     voice_affinity: bool = True
-    # What that encode is worth, taken off a warm worker's predicted time (the classes that
-    # score the request's own time: latency, balanced, pinned); the others prefer a warm
-    # worker only among ties. The worker encodes a clip in a few ms per second of audio.
+    # What that encode costs a worker without the codes, added to its predicted time by the
+    # classes that score the request's own time (latency, balanced, pinned; the others
+    # prefer a warm worker only among ties): this many ms per second of the clip, on the
+    # hardware the curves are calibrated for (H200; the released worker's encode)...
+    voice_affinity_encode_ms_per_second: float = Field(6.0, ge=0)
+    # ...or this much for a clip whose length the gateway does not know (a ref_audio URL).
     voice_affinity_bonus_ms: float = Field(40.0, ge=0)
 
     # --- rules (the first build's threshold policy, kept as a baseline) ---------------

@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.config import ModelsConfig, VoicesConfig
 from gateway.errors import GatewayError, bad_request
-from gateway.worker.prompt_bound import PromptBound, Reference
+from gateway.worker.prompt_bound import PromptBound, Reference, data_uri_seconds
 from gateway.security.ref_audio import RefAudioPolicy
 from gateway.types.codec import MIN_AUDIO_TOKENS
 from gateway.voices.resolve import resolve_voice
@@ -140,6 +140,17 @@ class WorkerPayloads:
     def is_uploaded_voice(self, voice: object) -> bool:
         """Whether a payload's ``voice`` is one the gateway registered (a voice clone)."""
         return isinstance(voice, str) and self._store.get(voice) is not None
+
+    def reference_seconds(self, payload: dict[str, Any]) -> float | None:
+        """The length of the clip a worker payload clones from, when the gateway knows it:
+        an uploaded voice's (measured at upload), an inline WAV's (its header). None: no
+        clip, or one the worker fetches (a URL) or decodes (another container) first."""
+        ref_audio = payload.get("ref_audio")
+        if isinstance(ref_audio, str):
+            return data_uri_seconds(ref_audio) if ref_audio[:5].lower() == "data:" else None
+        voice = payload.get("voice")
+        uploaded = self._store.get(voice) if isinstance(voice, str) else None
+        return uploaded.duration_s if uploaded is not None else None
 
     def _room_for_audio(self, prompt: PromptBound, fields: SpeechFields, voice: str | None, text: str) -> int:
         """The prompt as the worker builds it: a reference clip (``ref_audio``, else an

@@ -167,6 +167,7 @@ class SpeechPipeline:
         info = RequestInfo(
             sla.sla_class, sla.ttfp_budget_ms, len(speech.input), pool_pin=sla.pool_pin, gateway_delay_s=own_delay_s,
             warm_workers=self._affinity.warm_workers(reference),
+            reference_s=self._payloads.reference_seconds(payload) if reference is not None else None,
         )  # fmt: skip
         watch = DisconnectWatch(request.receive)
         call = self._upstream.call(info, payload, worker_headers, trace)

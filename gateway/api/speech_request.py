@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 import orjson
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -248,7 +248,18 @@ def _first_error(exc: ValidationError) -> GatewayError:
         return bad_request(min_new_tokens_message(), param)
     if param == "sample_rate":
         return bad_request(f"sample_rate must be a whole number of Hz, one of {', '.join(map(str, SAMPLE_RATES))}.", param)
+    if error["type"] == "literal_error" and param in SpeechRequest.model_fields:
+        # pydantic-core lists the choices from a hash map, in an order that changes from one
+        # process to the next: the field's own Literal gives them in the order declared.
+        return bad_request(f"'{param}' must be one of {_choices(SpeechRequest.model_fields[param].annotation)}.", param)
     return bad_request(plain_message(param, error["type"], error.get("ctx") or {}), param)
+
+
+def _choices(annotation: Any) -> str:
+    """A Literal's values (also inside ``| None``), as "'a', 'b' or 'c'"."""
+    literals = [annotation] if get_origin(annotation) is Literal else [a for a in get_args(annotation) if get_origin(a) is Literal]
+    values = [repr(value) for literal in literals for value in get_args(literal)]
+    return f"{', '.join(values[:-1])} or {values[-1]}" if len(values) > 1 else "".join(values)
 
 
 def plain_message(param: str | None, kind: str, ctx: dict[str, Any]) -> str:

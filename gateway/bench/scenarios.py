@@ -169,7 +169,10 @@ def repeated_voice_stats(results: Sequence[RequestResult], time_scale: float) ->
             (repeated if result.voice in seen else first).append(result.ttfp_s / time_scale)
         seen.add(result.voice)
     return {
-        "repeated": {"count": len(repeated), "ttfp_p50_s": _quantile(repeated, 50), "ttfp_p90_s": _quantile(repeated, 90)},
+        "repeated": {
+            "count": len(repeated), "ttfp_mean_s": sum(repeated) / len(repeated) if repeated else None,
+            "ttfp_p10_s": _quantile(repeated, 10), "ttfp_p50_s": _quantile(repeated, 50), "ttfp_p90_s": _quantile(repeated, 90),
+        },  # fmt: skip
         "first": {"count": len(first), "ttfp_p50_s": _quantile(first, 50)},
     }
 

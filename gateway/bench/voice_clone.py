@@ -94,34 +94,49 @@ def measure(scratch: Path, args: argparse.Namespace, notes: dict[str, Any]) -> l
         runs = []
         for label, affinity in VARIANTS:
             fleet = stack.enter_context(Fleet(scratch / f"voice-clone-{label}"))
-            url = _start(fleet, affinity, args.time_scale)
+            url, worker_urls = _start(fleet, affinity, args.time_scale)
             run_async(upload_voices(url, names, args.voice_clone_clip))
             options = RunOptions(ClientOptions(url=url), f"voice-clone {label}", time_scale=args.time_scale,
                                  seed=args.seed, progress=not args.no_progress,
                                  notes={**notes, "voice_affinity": affinity})  # fmt: skip
-            runs.append((label, options))
+            runs.append((label, options, worker_urls))
 
         async def both() -> list[dict[str, Any]]:
-            return list(await asyncio.gather(*(trace(o, arrivals, "voice_clone", params, voice_names=names) for _, o in runs)))
+            return list(await asyncio.gather(*(trace(o, arrivals, "voice_clone", params, voice_names=names) for _, o, _ in runs)))
 
         documents = run_async(both())
-    for (label, _), document in zip(runs, documents, strict=True):
+        for (_, _, worker_urls), document in zip(runs, documents, strict=True):
+            document["phases"][0]["reference_code_cache"] = run_async(code_cache_counts(worker_urls))
+    for (label, _, _), document in zip(runs, documents, strict=True):
         report.write(document, args.out, f"voice-clone-{label}")
     return documents
 
 
-def _start(fleet: Fleet, affinity: bool, time_scale: float) -> str:
-    """Two low-latency workers and a gateway with voice affinity on or off; its URL."""
+async def code_cache_counts(worker_urls: list[str]) -> dict[str, dict[str, int]]:
+    """Each emulated worker's own count of reference-code cache hits and misses (what the
+    gateway's affinity guess is for; the real worker counts neither)."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        counts = {}
+        for index, worker_url in enumerate(worker_urls, start=1):
+            caches = (await client.get(f"{worker_url}/emulator/info")).json()["reference_caches"]
+            counts[f"worker{index}"] = {"hits": int(caches["reference_code_hits"]), "misses": int(caches["reference_code_misses"])}
+        return counts
+
+
+def _start(fleet: Fleet, affinity: bool, time_scale: float) -> tuple[str, list[str]]:
+    """Two low-latency workers and a gateway with voice affinity on or off; its URL and theirs."""
     workers = [fleet.emulator(f"worker{i}", LL_PROFILE, time_scale, extra=["--warm"]) for i in (1, 2)]
     port = free_port()
     document = gateway_document(port, fleet.work_dir / "data", [w.url for w in workers], [], "adaptive", time_scale)
     thresholds = document["routing"]["thresholds"]
     thresholds["voice_affinity"] = affinity
-    # Predictions are in the emulator's compressed time, like the queue budget.
-    thresholds["voice_affinity_bonus_ms"] = RoutingThresholds().voice_affinity_bonus_ms * time_scale
+    # Predictions are in the emulator's compressed time, like the queue budget: so is the encode.
+    defaults = RoutingThresholds()
+    thresholds["voice_affinity_encode_ms_per_second"] = defaults.voice_affinity_encode_ms_per_second * time_scale
+    thresholds["voice_affinity_bonus_ms"] = defaults.voice_affinity_bonus_ms * time_scale
     gateway = fleet.gateway("gateway", write_config(document, fleet.work_dir / "gateway.yaml"), port)
     wait_speech(gateway.url)
-    return gateway.url
+    return gateway.url, [w.url for w in workers]
 
 
 def section(documents: list[dict[str, Any]]) -> list[str]:
@@ -140,8 +155,8 @@ def section(documents: list[dict[str, Any]]) -> list[str]:
         "machine load on both). *Repeated*: a request whose voice was used "
         "earlier in the trace.",
         "",
-        "| variant | requests | errors | repeated TTFP p50 (ms) | repeated TTFP p90 (ms) | first-use TTFP p50 (ms) | e2e p50 (ms) | audio-s/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| variant | requests | errors | repeated TTFP p10 (ms) | repeated TTFP p50 (ms) | repeated TTFP p90 (ms) | repeated TTFP mean (ms) | first-use TTFP p50 (ms) | e2e p50 (ms) | audio-s/s | code-cache hits, repeated |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for document in clones:
         phase = document["phases"][0]
@@ -149,8 +164,9 @@ def section(documents: list[dict[str, Any]]) -> list[str]:
         repeated, first = stats["repeated"], stats["first"]
         lines.append(
             f"| {document['label'].removeprefix('voice-clone ')} | {phase['sent']} | {sum(phase['errors'].values())} | "
-            f"{_ms(repeated['ttfp_p50_s'])} | {_ms(repeated['ttfp_p90_s'])} | {_ms(first['ttfp_p50_s'])} | "
-            f"{_ms(phase['e2e_s']['median'])} | {phase['audio_s_per_s']:.2f} |"
+            f"{_ms(repeated.get('ttfp_p10_s'))} | {_ms(repeated['ttfp_p50_s'])} | {_ms(repeated['ttfp_p90_s'])} | "
+            f"{_ms(repeated.get('ttfp_mean_s'))} | {_ms(first['ttfp_p50_s'])} | "
+            f"{_ms(phase['e2e_s']['median'])} | {phase['audio_s_per_s']:.2f} | {_hit_rate(phase)} |"
         )
     by_label = {d["label"].removeprefix("voice-clone "): d["phases"][0] for d in clones}
     on, off = by_label.get("affinity"), by_label.get("no-affinity")
@@ -158,7 +174,43 @@ def section(documents: list[dict[str, Any]]) -> list[str]:
         saved = 1 - on["repeated_voices"]["repeated"]["ttfp_p50_s"] / off["repeated_voices"]["repeated"]["ttfp_p50_s"]
         lines += ["", f"With affinity, repeated-voice TTFP p50 is {saved:.1%} lower; audio-s/s "
                       f"{on['audio_s_per_s']:.2f} against {off['audio_s_per_s']:.2f} without."]
+    lines += ["", "*Code-cache hits, repeated*: the emulated workers' own count of prompts whose reference codes "
+                  "were cached (`GET /emulator/info`), over the repeated requests (every first use encodes)."]
+    if on and off:
+        lines += _what_the_hits_are_worth(on, off, params, clones[0].get("notes", {}))
     return [*lines, ""]
+
+
+def _what_the_hits_are_worth(on: dict[str, Any], off: dict[str, Any], params: dict[str, Any], notes: dict[str, Any]) -> list[str]:
+    """The mean TTFP the extra hits should save (each skips one encode of the clip), beside
+    the mean saving measured: what routing can still win on this trace."""
+    hits_on, hits_off = _hits(on), _hits(off)
+    mean_on, mean_off = (phase["repeated_voices"]["repeated"].get("ttfp_mean_s") for phase in (on, off))
+    per_second = notes.get("emulator_timing", {}).get("ref_audio_encode_ms_per_second")
+    if hits_on is None or hits_off is None or mean_on is None or mean_off is None or per_second is None:
+        return []
+    encode_ms = float(per_second) * params["clip_s"]
+    more = hits_on - hits_off
+    return ["", f"Each hit skips the clip's encode ({float(per_second):g} ms per second of clip: {encode_ms:.0f} ms): "
+                f"{more:.0%} more of the repeated requests hitting is worth {more * encode_ms:.0f} ms of mean TTFP; "
+                f"measured, the mean is {(mean_off - mean_on) * 1000:.0f} ms lower with affinity."]  # fmt: skip
+
+
+def _hits(phase: dict[str, Any]) -> float | None:
+    counts = phase.get("reference_code_cache")
+    if not counts:
+        return None
+    hits = sum(c["hits"] for c in counts.values())
+    repeated = hits + sum(c["misses"] for c in counts.values()) - phase["repeated_voices"]["first"]["count"]
+    return hits / repeated if repeated > 0 else None
+
+
+def _hit_rate(phase: dict[str, Any]) -> str:
+    """Reference-code cache hits over the repeated requests: every first use is a miss."""
+    rate = _hits(phase)
+    return "–" if rate is None else f"{rate:.0%}"
+
+
 
 
 def _ms(seconds: float | None) -> str:

@@ -111,13 +111,20 @@ class ReferenceCaches:
     def __init__(self) -> None:
         self.resolved: LruBytesCache[str, ResolvedClip] = LruBytesCache(RESOLVE_CACHE_MAX_ENTRIES, RESOLVE_CACHE_MAX_BYTES)
         self.codes: LruBytesCache[str, EncodedCodes] = LruBytesCache(CODE_CACHE_MAX_ENTRIES, CODE_CACHE_MAX_BYTES)
+        # Emulator-only counts (the real worker counts neither): prompts whose codes were
+        # cached (a wait for an encode in flight counts as a hit: it encodes nothing), and
+        # prompts that encoded their clip.
+        self.code_hits = 0
+        self.code_misses = 0
 
     def encode_wait(self, clip: ResolvedClip, rows: int, now: float, encode_seconds: float) -> float:
         """Model seconds this request waits for the clip's codes: 0 on a hit, the rest of an
         encode in flight, or a whole encode (then cached) on a miss."""
         cached = self.codes.get(clip.artifact_key)
         if cached is not None:
+            self.code_hits += 1
             return max(0.0, cached.ready_at - now)
+        self.code_misses += 1
         codes = EncodedCodes(rows, now + encode_seconds)
         self.codes.put(clip.artifact_key, codes, codes.nbytes)
         return encode_seconds
@@ -128,4 +135,6 @@ class ReferenceCaches:
             "resolved_audio_bytes": self.resolved.bytes,
             "reference_code_entries": len(self.codes),
             "reference_code_bytes": self.codes.bytes,
+            "reference_code_hits": self.code_hits,
+            "reference_code_misses": self.code_misses,
         }

@@ -47,12 +47,20 @@ class AdaptivePolicy:
         rules = _rules(request, fleet)
         decision = place(
             rules.plan(request, context), workers, self._ties, FLEET_SCOPE,
-            request.warm_workers if thresholds.voice_affinity else frozenset(),
-            thresholds.voice_affinity_bonus_ms / 1000.0,
+            request.warm_workers if thresholds.voice_affinity else frozenset(), reference_encode_s(request, thresholds),
         )  # fmt: skip
         if decision.action is Action.ROUTE and rules is not pinned.RULES:
             decision = _degraded_reason(decision, fleet)
         return decision
+
+
+def reference_encode_s(request: RequestInfo, thresholds: RoutingThresholds) -> float:
+    """What a worker without the request's reference codes spends encoding its clip first
+    (voice affinity's cost of a cold worker): ``voice_affinity_encode_ms_per_second`` of the
+    clip's length when the gateway knows it, else ``voice_affinity_bonus_ms``."""
+    if request.reference_s is None:
+        return thresholds.voice_affinity_bonus_ms / 1000.0
+    return thresholds.voice_affinity_encode_ms_per_second * request.reference_s / 1000.0
 
 
 def _rules(request: RequestInfo, fleet: Sequence[WorkerLoad]) -> SlaRules:

@@ -8,11 +8,14 @@ the view is rebuilt in another order.
 
 The rotation is the only memory picking needs; each policy owns its ``TieBreak``.
 
-Voice affinity comes before the rotation: a ``preferred`` candidate (it probably holds the
-request's encoded reference) wins when its score, less ``bonus`` (what the encode it skips
-is worth, in the score's units), ties with the best; the best-scored of them first. Only the
-candidates the class's filters kept are scored, so the class's caps, ceilings and reserve
-hold whatever the preference.
+Voice affinity comes before the rotation. When some candidates are ``preferred`` (they
+probably hold the request's encoded reference), every other candidate's score grows by
+``cold_cost``: the encode of the clip it would have to do first, in the score's units. A
+preferred candidate whose score ties with the best of those wins, the best-scored of them
+first; else the cold ones tie and rotate on their own scores as without a preference. So a
+warm worker wins while its queue costs less than the encode, and a much busier one loses to
+a cold one. Only the candidates the class's filters kept are scored, so the class's caps,
+ceilings and reserve hold whatever the preference.
 """
 
 from __future__ import annotations
@@ -41,19 +44,21 @@ class TieBreak:
         scores: Sequence[float],
         scope: str,
         preferred: frozenset[str] = frozenset(),
-        bonus: float = 0.0,
+        cold_cost: float = 0.0,
     ) -> WorkerLoad | None:
         """The lowest score; among ties, the next worker id after the last pick. Remembered."""
         if not workers:
             return None
-        best = min(scores)
-        if preferred:
-            near = best + TIE * abs(best) + bonus
-            warm = [(s, w.worker_id, w) for w, s in zip(workers, scores, strict=True) if w.worker_id in preferred and s <= near]
+        if preferred and any(w.worker_id in preferred for w in workers):
+            costs = [s if w.worker_id in preferred else s + cold_cost for w, s in zip(workers, scores, strict=True)]
+            best_cost = min(costs)
+            near = best_cost + TIE * abs(best_cost)
+            warm = [(c, w.worker_id, w) for w, c in zip(workers, costs, strict=True) if w.worker_id in preferred and c <= near]
             if warm:
                 chosen = min(warm, key=lambda entry: entry[:2])[2]
                 self._last[scope] = chosen.worker_id
                 return chosen
+        best = min(scores)
         bound = best + TIE * abs(best)
         tied = [w for w, s in zip(workers, scores, strict=True) if s <= bound]
         chosen = tied[0]

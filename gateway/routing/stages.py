@@ -28,7 +28,8 @@ class Stage:
     scorer: Scorer
     reason: str  # what a route from this stage says (x-gateway-route-reason)
     # The scorer counts the request's own time to first packet (seconds), which a worker
-    # that holds its reference's codes shortens: voice affinity's bonus applies.
+    # that must encode the request's reference first lengthens: voice affinity's cold cost
+    # applies (the other stages prefer a worker that holds the codes only among ties).
     own_time: bool = False
     # The tie rotation's scope (a pool: the slot-counting plans rotate within it); None:
     # the one ``place`` is given.
@@ -47,10 +48,12 @@ def place(
     ties: TieBreak,
     scope: str = FLEET_SCOPE,
     preferred: frozenset[str] = frozenset(),
-    bonus_s: float = 0.0,
+    encode_s: float = 0.0,
 ) -> Decision:
     """ROUTE to the first stage's pick that has a candidate, else WAIT. ``preferred``
-    (voice affinity) only decides among the candidates of the stage that routes."""
+    (voice affinity: the workers that probably hold the request's encoded reference) only
+    decides among the candidates of the stage that routes; ``encode_s`` is what the others
+    would spend encoding it first."""
     wait_reason = plan.wait_reason
     for stage in plan.stages:
         candidates = workers
@@ -62,8 +65,8 @@ def place(
             if not candidates:
                 break
         else:
-            bonus = bonus_s if stage.own_time else 0.0
-            chosen = ties.pick(candidates, stage.scorer(candidates), stage.scope or scope, preferred, bonus)
+            cold_cost = encode_s if stage.own_time else 0.0
+            chosen = ties.pick(candidates, stage.scorer(candidates), stage.scope or scope, preferred, cold_cost)
             assert chosen is not None
             return routed(chosen, stage.reason)
     return Decision(Action.WAIT, wait_reason)

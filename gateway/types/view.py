@@ -34,8 +34,13 @@ class RequestInfo:
     pool_pin: PoolName | None = None
     # Voice affinity: the workers that probably hold this request's encoded reference (its
     # uploaded voice or ref_audio), inferred by the gateway from where it sent it last
-    # (``pools.affinity``). Preferred when their score is close to the best.
+    # (``pools.affinity``). Preferred unless another worker's score, plus the encode it
+    # would do first, is clearly better.
     warm_workers: frozenset[str] = frozenset()
+    # The length (seconds) of that reference clip when the gateway knows it (an uploaded
+    # voice's, an inline WAV's header): what a worker without its codes must encode first.
+    # None: no reference, or one of unknown length (a URL).
+    reference_s: float | None = None
     # The gateway's own time from the worker's first chunk to the first encoded byte for this
     # request's format and speed (``audio.delay``): the client's TTFP is the worker's plus this.
     gateway_delay_s: float = 0.0

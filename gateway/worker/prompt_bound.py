@@ -146,6 +146,12 @@ class PromptBound:
         )
 
 
+def data_uri_seconds(data_uri: str) -> float | None:
+    """An inline WAV clip's length from its header, read from the head of its base64; None
+    for another container (or a broken one)."""
+    return _measure(data_uri, wav_header_seconds)
+
+
 def _measure(data_uri: str, clip_seconds: ClipSeconds) -> float | None:
     """The clip's length from the head of its base64, never the whole payload."""
     start = data_uri.find(",") + 1  # a slice, not a copy of a clip of megabytes

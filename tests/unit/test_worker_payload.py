@@ -4,6 +4,7 @@ first config) and the same fields forwarded."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import orjson
@@ -18,13 +19,15 @@ from gateway.worker.session_protocol import StreamingSpeechSessionConfig
 from gateway.voices.owners import ADMIN
 from gateway.voices.store import VoiceStore
 from gateway.worker_payload import WorkerPayloads
+from tests.unit.voices.samples import wav_bytes
 
 LIMIT = 8192  # the profiles' Stage 0 max_model_len
 
 
-def payloads(tmp_path: Path) -> WorkerPayloads:
+def payloads(tmp_path: Path, store: VoiceStore | None = None) -> WorkerPayloads:
     config = load_config(overrides={"data_dir": str(tmp_path)})
-    return WorkerPayloads(config.models, config.voices, VoiceStore.in_data_dir(tmp_path), RefAudioPolicy(config.auth), LIMIT)
+    store = store or VoiceStore.in_data_dir(tmp_path)
+    return WorkerPayloads(config.models, config.voices, store, RefAudioPolicy(config.auth), LIMIT)
 
 
 async def http_refusal(builder: WorkerPayloads, **fields: object) -> GatewayError:
@@ -69,3 +72,15 @@ async def test_a_request_and_a_session_sentence_send_the_worker_the_same_payload
     # task_type exists only in the session protocol; it reaches the worker as instructions do.
     typed = await voices.accept(StreamingSpeechSessionConfig(task_type="Base"))
     assert voices.payload(typed, "Hi.")["task_type"] == "Base"
+
+
+async def test_the_reference_length_is_known_for_an_uploaded_voice_and_an_inline_wav_only(tmp_path: Path) -> None:
+    store = VoiceStore.in_data_dir(tmp_path)
+    builder = payloads(tmp_path, store)
+    store.add("narrator", wav_bytes(4.0), consent="true")
+    assert builder.reference_seconds({"voice": "narrator"}) == pytest.approx(4.0)
+    inline = "data:audio/wav;base64," + base64.b64encode(wav_bytes(2.5)).decode()
+    assert builder.reference_seconds({"ref_audio": inline}) == pytest.approx(2.5)
+    # The worker fetches a URL: its length is unknown here, as is a built-in voice's (none).
+    assert builder.reference_seconds({"ref_audio": "https://clips.example/a.wav"}) is None
+    assert builder.reference_seconds({"voice": "alloy"}) is None

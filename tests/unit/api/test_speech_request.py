@@ -133,7 +133,9 @@ def test_budgets_past_2048_tokens_are_allowed_up_to_the_profiles_model_length() 
         (body(speed=5), "'speed' must be at most 4.0."),
         (body(speed=0.1), "'speed' must be at least 0.25."),
         (body(speed="fast"), "'speed' must be a number."),
+        # In the order declared, every time (pydantic-core's own list changes order per process).
         (body(stream_format="chunks"), "'stream_format' must be one of 'audio' or 'sse'."),
+        (body(task_type="Clone"), "'task_type' must be one of 'CustomVoice', 'VoiceDesign' or 'Base'."),
         (body(input=["a", "b"]), "'input' must be a string."),
         (body(extra_params=1), "'extra_params' must be a JSON object."),
         (body(seed=1e30), "'seed' is too large a number."),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gateway.bench.client import RequestResult
 from gateway.bench.scenarios import repeated_voice_stats
 from gateway.bench.upload_stall import _gaps
-from gateway.bench.voice_clone import clip_wav
+from gateway.bench.voice_clone import clip_wav, section
 from gateway.bench.workload import voice_clone
 from gateway.types import SlaClass
 
@@ -32,6 +32,25 @@ def test_repeated_voices_are_those_used_earlier_in_the_trace() -> None:
     assert stats["first"]["count"] == 2 and stats["repeated"]["count"] == 2
     assert abs(stats["repeated"]["ttfp_p50_s"] - 0.2) < 1e-9  # modelled: (0.1 + 0.3) / 2
     assert abs(stats["first"]["ttfp_p50_s"] - 0.35) < 1e-9
+    assert abs(stats["repeated"]["ttfp_mean_s"] - 0.2) < 1e-9
+
+
+def clone_document(label: str, hits: int, misses: int, mean_s: float) -> dict:
+    repeated = {"count": 90, "ttfp_mean_s": mean_s, "ttfp_p10_s": 0.25, "ttfp_p50_s": mean_s, "ttfp_p90_s": 0.4}
+    phase = {"sent": 100, "errors": {}, "e2e_s": {"median": 3.0}, "audio_s_per_s": 24.0,
+             "repeated_voices": {"repeated": repeated, "first": {"count": 10, "ttfp_p50_s": 0.4}},
+             "reference_code_cache": {"worker1": {"hits": hits, "misses": misses}}}  # fmt: skip
+    params = {"kind": "voice_clone", "duration_s": 60, "rate": 1.5, "voices": 20, "clip_s": 6.0}
+    notes = {"emulator_timing": {"ref_audio_encode_ms_per_second": "6.0"}}
+    return {"mode": "trace", "label": f"voice-clone {label}", "params": params, "notes": notes, "phases": [phase]}
+
+
+def test_the_section_says_how_many_repeats_hit_and_what_that_is_worth() -> None:
+    # 10 first uses, all misses: 81 of the 90 repeats hit with affinity, 45 without.
+    text = "\n".join(section([clone_document("affinity", 81, 19, 0.280), clone_document("no-affinity", 45, 55, 0.300)]))
+    assert "| 90% |" in text and "| 50% |" in text
+    assert "40% more of the repeated requests hitting is worth 14 ms of mean TTFP" in text
+    assert "the mean is 20 ms lower with affinity" in text
 
 
 def test_chunk_gaps_during_and_before_the_uploads() -> None:

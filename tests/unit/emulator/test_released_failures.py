@@ -209,8 +209,10 @@ def test_an_uploaded_voice_is_a_voice_clone_of_its_clip_and_ref_text(client: Tes
     assert grown == 3 + model.text_tokens_for(TEXT) + 1 + model.text_tokens_for("Hello from Anna.") + 1 + 100 + 7
     caches = client.get("/emulator/info").json()["reference_caches"]
     assert caches["resolved_audio_entries"] == 1 and caches["reference_code_entries"] == 1
+    assert (caches["reference_code_hits"], caches["reference_code_misses"]) == (0, 1)
     assert client.post("/v1/audio/speech", json={"input": TEXT, "voice": "anna"}).status_code == 200
-    assert client.get("/emulator/info").json()["reference_caches"] == caches  # a repeat encodes nothing
+    # A repeat encodes nothing: the same entries, one hit more.
+    assert client.get("/emulator/info").json()["reference_caches"] == {**caches, "reference_code_hits": 1}
 
 
 def test_a_cached_url_keeps_working_after_its_host_went_down(client: TestClient) -> None:
@@ -294,3 +296,4 @@ def test_data_uri_ref_audio_is_resolved_once(client: TestClient) -> None:
         assert client.post("/v1/audio/speech", json={"input": TEXT, "ref_audio": uri}).status_code == 200
     caches = client.get("/emulator/info").json()["reference_caches"]
     assert caches["resolved_audio_entries"] == 1 and caches["reference_code_entries"] == 1
+    assert (caches["reference_code_hits"], caches["reference_code_misses"]) == (2, 1)

@@ -153,5 +153,6 @@ def test_effective_thresholds_resolve_defaults(knobs: dict, expect_threshold: fl
         "latency_queue_budget_ms": 150.0,
         "ttfp_budget_queue_fraction": 0.5,
         "voice_affinity": 1.0,
+        "voice_affinity_encode_ms_per_second": 6.0,
         "voice_affinity_bonus_ms": 40.0,
     }

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gateway.config import RoutingThresholds
 from gateway.worker.profile import load_deploy_profile
+from gateway.worker.timing import TimingParams
 from gateway.routing.adaptive import AdaptivePolicy
 from gateway.routing.picker import TieBreak
 from gateway.routing.prior import prior_curve
@@ -26,8 +28,14 @@ def ht(worker_id: str = "ht-a", load: int = 0) -> WorkerLoad:
     return WorkerLoad(worker_id, HT, True, load, None, 64, HT_CURVE)
 
 
-def warm(request: RequestInfo, *workers: str) -> RequestInfo:
-    return replace(request, warm_workers=frozenset(workers))
+def warm(request: RequestInfo, *workers: str, clip_s: float | None = None) -> RequestInfo:
+    return replace(request, warm_workers=frozenset(workers), reference_s=clip_s)
+
+
+def queue_ms(load: int) -> float:
+    """How much later a request's first packet comes on a low-latency worker already
+    carrying ``load`` requests than on an idle one (the prior's curve)."""
+    return (LL_CURVE.ttfp_s[load] - LL_CURVE.ttfp_s[0]) * 1000
 
 
 def picks(request: RequestInfo, *workers: WorkerLoad, **knobs: object) -> list[str | None]:
@@ -79,3 +87,36 @@ def test_the_picker_prefers_the_best_scored_warm_worker_and_remembers_it() -> No
     assert ties.last("s") == "ll-c"
     assert ties.pick(workers, [1.0, 1.5, 1.5], "s", frozenset({"ll-b"}), 0.1) is workers[0]
     assert ties.pick(workers, [1.0, 1.02, 1.5], "s", frozenset({"ll-b"}), 0.0) is workers[1], "within TIE: a tie"
+
+
+def test_a_warm_worker_wins_while_its_queue_costs_less_than_the_encode_a_cold_one_must_do() -> None:
+    # The released worker encodes 6 ms per second of clip: a 6 s clip costs a cold worker 36 ms.
+    idle, busy, much_busier = ll("ll-a", 0), ll("ll-b", 3), ll("ll-b", 8)
+    assert queue_ms(3) < 36 < queue_ms(8)
+    assert picks(warm(req("latency"), "ll-b", clip_s=6.0), idle, busy, ht()) == ["ll-b"] * 4
+    assert picks(warm(req("latency"), "ll-b", clip_s=6.0), idle, much_busier, ht())[0] == "ll-a"
+
+
+def test_the_encode_a_cold_worker_must_do_grows_with_the_clip() -> None:
+    idle, busy = ll("ll-a", 0), ll("ll-b", 3)
+    assert 2.0 * 6 < queue_ms(3) < 6.0 * 6  # a 2 s clip encodes in 12 ms: less than that queue
+    assert picks(warm(req("latency"), "ll-b", clip_s=2.0), idle, busy, ht())[0] == "ll-a"
+    assert picks(warm(req("latency"), "ll-b", clip_s=30.0), idle, ll("ll-b", 8), ht())[0] == "ll-b"
+    # Of unknown length (a URL): voice_affinity_bonus_ms stands for its encode.
+    assert picks(warm(req("latency"), "ll-b"), idle, busy, ht(), voice_affinity_bonus_ms=10.0)[0] == "ll-a"
+    assert picks(warm(req("latency"), "ll-b"), idle, busy, ht(), voice_affinity_bonus_ms=30.0)[0] == "ll-b"
+    # The rate is a threshold like the others (another GPU encodes faster or slower).
+    assert picks(warm(req("latency"), "ll-b", clip_s=2.0), idle, busy, ht(), voice_affinity_encode_ms_per_second=15.0)[0] == "ll-b"
+
+
+def test_requests_without_a_reference_route_as_without_affinity() -> None:
+    fleet = (ll("ll-a", 0), ll("ll-b", 1), ll("ll-c", 3), ht())
+    knobs = {"voice_affinity_encode_ms_per_second": 1000.0, "voice_affinity_bonus_ms": 1000.0}
+    assert picks(req("latency"), *fleet, **knobs) == picks(req("latency"), *fleet)
+    assert picks(req("latency"), *fleet) == picks(req("latency"), *fleet, voice_affinity=False)
+    # A hint naming no candidate (a warm worker the filters left out) changes nothing either.
+    assert picks(warm(req("latency"), "ht-a", clip_s=6.0), *fleet) == picks(req("latency"), *fleet)
+
+
+def test_the_default_encode_rate_is_the_workers() -> None:
+    assert RoutingThresholds().voice_affinity_encode_ms_per_second == TimingParams().ref_audio_encode_ms_per_second
