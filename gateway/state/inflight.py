@@ -5,11 +5,14 @@ only from the workers' own reports, a second old, so under a burst every replica
 its `latency` requests to the same free worker. Here every lease is also a member of its
 worker's set in the store (``InflightStore``):
 
-- take: the lease is added by one atomic script, which answers with the worker's other
-  leases at that instant; admission awaits that answer (``confirm``) and, when it holds
-  other replicas' leases the decision did not count (the view was stale) or the fleet
-  already held every slot of the worker, lets the policy choose again, once, on the now
-  exact view: a capped slot is not handed out twice. One round trip per request.
+- take: one atomic script adds the lease only if the decision stands, and answers with
+  the worker's other leases at that instant. It stands unless the worker holds other
+  replicas' leases the decision did not count (the view was stale) or the fleet already
+  holds every slot of the worker; admission awaits the answer (``confirm``) and, when it
+  did not stand, lets the policy choose again, once, on the now exact view: a capped slot
+  is not handed out twice. A refused take is never written, so no replica ever counts it
+  (written and then released, it made every other replica route around the worker for
+  the round trips between, and a burst's refusals fed each other). One round trip.
 - release: removed in the background, the releases of one event-loop turn in one round
   trip. A streamed response waits for its own (``published``, bounded) between the
   worker's last chunk and the response's end: a client that sends its next request the
@@ -37,6 +40,7 @@ import itertools
 import logging
 import uuid
 from collections import deque
+from dataclasses import dataclass
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -52,11 +56,31 @@ FIRST_BACKOFF_S = 0.1
 REMEMBERED_RELEASES = 4096
 
 
+@dataclass(frozen=True, slots=True)
+class Take:
+    """When a take stands, judged by the store on the worker's live leases at that instant:
+    none of another replica (not starting ``own_prefix``) outside ``counted`` (what the
+    decision saw), and, with ``cap`` > 0, fewer than ``cap`` with ``ours`` (this replica's
+    other leases held there)."""
+
+    own_prefix: str
+    counted: frozenset[str]
+    ours: int
+    cap: int
+
+    def stands(self, live: Iterable[str]) -> bool:
+        others = [i for i in live if not i.startswith(self.own_prefix)]
+        if any(i not in self.counted for i in others):
+            return False
+        return self.cap <= 0 or len(others) + self.ours < self.cap
+
+
 class InflightStore(Protocol):
     """Where the leases live (``gateway.state.inflight_redis``; a fake in unit tests)."""
 
-    async def reserve(self, worker_id: str, lease_id: str, ttl_s: float) -> list[str]:
-        """Add the lease; returns the worker's live leases held before it (every replica's)."""
+    async def reserve(self, worker_id: str, lease_id: str, ttl_s: float, take: Take) -> tuple[bool, list[str]]:
+        """Add the lease unless ``take`` refuses the worker's live leases; returns whether it
+        was added and those leases (every replica's, this one not among them)."""
         ...
 
     async def release(self, leases: Sequence[tuple[str, str]]) -> None:
@@ -160,9 +184,13 @@ class SharedInflight:
         lease.shared_id = lease_id
         self._held[lease_id] = lease
         if self._shared:
-            # What the decision counted of the others here (taken in the same synchronous step).
-            counted = frozenset(self._remote.get(lease.worker.worker_id, ()))
-            self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id, counted))
+            # What the decision counted here (taken in the same synchronous step): the others'
+            # leases, and this replica's own still held (one whose release is on its way to
+            # the store holds no slot).
+            worker = lease.worker
+            ours = sum(1 for i, held in self._held.items() if held.worker is worker and i != lease_id)
+            take = Take(self._own_prefix, frozenset(self._remote.get(worker.worker_id, ())), ours, self._cap_of(worker))
+            self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id, take))
 
     async def confirm(self, lease: Lease) -> bool:
         """False: decide again (asked once per request; each False is one re-decision)."""
@@ -193,9 +221,17 @@ class SharedInflight:
         task = self._pending.pop(lease_id, None)
         if task is not None and not task.done():
             # Removed only after it was added, never before (which would leave it behind).
-            task.add_done_callback(lambda _: self._send_release(worker_id, lease_id))
+            task.add_done_callback(lambda done: self._release_taken(done, worker_id, lease_id))
+        elif task is not None:
+            self._release_taken(task, worker_id, lease_id)
         else:
             self._send_release(worker_id, lease_id)
+
+    def _release_taken(self, take: asyncio.Task[bool], worker_id: str, lease_id: str) -> None:
+        if not take.cancelled() and take.exception() is None and not take.result():
+            self._told(lease_id)  # refused: never written, nothing to remove
+            return
+        self._send_release(worker_id, lease_id)
 
     async def published(self, lease: Lease) -> None:
         done = self._publishing.get(lease.shared_id or "")
@@ -230,38 +266,31 @@ class SharedInflight:
         await self._store.close()
 
     # ---- writes -------------------------------------------------------------------------
-    async def _reserve(self, lease: Lease, lease_id: str, counted: frozenset[str]) -> bool:
-        """Whether the decision stands: not when it missed other replicas' leases here, nor
-        when the fleet held every slot."""
+    async def _reserve(self, lease: Lease, lease_id: str, take: Take) -> bool:
+        """Whether the decision stands (then the lease is written): not when it missed other
+        replicas' leases here, nor when the fleet held every slot."""
         worker = lease.worker
         try:
             # Bounded by the store's own timeout, not the request's: an answer later than the
             # request waits for (``confirm``) is a slow store, not a lost one, and turning this
             # replica to reports only for it made its routing worse than one late take.
             async with asyncio.timeout(self._heartbeat_timeout_s):
-                before = await self._store.reserve(worker.worker_id, lease_id, self._ttl_s)
+                stands, before = await self._store.reserve(worker.worker_id, lease_id, self._ttl_s, take)
         except Exception as exc:  # failing or silent: never the request's problem
             self._lost(f"reserving a slot: {exc!r}")
             return True
         self._reservations += 1
         # Released already (its release overtook this answer): not brought back into the view.
         others = {i for i in before if not i.startswith(self._own_prefix) and i not in self._gone}
-        # Our own leases hold a slot only while held here: one released whose removal has not
-        # reached the store yet would refuse a slot that is free.
-        ours = sum(1 for i in before if i.startswith(self._own_prefix) and i in self._held)
         remote = self._remote.setdefault(worker.worker_id, set())
         if not others <= remote:
             remote |= others
             self._count(worker.worker_id)
-        fleet = len(others) + ours  # held before this lease
-        # This one included, held until it is released (when refused below, a moment only).
-        if fleet >= self._peak.get(worker.worker_id, 0):
-            self._peak[worker.worker_id] = fleet + 1
-        # Other replicas' leases the decision did not see: it was made on a stale view, and
-        # would put the request on a worker busier than the policy chose it for.
-        stale = not others <= counted
-        cap = self._cap_of(worker)
-        return not stale and (cap <= 0 or fleet < cap)
+        ours = sum(1 for i in before if i.startswith(self._own_prefix) and i in self._held)
+        fleet = len(others) + ours + (1 if stands else 0)  # this one included while it is held
+        if fleet > self._peak.get(worker.worker_id, 0):
+            self._peak[worker.worker_id] = fleet
+        return stands
 
     def _send_release(self, worker_id: str, lease_id: str) -> None:
         if not self._shared:

@@ -18,20 +18,37 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from redis.asyncio import Redis
 
 from gateway.config import StateConfig
+from gateway.state.inflight import Take
 from gateway.state.redis_backend import connect
 
-# Drop the expired, answer with the live leases, then add this one (ZADD is the first
-# write: a store at its memory ceiling refuses the script before it changes anything).
+# Drop the expired and answer with the live leases; add this one (and publish it) only if
+# the take stands (``inflight.Take``: ARGV[4] this replica's prefix, ARGV[5] its other
+# leases held there, ARGV[6] the cap, ARGV[7..] the other replicas' leases the decision
+# counted). ZADD is the first write: a store at its memory ceiling refuses the script
+# before it changes anything.
 _RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
 local before = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PUBLISH', KEYS[2], '+\\n' .. ARGV[3] .. '\\n' .. ARGV[1])
-return before
+local prefix, ours, cap = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+local counted = {}
+for i = 7, #ARGV do counted[ARGV[i]] = true end
+local others, stands = 0, 1
+for _, id in ipairs(before) do
+  if string.sub(id, 1, #prefix) ~= prefix then
+    others = others + 1
+    if not counted[id] then stands = 0 end
+  end
+end
+if cap > 0 and others + ours >= cap then stands = 0 end
+if stands == 1 then
+  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PUBLISH', KEYS[2], '+\\n' .. ARGV[3] .. '\\n' .. ARGV[1])
+end
+return {stands, before}
 """
 # KEYS[1]: the channel, KEYS[1 + i]: the set of the worker ARGV[2i - 1] whose lease ARGV[2i]
 # ends. One message for every lease actually removed.
@@ -80,11 +97,10 @@ class RedisInflightStore:
         self._release = self._client.register_script(_RELEASE)
         self._renew_and_read = self._client.register_script(_RENEW_AND_READ)
 
-    async def reserve(self, worker_id: str, lease_id: str, ttl_s: float) -> list[str]:
-        before = await self._reserve(
-            keys=[self._key_prefix + worker_id, self.channel], args=[lease_id, _ms(ttl_s), worker_id]
-        )
-        return [m.decode() for m in before]
+    async def reserve(self, worker_id: str, lease_id: str, ttl_s: float, take: Take) -> tuple[bool, list[str]]:
+        args = [lease_id, _ms(ttl_s), worker_id, take.own_prefix, take.ours, take.cap, *take.counted]
+        stands, before = await self._reserve(keys=[self._key_prefix + worker_id, self.channel], args=args)
+        return bool(stands), [m.decode() for m in before]
 
     async def release(self, leases: Sequence[tuple[str, str]]) -> None:
         if not leases:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from gateway.pools.worker import Worker
+from gateway.state.inflight import Take
 from gateway.types import PoolName
 
 
@@ -43,18 +44,20 @@ class FakeInflightStore:
         for _, lost in self._followers:
             lost.set()
 
-    async def reserve(self, worker_id: str, lease_id: str, ttl_s: float) -> list[str]:
+    async def reserve(self, worker_id: str, lease_id: str, ttl_s: float, take: Take) -> tuple[bool, list[str]]:
         self.reserves += 1
         if self.hold_reserves is not None:
             await self.hold_reserves.wait()
         self._check()
         leases = self._live(worker_id)
         before = list(leases)
-        leases[lease_id] = self.now + ttl_s
-        self._publish("+", worker_id, lease_id)
+        stands = take.stands(before)
+        if stands:
+            leases[lease_id] = self.now + ttl_s
+            self._publish("+", worker_id, lease_id)
         if self.hold_answers is not None:
             await self.hold_answers.wait()
-        return before
+        return stands, before
 
     def write_unannounced(self, worker_id: str, lease_id: str) -> None:
         """A lease in the store whose message has not reached the followers (yet, or again)."""

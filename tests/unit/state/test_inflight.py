@@ -234,6 +234,47 @@ async def test_a_take_that_finds_leases_the_decision_did_not_count_is_decided_ag
     await a.view.stop()
 
 
+async def test_a_refused_take_is_never_counted_by_any_replica() -> None:
+    """Written and then released, a refused take made every other replica route around
+    the worker for the round trips between: now the store never writes it."""
+    store = FakeInflightStore()
+    a, b, c = await replica(store), await replica(store), await replica(store)
+    seen_by_c: list[int | None] = []
+    store._followers.append((lambda op, w, i: seen_by_c.append(c.others()), asyncio.Event()))
+    store.hold_reserves = asyncio.Event()
+    first, second = a.take(), b.take()  # both saw ll-a's one slot free
+    answers = asyncio.gather(first.confirm(), second.confirm())
+    await asyncio.sleep(0)
+    store.hold_reserves.set()
+    results = await answers
+    loser = (first, second)[results.index(False)]
+    assert list(store._live("ll-a")) == [(first, second)[results.index(True)].shared_id]
+    releases = store.release_calls
+    loser.release()
+    await asyncio.sleep(0.05)
+    assert store.release_calls == releases  # nothing written, nothing to remove
+    assert c.others() == 1 and max(seen_by_c) <= 1  # c only ever counted the winner
+    for r in (a, b, c):
+        await r.view.stop()
+
+
+async def test_a_take_refused_while_the_fleet_holds_the_cap_counts_this_replicas_own_leases() -> None:
+    store = FakeInflightStore()
+    a, b = await replica(store, slots=2), await replica(store, slots=2)
+    held = b.take()
+    assert await held.confirm()
+    await until(lambda: a.others() == 1, 1.0, "b's lease seen by a")
+    mine = a.take()
+    assert await mine.confirm()  # 1 of b's + this one: the cap of 2
+    over = a.take()  # a's view alone would allow it (one of its two slots is its own)
+    assert not await over.confirm()  # b's and a's own: the worker is full
+    assert len(store._live("ll-a")) == 2 and a.view.describe()["redecided"] == 1
+    for lease in (over, mine, held):
+        lease.release()
+    await a.view.stop()
+    await b.view.stop()
+
+
 async def test_the_replicas_own_pending_release_holds_no_slot() -> None:
     store = FakeInflightStore()
     a = await replica(store, slots=1)
@@ -300,7 +341,7 @@ async def test_the_view_counts_its_takes_their_peak_and_the_re_decisions() -> No
     }
     assert {k: loser.view.describe()[k] for k in ("reservations", "peak_fleet_leases", "redecided")} == {
         "reservations": 1,
-        "peak_fleet_leases": {"ll-a": 2},
+        "peak_fleet_leases": {"ll-a": 1},  # the refused take was never held
         "redecided": 1,
     }
     await a.view.stop()
