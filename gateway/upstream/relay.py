@@ -123,11 +123,11 @@ class OpenStream:
         self.first_chunk = b""
         self.rest: AsyncIterator[bytes] | None = None
         worker = lease.worker
-        self.load_at_dispatch = worker.inflight  # our lease included
+        self.load_at_dispatch = worker.observed_load()  # this lease included
         self.dispatched_at = relay.clock()
         self.connected_at: float | None = None
         self.status: int | None = None
-        self.pace = PaceMeter(relay.clock, lambda: worker.inflight)
+        self.pace = PaceMeter(relay.clock, worker.observed_load)
         self.hidden_failures: tuple[str, ...] = ()  # earlier attempts' failures, for the log
         self._relay = relay
         self._watcher = watcher

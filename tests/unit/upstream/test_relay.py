@@ -12,6 +12,7 @@ from gateway.config import UpstreamConfig
 from gateway.errors import GatewayError
 from gateway.pools.lease import Lease
 from gateway.types import PoolName, SlaClass, WorkerState
+from gateway.types.codec import BYTES_PER_FRAME, FRAMES_PER_SECOND
 from gateway.types.decision import Action, Decision
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.types.observations import StreamOutcome
@@ -59,6 +60,22 @@ async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> 
     [seen] = observer.streams
     assert (seen.worker_id, seen.load_at_dispatch, seen.bytes) == ("ll-0", 1, 2 * len(AUDIO))
     assert seen.outcome is StreamOutcome.COMPLETED and seen.ttfp_s is not None
+
+
+async def test_with_the_fleet_view_shared_a_stream_is_learned_at_every_replicas_load(tmp_path: Path) -> None:
+    """Learned at this replica's own leases alone, each of K replicas filed what the worker
+    did at load L under about L / K: its curves made every load look slower than it was."""
+    second = b"\x00" * BYTES_PER_FRAME * FRAMES_PER_SECOND
+    relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [b"", second, second, second])]})
+    next(w for w in fleet.view.workers if w.worker_id == "ll-0").apply_fleet_leases(3)  # three of other replicas
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert stream.rest is not None
+    async for chunk in stream.rest:
+        stream.pace.add(len(chunk))
+    await stream.close(StreamOutcome.COMPLETED)
+    [seen] = observer.streams
+    assert seen.load_at_dispatch == 4  # theirs and this one
+    assert seen.pace and all(sample.load == 4 for sample in seen.pace)  # its pace at the same load
 
 
 @pytest.mark.parametrize(
