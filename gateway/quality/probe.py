@@ -96,7 +96,7 @@ class QualityProbe:
 
     async def probe(self, worker: Worker) -> bool:
         dispatched = self._clock()
-        load = worker.inflight + 1
+        load = worker.observed_load() + 1  # the batch it is decoded in, every replica's streams counted
         try:
             response = await self._client.post(worker.url + SPEECH_PATH, json=self._payload, timeout=self._timeout_s)
         except httpx.HTTPError as exc:
