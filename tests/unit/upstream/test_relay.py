@@ -46,6 +46,17 @@ def inflight(fleet: Any) -> dict[str, int]:
     return {w.worker_id: w.inflight for w in fleet.view.workers}
 
 
+async def streamed_to_the_end(relay: Relay, fleet: Any, observer: RecordingLog) -> Any:
+    """One stream to ll-0 read to its end and closed: what the performance model is told."""
+    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
+    assert stream.rest is not None
+    async for chunk in stream.rest:
+        stream.pace.add(len(chunk))
+    await stream.close(StreamOutcome.COMPLETED)
+    [seen] = observer.streams
+    return seen
+
+
 async def test_a_healthy_stream_holds_one_lease_until_closed(tmp_path: Path) -> None:
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [b"", AUDIO, AUDIO])]})
     stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
@@ -68,12 +79,7 @@ async def test_with_the_fleet_view_shared_a_stream_is_learned_at_every_replicas_
     second = b"\x00" * BYTES_PER_FRAME * FRAMES_PER_SECOND
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, [b"", second, second, second])]})
     next(w for w in fleet.view.workers if w.worker_id == "ll-0").apply_fleet_leases(3)  # three of other replicas
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
-    assert stream.rest is not None
-    async for chunk in stream.rest:
-        stream.pace.add(len(chunk))
-    await stream.close(StreamOutcome.COMPLETED)
-    [seen] = observer.streams
+    seen = await streamed_to_the_end(relay, fleet, observer)
     assert seen.load_at_dispatch == 4  # theirs and this one
     assert seen.pace and all(sample.load == 4 for sample in seen.pace)  # its pace at the same load
 
@@ -384,12 +390,7 @@ async def test_the_stream_pace_is_measured_for_the_performance_model(tmp_path: P
     second = b"\x00" * 48000  # 25 frames: one second of audio, 25 decode steps
     chunks = [b"\x00" * 1920, second[:30000], second[30000:], second, b"\x00" * 10]
     relay, _, observer, fleet = relay_over(tmp_path, {LL_URL: [FakeResponse(200, chunks)]})
-    stream = await relay.open(on_ll0(fleet), INFO, PAYLOAD, observer)
-    assert stream.rest is not None
-    async for chunk in stream.rest:
-        stream.pace.add(len(chunk))
-    await stream.close(StreamOutcome.COMPLETED)
-    [seen] = observer.streams
+    seen = await streamed_to_the_end(relay, fleet, observer)
     assert seen.bytes == 1920 + 2 * 48000 + 10 and seen.ttfp_s is not None
     # One sample per second of audio, whatever the read sizes, tagged with our load there.
     assert [(s.load, s.frames) for s in seen.pace] == [(1, 25), (1, 25)]
