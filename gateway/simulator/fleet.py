@@ -74,6 +74,11 @@ class SimWorker:
         self.url = f"sim://{worker_id}"  # what the relay posts to; the engine transport answers it
         self._ids = 0
 
+    def observed_load(self) -> int:
+        """What the relay files a stream's timing at (``pools.worker.Worker.observed_load``):
+        here every replica's streams, since the simulated worker counts them all."""
+        return self.inflight
+
     def request(self, text: str) -> EngineRequest:
         self._ids += 1
         model = self.model
