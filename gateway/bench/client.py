@@ -17,7 +17,7 @@ import aiohttp
 import httpx
 
 from gateway.bench.stats import audio_seconds, rtf, worst_underrun
-from gateway.types import POOL_HEADER, SLA_CLASS_HEADER, SlaClass
+from gateway.types import POOL_HEADER, ROUTE_REASON_HEADER, SLA_CLASS_HEADER, SlaClass
 
 ClientKind = Literal["aiohttp", "httpx"]
 SPEECH_PATH = "/v1/audio/speech"
@@ -56,6 +56,7 @@ class RequestResult:
     # the underrun is computed unless the caller keeps raw data.
     chunks: list[tuple[float, int]] = field(default_factory=list, repr=False)
     voice: str | None = None  # the spec's own voice, when it named one
+    route_reason: str | None = None  # the x-gateway-route-reason response header
 
     @property
     def ok(self) -> bool:
@@ -149,7 +150,7 @@ class AiohttpClient:
         try:
             async with self._session.post(self._url, data=body, headers=headers) as response:
                 result.status = response.status
-                result.pool = response.headers.get(POOL_HEADER)
+                result.pool, result.route_reason = response.headers.get(POOL_HEADER), response.headers.get(ROUTE_REASON_HEADER)
                 if response.status != 200:
                     await response.read()
                     result.error = f"http_{response.status}"
@@ -180,7 +181,7 @@ class HttpxClient:
         try:
             async with self._client.stream("POST", self._url, content=body, headers=headers) as response:
                 result.status = response.status_code
-                result.pool = response.headers.get(POOL_HEADER)
+                result.pool, result.route_reason = response.headers.get(POOL_HEADER), response.headers.get(ROUTE_REASON_HEADER)
                 if response.status_code != 200:
                     await response.aread()
                     result.error = f"http_{response.status_code}"

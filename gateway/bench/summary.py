@@ -58,6 +58,8 @@ def summarize_requests(results: Sequence[RequestResult], wall_s: float, time_sca
         "ok": len(ok),
         "errors": dict(sorted(Counter(r.error for r in results if r.error).items())),
         "pools": dict(sorted(Counter(r.pool or NO_POOL for r in ok).items())),
+        # Why each went where it went (pool: x-gateway-route-reason), to take a level apart later.
+        "route_reasons": dict(sorted(Counter(f"{r.pool or NO_POOL}: {r.route_reason}" for r in ok if r.route_reason).items())),
         "audio_s": total_audio,
         "wall_s": wall_model,
         "audio_s_per_s": throughput(total_audio, wall_model),

@@ -10,6 +10,10 @@ worker's code cache (256, ``pools.affinity``) every worker soon holds every voic
 each voice's first request on each worker encodes, with or without affinity. The saving
 shows once the voices outnumber one worker's cache but not the fleet's: without affinity
 each worker cycles through all of them; with it each holds its share.
+
+How long the clips are sets what a hit is worth (the encode is per second of clip). By
+default the trace's clips are as long as the voice prompts Higgs Audio publishes with its
+model, so that length is not a knob chosen for the result.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ from gateway.config import RoutingThresholds
 from gateway.types import SlaClass
 
 UPLOAD_CONCURRENCY = 4
+# Seconds of each of the 16 voice prompts in boson-ai/higgs-audio, examples/voice_prompts
+# (read from their WAV headers): median 11.6 s, mean 12.7 s, 5.9 to 27.7 s.
+PUBLISHED_CLIPS_S = (10.17, 12.26, 13.30, 19.18, 10.40, 7.71, 6.41, 6.80,
+                     27.70, 10.99, 17.60, 11.00, 14.20, 16.01, 5.93, 12.89)  # fmt: skip
 VARIANTS = (("affinity", True), ("no-affinity", False))  # (label, routing.thresholds.voice_affinity)
 
 
@@ -43,7 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="voice-clone trace, modelled seconds (0 = skip)")
     parser.add_argument("--voice-clone-voices", type=int, default=600, help="voice-clone trace: uploaded voices")
     parser.add_argument("--voice-clone-rate", type=float, default=3.0, help="voice-clone trace: requests/s")
-    parser.add_argument("--voice-clone-clip", type=float, default=6.0, help="voice-clone trace: seconds per voice's clip")
+    parser.add_argument("--voice-clone-clip", type=float, default=0.0,
+                        help="voice-clone trace: seconds per voice's clip (0 = the lengths of Higgs Audio's published "
+                             "voice prompts, in turn)")  # fmt: skip
     parser.add_argument("--voice-clone-class", default="latency", choices=[c.value for c in SlaClass],
                         help="voice-clone trace: the requests' x-sla-class")  # fmt: skip
 
@@ -65,7 +75,14 @@ def clip_wav(index: int, seconds: float) -> bytes:
     return buffer.getvalue()
 
 
-async def upload_voices(url: str, names: list[str], clip_s: float) -> None:
+def clip_lengths(voices: int, clip_s: float) -> list[float]:
+    """Each voice's clip length: ``clip_s`` for all, or (0) the published prompts' lengths in turn."""
+    if clip_s > 0:
+        return [clip_s] * voices
+    return [PUBLISHED_CLIPS_S[index % len(PUBLISHED_CLIPS_S)] for index in range(voices)]
+
+
+async def upload_voices(url: str, names: list[str], clips_s: list[float]) -> None:
     gate = asyncio.Semaphore(UPLOAD_CONCURRENCY)
     async with httpx.AsyncClient(timeout=120) as client:
 
@@ -73,7 +90,7 @@ async def upload_voices(url: str, names: list[str], clip_s: float) -> None:
             async with gate:
                 response = await client.post(
                     f"{url}/v1/audio/voices", data={"name": name, "consent": "true"},
-                    files={"audio_sample": (f"{name}.wav", clip_wav(index, clip_s), "audio/wav")},
+                    files={"audio_sample": (f"{name}.wav", clip_wav(index, clips_s[index]), "audio/wav")},
                 )  # fmt: skip
                 if response.status_code != 200:
                     raise RuntimeError(f"upload of {name} answered {response.status_code}: {response.text[:200]}")
@@ -87,15 +104,18 @@ def measure(scratch: Path, args: argparse.Namespace, notes: dict[str, Any]) -> l
     sla = SlaClass(args.voice_clone_class)
     arrivals = voice_clone(args.voice_clone_rate, args.voice_clone_duration, args.seed, args.voice_clone_voices, sla)
     names = [f"clone{i:04d}" for i in range(args.voice_clone_voices)]
+    clips_s = clip_lengths(args.voice_clone_voices, args.voice_clone_clip)
+    # clip_s is the mean over voices: voices are picked uniformly, so it is also the mean per request.
     params = {"kind": "voice_clone", "duration_s": args.voice_clone_duration, "rate": args.voice_clone_rate,
-              "voices": args.voice_clone_voices, "clip_s": args.voice_clone_clip, "sla_class": sla.value,
+              "voices": args.voice_clone_voices, "clip_s": round(sum(clips_s) / len(clips_s), 2),
+              "clips": "fixed" if args.voice_clone_clip > 0 else "published", "sla_class": sla.value,
               "variants_run": "concurrently"}  # fmt: skip
     with ExitStack() as stack:
         runs = []
         for label, affinity in VARIANTS:
             fleet = stack.enter_context(Fleet(scratch / f"voice-clone-{label}"))
             url, worker_urls = _start(fleet, affinity, args.time_scale)
-            run_async(upload_voices(url, names, args.voice_clone_clip))
+            run_async(upload_voices(url, names, clips_s))
             options = RunOptions(ClientOptions(url=url), f"voice-clone {label}", time_scale=args.time_scale,
                                  seed=args.seed, progress=not args.no_progress,
                                  notes={**notes, "voice_affinity": affinity})  # fmt: skip
@@ -149,7 +169,7 @@ def section(documents: list[dict[str, Any]]) -> list[str]:
         "## Voice-clone trace (open loop): voice affinity on and off",
         "",
         f"{params['duration_s']:g} modelled seconds of Poisson arrivals at {params['rate']:g}/s, each cloning one of "
-        f"{params['voices']} uploaded voices ({params['clip_s']:g} s clips) picked at random, class "
+        f"{params['voices']} uploaded voices ({_clips(params)}) picked at random, class "
         f"`{params.get('sla_class', 'latency')}`; two low-latency "
         "workers, `adaptive`, one fresh fleet per variant, both variants run at the same time (the same "
         "machine load on both). *Repeated*: a request whose voice was used "
@@ -211,6 +231,10 @@ def _hit_rate(phase: dict[str, Any]) -> str:
     return "–" if rate is None else f"{rate:.0%}"
 
 
+def _clips(params: dict[str, Any]) -> str:
+    if params.get("clips") == "published":
+        return f"clips as long as Higgs Audio's 16 published voice prompts, {params['clip_s']:g} s mean"
+    return f"{params['clip_s']:g} s clips"
 
 
 def _ms(seconds: float | None) -> str:

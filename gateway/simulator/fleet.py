@@ -246,6 +246,7 @@ class SimGateway:
             result.e2e_s = now() - sent
             return result
         result.status, result.pool = 200, call.worker.pool.value
+        result.route_reason = call.decision.reason if call.decision is not None else None
         outcome = StreamOutcome.CLIENT_DISCONNECTED
         try:
             at = now()

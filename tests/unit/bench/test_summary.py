@@ -89,3 +89,11 @@ def test_markdown_table_lists_every_row(tmp_path) -> None:
     paths = report.write(_document(), tmp_path, "adaptive-sweep")
     assert [p.suffix for p in paths] == [".json", ".csv", ".md"]
     assert report.load(paths[0])["label"] == "adaptive"
+
+
+def test_a_phase_counts_why_its_requests_went_where_they_went() -> None:
+    results = [_ok(0.1, 1.0, 4.0, "low_latency"), _ok(0.1, 1.0, 4.0, "low_latency"), _ok(0.2, 2.0, 4.0, "high_throughput")]
+    results[0].route_reason = results[1].route_reason = "fastest"
+    results[2].route_reason = "latency_reserve"
+    summary = summarize_phase(PhaseResult("c2", "closed", 2, wall_s=2.0, client_cpu_s=0.0, results=results))
+    assert summary["route_reasons"] == {"high_throughput: latency_reserve": 1, "low_latency: fastest": 2}

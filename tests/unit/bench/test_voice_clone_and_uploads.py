@@ -5,7 +5,7 @@ from __future__ import annotations
 from gateway.bench.client import RequestResult
 from gateway.bench.scenarios import repeated_voice_stats
 from gateway.bench.upload_stall import _gaps
-from gateway.bench.voice_clone import clip_wav, section
+from gateway.bench.voice_clone import PUBLISHED_CLIPS_S, clip_lengths, clip_wav, section
 from gateway.bench.workload import voice_clone
 from gateway.types import SlaClass
 
@@ -20,6 +20,20 @@ def test_the_voice_clone_trace_is_seeded_and_uses_every_voice_index() -> None:
 def test_each_voice_has_its_own_clip() -> None:
     assert clip_wav(0, 1.0) != clip_wav(1, 1.0)
     assert clip_wav(0, 1.0)[:4] == b"RIFF"
+
+
+def test_clips_are_as_long_as_the_published_prompts_unless_one_length_is_asked() -> None:
+    lengths = clip_lengths(40, 0.0)
+    assert lengths[:16] == list(PUBLISHED_CLIPS_S) and lengths[16:32] == list(PUBLISHED_CLIPS_S)
+    assert 11 < sum(PUBLISHED_CLIPS_S) / len(PUBLISHED_CLIPS_S) < 13
+    assert clip_lengths(3, 6.0) == [6.0, 6.0, 6.0]
+
+
+def test_the_section_names_the_clips_it_used() -> None:
+    published = clone_document("affinity", 81, 19, 0.280)
+    published["params"].update(clips="published", clip_s=12.66)
+    assert "clips as long as Higgs Audio's 16 published voice prompts, 12.66 s mean" in "\n".join(section([published]))
+    assert "(6 s clips)" in "\n".join(section([clone_document("affinity", 81, 19, 0.280)]))
 
 
 def result(voice: str, sent_s: float, ttfp_s: float) -> RequestResult:
