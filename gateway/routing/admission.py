@@ -64,6 +64,12 @@ class AdmissionRejected(GatewayError):
         self.waited_s = waited_s
 
 
+@dataclass(frozen=True, slots=True)
+class _Arrival:
+    seq: int  # arrival order across all classes
+    at: float  # when admission was first asked
+
+
 @dataclass(eq=False, slots=True)
 class _Waiter(Generic[SlotT]):
     request: RequestInfo
@@ -85,10 +91,7 @@ class _Waiter(Generic[SlotT]):
             request = replace(request, sla_class=self.promoted_to)
         if self.spill_at is not None and now >= self.spill_at and not request.waited_out:
             request = replace(request, waited_out=True)
-        if request.deadline_s is not None and now > self.enqueued_at:
-            # A deadline is counted from the request's arrival: time queued is spent from it.
-            request = replace(request, deadline_s=request.deadline_s - (now - self.enqueued_at))
-        return request
+        return _spent(request, now - self.enqueued_at)
 
     def next_event(self, now: float) -> float:
         upcoming = [t for t in (self.spill_at, self.promote_at) if t is not None and t > now]
@@ -155,12 +158,18 @@ class Admission(Generic[SlotT]):
             self._on_arrival(request)
         if sla is SlaClass.LATENCY and self._demand is not None:
             self._demand.on_arrival(self._clock(), request.input_chars)
-        reservation = await self._admit_here(request)
+        # Its place in line, kept however often it is decided: a request the fleet sends back
+        # is not a new arrival.
+        arrival = _Arrival(self._next_seq, self._clock())
+        self._next_seq += 1
+        reservation = await self._admit_here(request, arrival)
         if self._confirm is None:
             return reservation
-        return await self._confirmed(request, reservation)
+        return await self._confirmed(request, arrival, reservation)
 
-    async def _confirmed(self, request: RequestInfo, reservation: Reservation[SlotT]) -> Reservation[SlotT]:
+    async def _confirmed(
+        self, request: RequestInfo, arrival: _Arrival, reservation: Reservation[SlotT]
+    ) -> Reservation[SlotT]:
         """The reservation once the fleet agrees with its decision; else decided again, once.
 
         The decision may have been made on a stale view: another replica's leases on that
@@ -168,7 +177,13 @@ class Admission(Generic[SlotT]):
         not reached this replica yet. The take's answer holds them, and the view counts them
         by now, so the one re-decision sees the worker as it is (and waits, or goes
         elsewhere). It stands as it is, without asking again: a request pays for at most
-        one stale view, and a policy that picks the same worker again keeps it."""
+        one stale view, and a policy that picks the same worker again keeps it.
+
+        If it waits again, it waits in the place it arrived in, its budgets counted from its
+        arrival. Re-queued at the back, a waiter that lost a freed slot to another replica's
+        take went behind every later arrival of this replica; under a sustained queue (c64
+        on two workers) that happened to the same request again and again, and a few waited
+        seconds while the one-gateway queue never held anyone a second."""
         assert self._confirm is not None
         try:
             if await self._confirm(reservation.slot):
@@ -177,9 +192,9 @@ class Admission(Generic[SlotT]):
             reservation.release()  # cancelled while asking: the caller never owned it
             raise
         reservation.release()
-        return await self._admit_here(request)
+        return await self._admit_here(request, arrival)
 
-    async def _admit_here(self, request: RequestInfo) -> Reservation[SlotT]:
+    async def _admit_here(self, request: RequestInfo, arrival: _Arrival) -> Reservation[SlotT]:
         """A slot held in this replica: at once, or after waiting in the queue."""
         sla = request.sla_class
         if self._closed:
@@ -189,13 +204,13 @@ class Admission(Generic[SlotT]):
         spill_at = None
         budget = CLASSES[sla].spill_after_s(request, thresholds)
         if budget is not None:
-            if budget <= 0:
+            spill_at = arrival.at + budget
+            if spill_at <= now:
                 request = replace(request, waited_out=True)
-            spill_at = now + budget
 
         if self._queued == 0:
             # Fast path: nobody to overtake, so ask the policy directly.
-            decision = self._policy.decide(request, self._snapshot(), thresholds)
+            decision = self._policy.decide(_spent(request, now - arrival.at), self._snapshot(), thresholds)
             if decision.action == Action.ROUTE:
                 return self._held(decision, 0.0)
             if decision.action == Action.REJECT:
@@ -204,7 +219,7 @@ class Admission(Generic[SlotT]):
         queue = self._queues[sla]
         if len(queue) >= self._config.queue_limit(sla):
             raise self._rejected(sla, reasons.QUEUE_FULL)
-        waiter = self._enqueue(request, now, spill_at)
+        waiter = self._enqueue(request, arrival, spill_at)
         if self._queued > 1:
             # Others were queued: the newcomer takes its turn in a full service pass.
             self._serve()
@@ -254,15 +269,15 @@ class Admission(Generic[SlotT]):
 
     # --- queueing ---------------------------------------------------------------------
 
-    def _enqueue(self, request: RequestInfo, now: float, spill_at: float | None) -> _Waiter[SlotT]:
+    def _enqueue(self, request: RequestInfo, arrival: _Arrival, spill_at: float | None) -> _Waiter[SlotT]:
         sla = request.sla_class
-        deadline = now + self._config.max_wait(sla)
+        deadline = arrival.at + self._config.max_wait(sla)
         promoted_to = CLASSES[sla].promoted_to
-        promote_at = now + self._config.promote_after_s if promoted_to is not None else None
+        promote_at = arrival.at + self._config.promote_after_s if promoted_to is not None else None
         waiter: _Waiter[SlotT] = _Waiter(
             request=request,
-            seq=self._next_seq,
-            enqueued_at=now,
+            seq=arrival.seq,
+            enqueued_at=arrival.at,
             deadline=deadline,
             # Past the deadline there is no point spilling: the last chance is at the deadline.
             spill_at=None if spill_at is None else min(spill_at, deadline),
@@ -270,8 +285,13 @@ class Admission(Generic[SlotT]):
             promoted_to=promoted_to,
             future=asyncio.get_running_loop().create_future(),
         )
-        self._next_seq += 1
-        self._queues[sla][waiter.seq] = waiter
+        queue = self._queues[sla]
+        # In arrival order (a queue is served, and expires, in its dict's order): one sent
+        # back by the fleet goes ahead of the later arrivals.
+        later = [queue.pop(seq) for seq in [seq for seq in queue if seq > waiter.seq]]
+        queue[waiter.seq] = waiter
+        for other in later:
+            queue[other.seq] = other
         self._queued += 1
         return waiter
 
@@ -381,6 +401,13 @@ class Admission(Generic[SlotT]):
         return AdmissionRejected(
             reason, status, self._config.retry_after_s, message.format(sla=sla, reason=reason), sla, waited_s
         )
+
+
+def _spent(request: RequestInfo, elapsed_s: float) -> RequestInfo:
+    """A deadline is counted from the request's arrival: time spent since is taken from it."""
+    if request.deadline_s is None or elapsed_s <= 0:
+        return request
+    return replace(request, deadline_s=request.deadline_s - elapsed_s)
 
 
 def _nothing_free(view: LoadView) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.config import AdmissionConfig
-from gateway.routing.admission import Admission
+from gateway.routing.admission import Admission, AdmissionRejected
 from gateway.routing.policy import create_policy
 from tests.unit.routing.fakes import FakeClock, FakeFleet, FakeSlot, ll, req, thresholds
 
@@ -107,3 +107,72 @@ async def test_a_request_is_decided_again_once_at_most() -> None:
     reservation = await make(fleet, confirm).admit(req("latency"))
     assert asked == ["ll-a"] and reservation.worker_id == "ll-b"
     assert fleet.released == 1
+
+
+async def _settle() -> None:
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def test_a_waiter_the_fleet_sends_back_keeps_its_place_ahead_of_later_arrivals() -> None:
+    """Re-queued at the back, the request that lost a freed slot to another replica's take
+    went behind everyone who arrived after it, every time it lost: a few waited seconds."""
+    fleet = FakeFleet.of(ll("ll-a", slots=1, reported=1))  # another replica holds the one slot
+    clock = FakeClock()
+    refused: list[str] = []
+
+    async def confirm(slot: FakeSlot) -> bool:
+        if not refused:
+            refused.append(slot.worker_id)
+            fleet.set("ll-a", reported=1)  # another replica's take reached the worker first
+            return False
+        return True
+
+    admission = make(fleet, confirm)
+    admission._clock = clock
+    first = asyncio.ensure_future(admission.admit(req("balanced")))
+    await _settle()
+    clock.now += 2.0
+    later = asyncio.ensure_future(admission.admit(req("balanced")))
+    await _settle()
+    assert admission.queue_depths()["balanced"] == 2
+
+    fleet.set("ll-a", reported=None)  # freed: the first waiter is handed it, the fleet says no
+    admission.capacity_changed()
+    await _settle()
+    assert refused == ["ll-a"] and admission.queue_depths()["balanced"] == 2
+
+    clock.now += 1.0
+    fleet.set("ll-a", reported=None)  # freed again: still the first waiter's turn
+    admission.capacity_changed()
+    reservation = await first
+    assert not later.done()
+    assert reservation.waited_s == 3.0  # counted from its arrival, not from being sent back
+    later.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await later
+
+
+async def test_a_latency_request_sent_back_spills_on_the_budget_counted_from_its_arrival() -> None:
+    fleet = FakeFleet.of(ll("ll-a", slots=1))
+    clock = FakeClock()
+
+    async def confirm(slot: FakeSlot) -> bool:
+        clock.now += 10.0  # a slow answer, past any latency queue budget
+        fleet.set("ll-a", reported=1)
+        return False
+
+    admission = make(fleet, confirm)
+    admission._clock = clock
+    decided: list[bool] = []
+    policy = admission._policy
+    original = policy.decide
+
+    def decide(request, view, limits):  # type: ignore[no-untyped-def]
+        decided.append(request.waited_out)
+        return original(request, view, limits)
+
+    policy.decide = decide  # type: ignore[method-assign]
+    with pytest.raises(AdmissionRejected):  # spilled, with nowhere to spill to
+        await admission.admit(req("latency"))
+    assert decided[0] is False and decided[-1] is True
