@@ -40,6 +40,10 @@ from gateway.types.view import LoadView, RequestInfo
 
 Clock = Callable[[], float]
 
+# Decisions a request may have refused by the fleet (each one round trip to the shared
+# store) before the next one stands without asking.
+MAX_REDECISIONS = 8
+
 # Service order: a lower index is served first.
 PRIORITY = (SlaClass.LATENCY, SlaClass.BALANCED, SlaClass.THROUGHPUT)
 
@@ -170,29 +174,34 @@ class Admission(Generic[SlotT]):
     async def _confirmed(
         self, request: RequestInfo, arrival: _Arrival, reservation: Reservation[SlotT]
     ) -> Reservation[SlotT]:
-        """The reservation once the fleet agrees with its decision; else decided again, once.
+        """The reservation once the fleet agrees with its decision; else decided again.
 
-        The decision may have been made on a stale view: another replica's leases on that
+        A decision may have been made on a stale view: another replica's leases on that
         worker (the last slot of a capped one, or enough to change the policy's choice) had
         not reached this replica yet. The take's answer holds them, and the view counts them
-        by now, so the one re-decision sees the worker as it is (and waits, or goes
-        elsewhere). It stands as it is, without asking again: a request pays for at most
-        one stale view, and a policy that picks the same worker again keeps it.
+        by now, so the next decision sees the worker as it is (and waits, or goes
+        elsewhere). That decision is asked about too: in a burst split over replicas, the
+        others' takes keep landing while this one is decided again, and a second decision
+        that went ahead unasked put a capped low-latency worker 7 to 10 requests over its
+        ``max_num_seqs`` at the start of a c64 burst on three replicas. Those waited seconds
+        inside the worker, and, refused, they were in no replica's view. After
+        ``MAX_REDECISIONS`` the last decision stands as it is: a policy that picks the same
+        worker again whatever the view says (the baselines) keeps it.
 
         If it waits again, it waits in the place it arrived in, its budgets counted from its
-        arrival. Re-queued at the back, a waiter that lost a freed slot to another replica's
-        take went behind every later arrival of this replica; under a sustained queue (c64
-        on two workers) that happened to the same request again and again, and a few waited
-        seconds while the one-gateway queue never held anyone a second."""
+        arrival: at the back, a waiter that lost a freed slot to another replica's take
+        would lose its turn to every later arrival too, each time."""
         assert self._confirm is not None
-        try:
-            if await self._confirm(reservation.slot):
-                return reservation
-        except BaseException:
-            reservation.release()  # cancelled while asking: the caller never owned it
-            raise
-        reservation.release()
-        return await self._admit_here(request, arrival)
+        for _ in range(MAX_REDECISIONS):
+            try:
+                if await self._confirm(reservation.slot):
+                    return reservation
+            except BaseException:
+                reservation.release()  # cancelled while asking: the caller never owned it
+                raise
+            reservation.release()
+            reservation = await self._admit_here(request, arrival)
+        return reservation
 
     async def _admit_here(self, request: RequestInfo, arrival: _Arrival) -> Reservation[SlotT]:
         """A slot held in this replica: at once, or after waiting in the queue."""

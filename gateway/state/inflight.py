@@ -157,6 +157,7 @@ class SharedInflight:
         self._tasks: set[asyncio.Task[None]] = set()  # background writes, kept referenced
         self._releasing: list[tuple[str, str]] = []  # this turn's releases, sent together
         # Lease id -> done when its release reached the store (and so every follower).
+        self._late = 0  # takes whose answer came after inflight_timeout_s: decided here alone
         self._publishing: dict[str, asyncio.Future[None]] = {}
         self._loops: list[asyncio.Task[None]] = []
 
@@ -176,6 +177,7 @@ class SharedInflight:
             "reservations": self._reservations,
             "peak_fleet_leases": dict(self._peak),
             "redecided": self._redecided,
+            "late_answers": self._late,
         }
 
     # ---- SharedLeases -------------------------------------------------------------------
@@ -202,6 +204,7 @@ class SharedInflight:
             # waiting, leaves the write its release follows running.
             await asyncio.wait((task,), timeout=self._timeout_s)
         if not task.done() or task.cancelled():
+            self._late += 1
             # Late, not lost: the request goes on with this replica's decision; the answer
             # still lands in the view when it comes (``_reserve``).
             return True

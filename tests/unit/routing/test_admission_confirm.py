@@ -1,4 +1,5 @@
-"""Admission with a fleet view shared by replicas: a slot refused fleet-wide is chosen again, once."""
+"""Admission with a fleet view shared by replicas: a slot refused fleet-wide is chosen again,
+until the fleet agrees or the request waits."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.config import AdmissionConfig
-from gateway.routing.admission import Admission, AdmissionRejected
+from gateway.routing.admission import MAX_REDECISIONS, Admission, AdmissionRejected
 from gateway.routing.policy import create_policy
 from tests.unit.routing.fakes import FakeClock, FakeFleet, FakeSlot, ll, req, thresholds
 
@@ -39,7 +40,7 @@ async def test_a_slot_another_replica_took_first_is_chosen_again_on_the_exact_vi
         return True
 
     reservation = await make(fleet, confirm).admit(req("latency"))
-    assert asked == ["ll-a"]  # the re-decision, made on the exact view, stands without asking
+    assert asked == ["ll-a", "ll-b"]  # decided again on the exact view, and asked again
     assert reservation.worker_id == "ll-b"
     assert fleet.inflight("ll-a") == 0 and fleet.released == 1  # the refused slot went back
 
@@ -91,22 +92,33 @@ async def test_a_policy_that_picks_the_refused_worker_again_keeps_it() -> None:
         return False  # the view does not make it full: the policy would pick it forever
 
     reservation = await make(fleet, confirm).admit(req("latency"))
-    assert reservation.worker_id == "ll-a" and asked == ["ll-a"]
+    # Asked MAX_REDECISIONS times, then the last decision stands as it is.
+    assert reservation.worker_id == "ll-a" and asked == ["ll-a"] * MAX_REDECISIONS
 
 
-async def test_a_request_is_decided_again_once_at_most() -> None:
-    """Every answer stale (a burst on every replica): one re-decision, which stands."""
-    fleet = FakeFleet.of(*(ll(f"ll-{n}", slots=1) for n in "abcd"))
+async def test_a_request_no_decision_of_which_stands_waits_instead_of_going_over_the_cap() -> None:
+    """Every answer stale (a burst on every replica): each refusal fills that worker in the
+    view; with every worker full the request waits, rather than go to a worker the fleet
+    said was full (there it would wait inside the worker, in no replica's view)."""
+    fleet = FakeFleet.of(*(ll(f"ll-{n}", slots=1) for n in "abc"))
     asked: list[str] = []
 
     async def confirm(slot: FakeSlot) -> bool:
         asked.append(slot.worker_id)
-        fleet.set(slot.worker_id, reported=1)  # another replica's lease there, counted now
-        return False
+        if len(asked) <= 3:
+            fleet.set(slot.worker_id, reported=1)  # another replica's lease there, counted now
+            return False
+        return True
 
-    reservation = await make(fleet, confirm).admit(req("latency"))
-    assert asked == ["ll-a"] and reservation.worker_id == "ll-b"
-    assert fleet.released == 1
+    admission = make(fleet, confirm)
+    task = asyncio.ensure_future(admission.admit(req("balanced")))
+    await _settle()
+    assert asked == ["ll-a", "ll-b", "ll-c"] and not task.done()
+    assert admission.queue_depths()["balanced"] == 1 and fleet.released == 3
+    fleet.set("ll-b", reported=None)  # the other replica's stream there ended
+    admission.capacity_changed()
+    reservation = await asyncio.wait_for(task, 5)
+    assert reservation.worker_id == "ll-b" and asked[-1] == "ll-b"
 
 
 async def _settle() -> None:
