@@ -195,7 +195,7 @@ class SharedInflight:
             self._pending[lease_id] = asyncio.get_running_loop().create_task(self._reserve(lease, lease_id, take))
 
     async def confirm(self, lease: Lease) -> bool:
-        """False: decide again (asked once per request; each False is one re-decision)."""
+        """False: decide again (each False is one re-decision; admission asks again about the next)."""
         task = self._pending.get(lease.shared_id or "")
         if task is None:
             return True  # not shared when taken: this replica's view decides
