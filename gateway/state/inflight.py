@@ -148,6 +148,7 @@ class SharedInflight:
         self._gone_order: deque[str] = deque()
         self._reservations = 0  # takes the store answered
         self._redecided = 0  # takes whose answer sent the request back to the policy
+        self._late = 0  # takes whose answer came after inflight_timeout_s: decided here alone
         self._peak: dict[str, int] = {}  # worker id -> most leases the fleet held there, per the takes
         self._subscribed = False
         self._joined = False  # subscribed during the follower's current attempt
@@ -157,7 +158,6 @@ class SharedInflight:
         self._tasks: set[asyncio.Task[None]] = set()  # background writes, kept referenced
         self._releasing: list[tuple[str, str]] = []  # this turn's releases, sent together
         # Lease id -> done when its release reached the store (and so every follower).
-        self._late = 0  # takes whose answer came after inflight_timeout_s: decided here alone
         self._publishing: dict[str, asyncio.Future[None]] = {}
         self._loops: list[asyncio.Task[None]] = []
 
