@@ -368,7 +368,7 @@ class AdmissionConfig(Strict):
 class UpstreamConfig(Strict):
     """The relay to workers."""
 
-    transport: Literal["aiohttp", "http1", "httpx"] = "aiohttp"
+    transport: Literal["http1", "aiohttp", "httpx"] = "http1"
     max_connections: int = Field(1024, gt=0)  # >= every request admission can let through
     connect_timeout_s: float = Field(2.0, gt=0)
     # Until the worker's first byte; a real cold worker can take seconds, a hung one forever.
@@ -412,6 +412,9 @@ class QualityConfig(Strict):
     enabled: bool = True
     # Share of completed streams scored, per worker (1.0: every one); off the request path.
     sample_share: float = Field(0.1, ge=0, le=1)
+    # ...and at most this many a second per worker (0: no cap): under hundreds of streams a
+    # second, a share would score dozens of clips on the event loop's core.
+    max_per_s: float = Field(1.0, ge=0)
     # Clips shorter than this say little (and probes are longer); only the first max_seconds are scored.
     min_seconds: float = Field(0.5, ge=0)
     max_seconds: float = Field(20.0, gt=0)

@@ -45,8 +45,8 @@ SAMPLES = "higgs_gateway_quality_samples_total"
 EJECTIONS = "higgs_gateway_worker_ejections_total"
 SETUPS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("off", {"enabled": False}),
-    ("default", {"enabled": True, "sample_share": 0.1}),
-    ("every", {"enabled": True, "sample_share": 1.0}),
+    ("default", {"enabled": True, "sample_share": 0.1}),  # and its cap, max_per_s 1
+    ("every", {"enabled": True, "sample_share": 1.0, "max_per_s": 0}),
 )
 DROPPED = "higgs_gateway_quality_dropped_total"
 
@@ -181,7 +181,7 @@ def run_soak(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         ht = fleet.emulator("ht", HT_PROFILE, args.time_scale, extra=["--warm"])
         port = free_port()
         document = gateway_document(port, work / "data", [ll.url], [ht.url], "adaptive", args.time_scale)
-        document["quality"] = {"sample_share": 1.0, "probe_interval_s": 0}
+        document["quality"] = {"sample_share": 1.0, "max_per_s": 0, "probe_interval_s": 0}
         gateway = fleet.gateway("gateway", write_config(document, work / "gateway.yaml"), port, ready_path="/ready")
         started = time.monotonic()
         load = asyncio.run(_load(gateway.url, args.seconds, args.concurrency))

@@ -649,7 +649,8 @@ def run(args: argparse.Namespace) -> int:
     setup = (
         f"Fleet: {args.ll_workers} low-latency and {args.ht_workers} high-throughput emulated worker(s) at time scale "
         f"{args.time_scale} ({slots} slots per pair), gateway with admission queues latency 16 / balanced 64 / "
-        f"throughput 64, waits 0.5 / 2 / 5 s and a {args.first_byte_timeout:g} s first-byte timeout; all processes "
+        f"throughput 64, waits 0.5 / 2 / 5 s, a {args.first_byte_timeout:g} s first-byte timeout and the "
+        f"{gateway_config.upstream.transport} upstream client; all processes "
         "on one machine, loopback only. "
         f"Machine: {os.cpu_count()} CPU(s), 1-minute load average {load_before:.1f} before the run and "
         f"{os.getloadavg()[0]:.1f} after it (other work shares the machine)."

@@ -7,7 +7,10 @@ scoring thread; a full queue drops the sample and counts it, so a busy gateway o
 less and the relay never waits. Results come back to the event loop for the judge.
 
 Sampling is deterministic per worker (every 1/share-th stream, by an accumulator): a small
-share still scores a worker's first streams soon, and tests need no random seed. With a
+share still scores a worker's first streams soon, and tests need no random seed. A share
+is also capped in time (``max_per_s`` per worker): at a few hundred short streams a second
+a tenth is dozens of clips, whose scoring takes the event loop's core (and its GIL) from
+the requests, while the judge's window fills as well from one clip a second. With a
 word error rate on (quality.wer), a second accumulator picks ``wer_share`` of the sampled
 streams to keep their input text; their clips also go to the transcriber, which has its own
 bound (``gateway.quality.transcriber``).
@@ -19,6 +22,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -89,10 +93,16 @@ class QualitySampler:
         score: Callable[[bytes], Score] = score_pcm,
         wer_share: float = 0.0,
         transcribe: Callable[[Sample, list[bytes]], object] | None = None,
+        max_per_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``transcribe``: where a clip with its text goes for a word error rate (quality.wer),
-        ``wer_share`` of the sampled streams, per worker; None: no rate."""
+        ``wer_share`` of the sampled streams, per worker; None: no rate. ``max_per_s``: at
+        most this many sampled streams per second per worker (0: no cap)."""
         self._share = share
+        self._min_interval_s = 1.0 / max_per_s if max_per_s > 0 else 0.0
+        self._clock = clock
+        self._last_taken: dict[str, float] = {}
         self._wer_share = wer_share
         self._transcribe = transcribe
         self._wer_credit: dict[str, float] = {}
@@ -132,6 +142,11 @@ class QualitySampler:
             return None
         if not self._take(self._credit, worker_id, self._share):  # a worker's first stream is sampled
             return None
+        if self._min_interval_s:
+            now, last = self._clock(), self._last_taken.get(worker_id)
+            if last is not None and now - last < self._min_interval_s:
+                return None
+            self._last_taken[worker_id] = now
         heard = self._transcribe is not None and self._take(self._wer_credit, worker_id, self._wer_share)
         sample = Sample(worker_id, pool, load, dispatched_at, len(text), text=text if heard and text else None)
         return PcmTap(self, sample, self._max_bytes)

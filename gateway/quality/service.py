@@ -74,6 +74,7 @@ class QualityService:
             min_seconds=config.min_seconds,
             max_seconds=config.max_seconds,
             max_pending=config.max_pending,
+            max_per_s=config.max_per_s,
             deliver=self._deliver,
             on_dropped=self.metrics.dropped.inc,
             wer_share=wer.sample_share,

@@ -80,7 +80,7 @@ def stack(tmp_path: Path) -> Iterator[tuple[Proc, Proc, dict[str, str]]]:
             # Every stream scored: a (pool, batch) series born with one observation has no rate, so
             # at the default share the HNR panel could stay empty on a slow run (0/0 is NaN).
             # Transcribed too (the recogniser extra is part of the test install), for the WER panels.
-            "quality": {"sample_share": 1.0, "wer": {"enabled": True, "sample_share": 1.0}},
+            "quality": {"sample_share": 1.0, "max_per_s": 0, "wer": {"enabled": True, "sample_share": 1.0}},
             "data_dir": str(tmp_path / "data"),
         }
         config_path = tmp_path / "gateway.yaml"

@@ -30,7 +30,7 @@ TIME_SCALE = 0.25
 TEXT = " ".join([SHORT_TEXT] * 3)
 CONCURRENCY = 16
 EXTRA = {
-    "quality": {"sample_share": 1.0, "probe_interval_s": 0, "window": 8, "eject_after_bad": 3},
+    "quality": {"sample_share": 1.0, "max_per_s": 0, "probe_interval_s": 0, "window": 8, "eject_after_bad": 3},
     "health": {"interval_s": 0.5, "half_open_after_s": 1.0},
 }
 EJECTIONS = "higgs_gateway_worker_ejections_total"

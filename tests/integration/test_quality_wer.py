@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(420)
 MAX_WER = 0.9  # clean eSpeak speech is heard at 0.15-0.7 by PocketSphinx; noise at 1.0
 EXTRA = {
     "quality": {
-        "sample_share": 1.0, "probe_interval_s": 0,
+        "sample_share": 1.0, "max_per_s": 0, "probe_interval_s": 0,
         # The re-test's text, which a clean worker must be heard saying within max_wer: the
         # default one is heard at 0.94 in the emulator's default voice, this one at about 0.7.
         "probe_text": SHORT_TEXT,

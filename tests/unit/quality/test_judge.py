@@ -115,3 +115,21 @@ async def test_a_busy_scorer_drops_and_counts_and_never_blocks() -> None:
     assert dropped == [1]
     release.set()
     await sampler.stop()
+
+
+async def test_the_share_is_capped_per_worker_per_second() -> None:
+    now = [0.0]
+    sampler = QualitySampler(
+        1.0, min_seconds=0.0, max_seconds=1.0, max_pending=4, deliver=lambda _s, _score: None,
+        on_dropped=lambda: None, max_per_s=2.0, clock=lambda: now[0],
+    )  # fmt: skip
+    sampler.start()
+    taken = []
+    for step in range(8):  # 8 streams per worker in one second, at share 1.0
+        now[0] = step / 8
+        taken.append((sampler.tap("a", PoolName.LOW_LATENCY, 1, 0.0, "x") is not None,
+                      sampler.tap("b", PoolName.HIGH_THROUGHPUT, 1, 0.0, "x") is not None))  # fmt: skip
+    await sampler.stop()
+    # Each worker: its first stream, then the first one half a second later (2 a second).
+    assert [a for a, _ in taken] == [True, False, False, False, True, False, False, False]
+    assert [b for _, b in taken] == [a for a, _ in taken]  # one worker's streams do not use the other's

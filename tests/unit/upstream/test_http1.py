@@ -12,7 +12,7 @@ from gateway.config import UpstreamConfig
 from gateway.types.error_kinds import UpstreamErrorKind
 from gateway.upstream.errors import UpstreamError
 from gateway.upstream.http1 import Http1Client
-from gateway.upstream.transport import Http1Transport, create_transport
+from gateway.upstream.transport import AiohttpTransport, Http1Transport, HttpxTransport, create_transport
 
 
 @dataclass
@@ -165,7 +165,7 @@ async def test_a_request_past_max_connections_waits_for_one_to_free(worker: Work
     await http.close()
 
 
-def test_http1_is_chosen_by_name() -> None:
-    # Opt-in until it has been soaked; aiohttp stays the default.
-    assert isinstance(create_transport(UpstreamConfig(transport="http1")), Http1Transport)
-    assert not isinstance(create_transport(UpstreamConfig()), Http1Transport)
+def test_http1_is_the_default_and_the_others_are_chosen_by_name() -> None:
+    assert isinstance(create_transport(UpstreamConfig()), Http1Transport)
+    assert isinstance(create_transport(UpstreamConfig(transport="aiohttp")), AiohttpTransport)
+    assert isinstance(create_transport(UpstreamConfig(transport="httpx")), HttpxTransport)
