@@ -410,7 +410,7 @@ class QualityConfig(Strict):
     """Audio quality sampling per worker (gateway.quality, docs/quality.md)."""
 
     enabled: bool = True
-    # Share of completed streams scored, per worker (1.0: every one); off the request path.
+    # Share of completed streams scored, per worker (1.0 with max_per_s 0: every one); off the request path.
     sample_share: float = Field(0.1, ge=0, le=1)
     # ...and at most this many a second per worker (0: no cap): under hundreds of streams a
     # second, a share would score dozens of clips on the event loop's core.

@@ -5,8 +5,8 @@
 
 ``quality-cost``: one emulated low-latency and one high-throughput worker, and three gateways
 in front of the same workers, identical but for ``quality``: off, the default
-(``sample_share: 0.1``), and every completed stream scored (``sample_share: 1.0``, the worst
-case). Closed-loop rounds at c64 take the gateways in turn (the order rotating each round, the
+(``sample_share: 0.1``, at most ``max_per_s: 1`` a second per worker), and every completed stream
+scored (``sample_share: 1.0``, ``max_per_s: 0``: the worst case). Closed-loop rounds at c64 take the gateways in turn (the order rotating each round, the
 same seeded texts for all three in a round), and each round counts its gateway process's CPU
 seconds (threads included, so the scoring thread too). A setup's overhead is its CPU per
 request over the CPU per request with quality off, less one.
@@ -45,7 +45,7 @@ SAMPLES = "higgs_gateway_quality_samples_total"
 EJECTIONS = "higgs_gateway_worker_ejections_total"
 SETUPS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("off", {"enabled": False}),
-    ("default", {"enabled": True, "sample_share": 0.1}),  # and its cap, max_per_s 1
+    ("default", {"enabled": True, "sample_share": 0.1}),  # max_per_s: its default, 1
     ("every", {"enabled": True, "sample_share": 1.0, "max_per_s": 0}),
 )
 DROPPED = "higgs_gateway_quality_dropped_total"
@@ -119,8 +119,8 @@ def cost_markdown(result: dict[str, Any]) -> str:
         "round so both saw the same background load, but read the rounds' spread before the mean.", "",
         f"Closed loop at c{result['concurrency']}, {result['requests_per_round']} requests per round, "
         f"{result['rounds']} rounds per setup, emulated workers at time scale {result['time_scale']:g}; "
-        "`default` scores a tenth of the completed streams per worker (`quality.sample_share: 0.1`), `every` "
-        "scores them all (`1.0`).", "",
+        "`default` scores a tenth of the completed streams per worker (`quality.sample_share: 0.1`), at most "
+        "one a second (`max_per_s: 1`); `every` scores them all (`1.0`, no cap).", "",
         "| setup | round | ok | gateway CPU (s) | wall (s) | CPU ms per request |", "|---|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     for name, rounds in result["rounds_by_setup"].items():
