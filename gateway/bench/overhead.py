@@ -1,8 +1,10 @@
 """``higgs-gateway bench overhead``: what the gateway adds on top of a worker.
 
-The same closed-loop load goes to one emulated high-throughput worker three ways: direct,
-through the gateway, and through nginx (``proxy_buffering off``, upstream keep-alive) as
-the reference for a plain streaming proxy. Reported: added TTFP (p50, p99) against
+The same closed-loop load goes to one emulated high-throughput worker four ways: direct,
+through the gateway, through nginx (``proxy_buffering off``, upstream keep-alive) as
+the reference for a plain streaming proxy, and through the relay floor: the gateway's own
+server stack (uvicorn, httptools, uvloop) and upstream client relaying the bytes and doing
+nothing else, the least any gateway built this way costs. Reported: added TTFP (p50, p99) against
 direct, and the proxy's CPU time per request and per audio second, read from
 ``/proc/<pid>/stat`` around each measured phase (its idle CPU, from health probes and
 load scraping, measured beforehand and subtracted).
@@ -30,7 +32,7 @@ from gateway.bench.arguments import add_quiet_arguments, int_list, wait_for_quie
 from gateway.bench.client import ClientOptions, RequestSpec, make_client
 from gateway.bench.fleet import HT_PROFILE, Fleet, Service, free_port, tree_cpu_seconds, wait_speech
 from gateway.bench.gateway_config import gateway_document, write_config
-from gateway.bench.routers import nginx_binary, nginx_command
+from gateway.bench.routers import floor_command, nginx_binary, nginx_command
 from gateway.bench.scenarios import Progress, run_async, run_closed
 from gateway.bench.summary import summarize_phase
 from gateway.bench.workload import TEXTS, text_order
@@ -59,16 +61,17 @@ class Run:
 
 
 def add_parser(commands: Any) -> None:
-    parser = commands.add_parser("overhead", help="gateway vs direct vs nginx: added TTFP and CPU per request",
+    parser = commands.add_parser("overhead", help="gateway vs direct, nginx and the relay floor: added TTFP and CPU per request",
                                  description=__doc__, formatter_class=HelpFormatter)  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="emulator speed-up (shortens clips; faster than 0.25 starves the emulator at c64)")  # fmt: skip
     parser.add_argument("--levels", default="1,64", help="concurrency levels (full text mix); targets are read at the largest")
     parser.add_argument("--requests", type=int, default=None, help="requests per phase (default max(16, 4 x level))")
-    parser.add_argument("--rounds", type=int, default=3, help="direct/gateway/nginx are interleaved this many times")
+    parser.add_argument("--rounds", type=int, default=3, help="the paths are interleaved this many times")
     parser.add_argument("--no-short", action="store_true", help="skip the short-clip phase at the largest level")
     parser.add_argument("--no-nginx", action="store_true")
+    parser.add_argument("--no-floor", action="store_true", help="skip the relay floor (uvicorn and the upstream client alone)")
     parser.add_argument("--redis", action="store_true",
                         help="also a gateway with state.backend: redis (the replicas' shared in-flight view), "
                              "to read its added CPU and TTFP beside the local backend's")  # fmt: skip
@@ -158,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
             several = fleet.gateway(name, write_config(config, Path(scratch) / f"{name}.yaml"), port, proxy_cpus)
             wait_speech(several.url)
             paths.append((name, several.url, several))
+        if not args.no_floor:
+            floor_port = free_port()
+            floor = fleet.start("floor", floor_command(floor_port, worker.url), f"http://127.0.0.1:{floor_port}", "/health",
+                                proxy_cpus)  # fmt: skip
+            paths.append(("floor", floor.url, floor))
         if use_nginx:
             nginx_port = free_port()
             command = nginx_command(Path(scratch) / "nginx", nginx_port, worker.url.split("//", 1)[1])
@@ -280,6 +288,17 @@ def _f(value: float | None, digits: int = 1, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
+def _above_floor(long: dict[str, dict[str, float]], short: dict[str, dict[str, float]]) -> list[str]:
+    """The gateway's fixed cost beside the floor's: how much of it is its own work."""
+    splits = {name: split_cost(long[name], short[name]) for name in ("gateway", "floor") if name in long and name in short}
+    gateway, floor = splits.get("gateway"), splits.get("floor")
+    if gateway is None or floor is None:
+        return []
+    return ["", f"Of the gateway's fixed {gateway[0]:.2f} ms per request, {floor[0]:.2f} ms is the relay floor (uvicorn, "
+            f"httptools and the upstream client alone); its own work (parsing, admission, routing, recording, metrics) "
+            f"is the other {gateway[0] - floor[0]:.2f} ms."]  # fmt: skip
+
+
 def write_report(document: dict[str, Any], path: Path, command: str, doc: str) -> Path:
     ttfp, cpu = ttfp_table(document), cpu_table(document)
     names = [w["name"] for w in document["workloads"]]
@@ -324,6 +343,7 @@ def write_report(document: dict[str, Any], path: Path, command: str, doc: str) -
             split = split_cost(cpu[top][path_name], cpu[short][path_name])
             if split:
                 lines.append(f"| {path_name} | {split[0]:.2f} | {split[1]:.3f} |")
+        lines += _above_floor(cpu[top], cpu[short])
     gateway_ttfp, gateway_cpu = ttfp[top].get("gateway", {}), cpu[top].get("gateway", {})
     measured = {
         "added TTFP p50 (ms)": gateway_ttfp.get("added_p50"),

@@ -7,14 +7,20 @@ load balancer in front of gateway replicas.
 - vLLM's own router (``vllm-router``, installed by the ``bench`` extra): it forwards
   ``POST /v1/audio/speech`` unchanged (streaming) and picks the worker by its own policy,
   knowing nothing of SLA classes or profiles.
+- The relay floor (``floor_command``): the gateway's own server stack (uvicorn, httptools,
+  uvloop) and its own upstream client relaying the speech route to one worker, and nothing
+  else. What it costs is what any gateway written this way pays before it parses, routes,
+  records or observes anything: the part of the overhead targets no routing code can win back.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 NGINX_CONF = """\
 worker_processes 1;
@@ -93,3 +99,72 @@ def vllm_router_command(port: int, workers: Sequence[str], policy: str, metrics_
         binary, "--host", "127.0.0.1", "--port", str(port), "--worker-urls", *workers,
         "--policy", policy, "--log-level", "warning", "--prometheus-port", str(metrics_port),
     ]  # fmt: skip
+
+
+# ---- the relay floor ------------------------------------------------------------------
+
+
+def floor_command(port: int, worker: str) -> list[str]:
+    """The relay floor on 127.0.0.1:``port`` in front of ``worker`` (a URL)."""
+    return [sys.executable, "-m", "gateway.bench.routers", "floor", "--port", str(port), "--worker", worker]
+
+
+def floor_app(worker: str, client: Any = None) -> Any:
+    """ASGI: ``/health``, and every POST relayed to ``worker`` as it is (body in, chunks out).
+
+    ``client`` (tests): anything with ``post(url, body, headers)`` returning a response with
+    ``status`` and async ``chunks()``; by default the gateway's HTTP/1.1 client, opened at
+    start-up with the gateway's default ``upstream`` settings.
+    """
+    from gateway.config import UpstreamConfig
+    from gateway.upstream.http1 import Http1Client
+    from gateway.upstream.transport import UPSTREAM_IDLE_S
+
+    bounds = UpstreamConfig()
+
+    state = {"client": client}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                state["client"] = state["client"] or Http1Client(
+                    bounds.max_connections, bounds.connect_timeout_s, bounds.read_timeout_s, UPSTREAM_IDLE_S
+                )
+                await send({"type": "lifespan.startup.complete"})
+            if state["client"] is not None:
+                await state["client"].close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/health":
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"ok"})
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        response = await state["client"].post(worker + scope["path"], body, {})
+        await send({"type": "http.response.start", "status": response.status, "headers": [(b"content-type", b"audio/pcm")]})
+        async for chunk in response.chunks():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def main(argv: Sequence[str]) -> int:
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m gateway.bench.routers")
+    parser.add_argument("router", choices=["floor"])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--worker", required=True, help="the worker's URL")
+    args = parser.parse_args(argv)
+    # The gateway's own server settings (serve.py), minus its header and connection bounds.
+    uvicorn.run(floor_app(args.worker.rstrip("/")), host="127.0.0.1", port=args.port, log_config=None,
+                access_log=False, lifespan="on")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

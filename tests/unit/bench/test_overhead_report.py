@@ -61,3 +61,21 @@ def test_report_states_targets(tmp_path) -> None:
     assert "higgs-gateway bench overhead --rounds 2" in text and "The method paragraph." in text
     assert "| added TTFP p50 (ms) | < 2 | 2.00 | **no** |" in text
     assert "nginx was not installed" in text
+
+
+def test_report_parts_the_gateways_fixed_cost_from_the_relay_floors(tmp_path) -> None:
+    document = _document()
+    document["runs"]["floor"] = {
+        "c64": [_run(101, 151, cpu_s=0.10), _run(121, 171, cpu_s=0.10)],
+        "c64-short": [_run(50, 60, cpu_s=0.04, audio_s=250.0), _run(50, 60, cpu_s=0.04, audio_s=250.0)],
+    }
+    cpu = cpu_table(document)
+    gateway, floor = (
+        split_cost(cpu["c64"]["gateway"], cpu["c64-short"]["gateway"]),
+        split_cost(cpu["c64"]["floor"], cpu["c64-short"]["floor"]),
+    )
+    assert gateway is not None and floor is not None
+    text = write_report(document, tmp_path / "overhead.md", "overhead", "Title.\n\nMethod.").read_text()
+    assert f"Of the gateway's fixed {gateway[0]:.2f} ms per request, {floor[0]:.2f} ms is the relay floor" in text
+    assert f"is the other {gateway[0] - floor[0]:.2f} ms." in text
+    assert "relay floor" not in write_report(_document(), tmp_path / "plain.md", "overhead", "Title.\n\nMethod.").read_text()
