@@ -15,7 +15,7 @@ import sys
 # benchmark (tests/unit/test_cli.py holds this list to the bench parser's).
 BENCH_TOOLS = (
     "sweep", "trace", "plot", "compare", "overhead", "first-audio", "sessions", "integrations", "profile-changes",
-    "upload-stall", "soak", "decision", "encoder-cost", "quality-cost", "quality-soak", "replica-kill", "agreement", "held-mix",
+    "upload-stall", "soak", "decision", "encoder-cost", "quality-cost", "quality-soak", "floor", "replica-kill", "agreement", "held-mix",
 )  # fmt: skip
 
 # sub-command -> (module, one-line help); each module exposes ``main(argv) -> int``.

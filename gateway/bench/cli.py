@@ -199,6 +199,7 @@ OWN_PARSERS: dict[str, tuple[str, str]] = {
     "encoder-cost": ("gateway.audio.cost", "CPU cost of each audio encoder per second of audio"),
     "quality-cost": ("gateway.bench.quality:main_cost", "what audio quality sampling costs the gateway's CPU at c64"),
     "quality-soak": ("gateway.bench.quality:main_soak", "a clean fleet soaked with every stream scored: no quality ejection"),
+    "floor": ("gateway.bench.routers:main_floor", "the relay floor: uvicorn and the upstream client relaying to one worker"),
     "replica-kill": ("gateway.bench.replica_kill", "SIGKILL of one of three gateway replicas under load: survivors and leases"),
 }
 

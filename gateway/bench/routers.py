@@ -106,7 +106,7 @@ def vllm_router_command(port: int, workers: Sequence[str], policy: str, metrics_
 
 def floor_command(port: int, worker: str) -> list[str]:
     """The relay floor on 127.0.0.1:``port`` in front of ``worker`` (a URL)."""
-    return [sys.executable, "-m", "gateway.bench.routers", "floor", "--port", str(port), "--worker", worker]
+    return [sys.executable, "-m", "gateway", "bench", "floor", "--port", str(port), "--worker", worker]
 
 
 def floor_app(worker: str, client: Any = None) -> Any:
@@ -152,11 +152,11 @@ def floor_app(worker: str, client: Any = None) -> Any:
     return app
 
 
-def main(argv: Sequence[str]) -> int:
+def main_floor(argv: Sequence[str]) -> int:
+    """``higgs-gateway bench floor``: serve the relay floor until stopped."""
     import uvicorn
 
-    parser = argparse.ArgumentParser(prog="python -m gateway.bench.routers")
-    parser.add_argument("router", choices=["floor"])
+    parser = argparse.ArgumentParser(prog="higgs-gateway bench floor", description=main_floor.__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--worker", required=True, help="the worker's URL")
     args = parser.parse_args(argv)
@@ -164,7 +164,3 @@ def main(argv: Sequence[str]) -> int:
     uvicorn.run(floor_app(args.worker.rstrip("/")), host="127.0.0.1", port=args.port, log_config=None,
                 access_log=False, lifespan="on")  # fmt: skip
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -39,5 +39,5 @@ async def test_the_floor_relays_the_body_to_the_worker_and_its_chunks_back() -> 
 
 def test_the_floor_runs_as_its_own_process() -> None:
     command = floor_command(8123, "http://127.0.0.1:8091")
-    assert command[1:4] == ["-m", "gateway.bench.routers", "floor"]
+    assert command[1:5] == ["-m", "gateway", "bench", "floor"]
     assert command[-4:] == ["--port", "8123", "--worker", "http://127.0.0.1:8091"]
