@@ -288,9 +288,8 @@ def _f(value: float | None, digits: int = 1, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-def _above_floor(long: dict[str, dict[str, float]], short: dict[str, dict[str, float]]) -> list[str]:
-    """The gateway's fixed cost beside the floor's: how much of it is its own work."""
-    splits = {name: split_cost(long[name], short[name]) for name in ("gateway", "floor") if name in long and name in short}
+def _above_floor(splits: dict[str, tuple[float, float] | None]) -> list[str]:
+    """The gateway's fixed cost beside the floor's (``split_cost`` per path): how much of it is its own work."""
     gateway, floor = splits.get("gateway"), splits.get("floor")
     if gateway is None or floor is None:
         return []
@@ -339,11 +338,11 @@ def write_report(document: dict[str, Any], path: Path, command: str, doc: str) -
     if short:
         lines += ["", f"Split of the CPU cost (from `{top}` and `{short}`):", "",
                   "| path | fixed per request (ms) | per audio second relayed (ms) |", "|---|---:|---:|"]  # fmt: skip
-        for path_name in cpu[top]:
-            split = split_cost(cpu[top][path_name], cpu[short][path_name])
+        splits = {path_name: split_cost(cpu[top][path_name], cpu[short][path_name]) for path_name in cpu[top]}
+        for path_name, split in splits.items():
             if split:
                 lines.append(f"| {path_name} | {split[0]:.2f} | {split[1]:.3f} |")
-        lines += _above_floor(cpu[top], cpu[short])
+        lines += _above_floor(splits)
     gateway_ttfp, gateway_cpu = ttfp[top].get("gateway", {}), cpu[top].get("gateway", {})
     measured = {
         "added TTFP p50 (ms)": gateway_ttfp.get("added_p50"),

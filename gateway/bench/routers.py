@@ -117,19 +117,14 @@ def floor_app(worker: str, client: Any = None) -> Any:
     start-up with the gateway's default ``upstream`` settings.
     """
     from gateway.config import UpstreamConfig
-    from gateway.upstream.http1 import Http1Client
-    from gateway.upstream.transport import UPSTREAM_IDLE_S
-
-    bounds = UpstreamConfig()
+    from gateway.upstream.transport import http1_client
 
     state = {"client": client}
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
-                state["client"] = state["client"] or Http1Client(
-                    bounds.max_connections, bounds.connect_timeout_s, bounds.read_timeout_s, UPSTREAM_IDLE_S
-                )
+                state["client"] = state["client"] or http1_client(UpstreamConfig())
                 await send({"type": "lifespan.startup.complete"})
             if state["client"] is not None:
                 await state["client"].close()

@@ -143,9 +143,14 @@ class AiohttpTransport:
 
 
 # ---- http1: the relay's own client, the leanest per streamed request --------------------
+def http1_client(config: UpstreamConfig) -> Http1Client:
+    """The relay's own HTTP/1.1 client with ``config``'s bounds (the transport's, and the relay floor's)."""
+    return Http1Client(config.max_connections, config.connect_timeout_s, config.read_timeout_s, UPSTREAM_IDLE_S)
+
+
 class Http1Transport:
     def __init__(self, config: UpstreamConfig) -> None:
-        self._client = Http1Client(config.max_connections, config.connect_timeout_s, config.read_timeout_s, UPSTREAM_IDLE_S)
+        self._client = http1_client(config)
 
     async def post_stream(self, url: str, body: dict[str, Any], headers: Mapping[str, str] = JSON_HEADERS) -> UpstreamResponse:
         return await self._client.post(url, orjson.dumps(body), headers)
