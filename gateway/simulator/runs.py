@@ -38,6 +38,7 @@ async def simulate(
     run_id: str | None = None,
     admission: AdmissionConfig | None = None,
     rounds: int = 4,
+    minimum: int = 32,
     replica_view: ViewModel = "shared",
     texts: Sequence[str] = TEXTS,
 ) -> list[dict[str, Any]]:
@@ -59,7 +60,7 @@ async def simulate(
     documents = []
     if levels:
         await warm_up(options, max(levels))
-        documents.append(await sweep(options, levels, requests, rounds=rounds, minimum=32))
+        documents.append(await sweep(options, levels, requests, rounds=rounds, minimum=minimum))
     for arrivals, params in traces:
         documents.append(await trace(options, arrivals, params["kind"], params))
     return documents

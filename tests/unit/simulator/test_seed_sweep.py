@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.simulator import seeds
+from gateway.bench.scenarios import requests_for
+from gateway.simulator import ceiling, seeds
 
 SWEEP = Path(__file__).resolve().parents[3] / "docs" / "benchmarks" / "seed-sweep"
 UNIT_SEEDS = (("short", 0), ("long", 0))
@@ -56,6 +57,7 @@ def test_figures_put_adaptive_against_the_static_fleets_and_the_ceiling() -> Non
     assert out["c64 RTF p99"] == pytest.approx(0.45)
     assert out["bursty latency TTFP p99 / ht+ht"] == pytest.approx(0.75)
     assert out["bursty audio-s/s / ht+ht"] == pytest.approx(1.0)
+    assert out["bursty audio-s/s / c64 ceiling"] == pytest.approx(1.0 / 0.9)  # the share over the fleet's reach
     assert "poisson audio-s/s / ht+ht" not in out  # not run: not reported
 
 
@@ -80,3 +82,27 @@ def test_adaptive_keeps_its_committed_median_share_of_the_ceiling() -> None:
     baseline = seeds.load(SWEEP / "results.json")
     current = {(mix, seed): seeds.seed_figures(seed, mix, SWEEP / "static", traces=False) for mix, seed in UNIT_SEEDS}
     assert seeds.regressions(baseline, current) == []
+
+
+def test_the_sweep_measures_every_level_as_long_as_the_ceilings_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """adaptive / ceiling compares two steady-state rates: a shorter sweep would read its
+    closing wave (the mixed fleet draining on one profile) as the policy's loss."""
+    lengths: list[tuple[int, int]] = []
+
+    async def recording(setup, levels, requests, traces, seed, *args, rounds=4, minimum=32, **kwargs):  # type: ignore[no-untyped-def]
+        lengths.append((rounds, minimum))
+        return [{"phases": [{"concurrency": c, "audio_s_per_s": 1.0} for c in levels]}]
+
+    monkeypatch.setattr(seeds, "simulate", recording)
+    monkeypatch.setattr(ceiling, "simulate", recording)
+    seeds.run_setup(seeds._SETUPS["adaptive"], 0, seeds.MIXES["short"], traces=False)
+    ceiling.measure(seeds.LEVELS, 0, seeds.MIXES["short"])
+    assert set(lengths) == {(ceiling.STEADY_ROUNDS, ceiling.STEADY_MINIMUM)} and len(lengths) == 3
+    assert requests_for(1, None, *lengths[0]) == ceiling.STEADY_MINIMUM  # 32 clips at load 1 made the ceiling luck
+
+
+def test_the_c2_rtf_target_is_past_what_one_ll_and_one_ht_can_do() -> None:
+    """Said in the report beside the missed figure: no policy reaches it on this fleet."""
+    bound = ceiling.c2_rtf_bound()
+    assert seeds.TARGETS["c2 RTF / ll+ll"].bound < bound < 1.2
+    assert f"about {bound:.0%}" in "\n".join(seeds.render({("short", 0): {**shares(), "c64 RTF p99": 0.9}}, [], "cmd"))
