@@ -12,7 +12,9 @@ worker's set in the store (``InflightStore``):
   did not stand, lets the policy choose again, once, on the now exact view: a capped slot
   is not handed out twice. A refused take is never written, so no replica ever counts it
   (written and then released, it made every other replica route around the worker for
-  the round trips between, and a burst's refusals fed each other). One round trip.
+  the round trips between, and a burst's refusals fed each other). One round trip. A
+  heartbeat renews every lease held here, a refused one whose request went on included;
+  a refused lease it wrote back is removed at its release like any other.
 - release: removed in the background, the releases of one event-loop turn in one round
   trip. A streamed response waits for its own (``published``, bounded) between the
   worker's last chunk and the response's end: a client that sends its next request the
@@ -143,6 +145,9 @@ class SharedInflight:
         # Each lease's take, kept until the lease is released: its answer is read by ``confirm``
         # even when it came first, and the release waits for it.
         self._pending: dict[str, asyncio.Task[bool]] = {}
+        # Leases a heartbeat wrote back before their take stood (its answer still on its way,
+        # or a refusal): written after all, so their release must remove them.
+        self._renewed_unsettled: set[str] = set()
         self._remote: dict[str, set[str]] = {}  # worker id -> other replicas' lease ids
         self._gone: set[str] = set()  # other replicas' lease ids seen released (bounded)
         self._gone_order: deque[str] = deque()
@@ -222,19 +227,28 @@ class SharedInflight:
             self._publishing[lease_id] = asyncio.get_running_loop().create_future()
         worker_id = lease.worker.worker_id
         task = self._pending.pop(lease_id, None)
+        renewed = lease_id in self._renewed_unsettled
+        self._renewed_unsettled.discard(lease_id)
         if task is not None and not task.done():
             # Removed only after it was added, never before (which would leave it behind).
-            task.add_done_callback(lambda done: self._release_taken(done, worker_id, lease_id))
+            task.add_done_callback(lambda done: self._release_taken(done, worker_id, lease_id, renewed))
         elif task is not None:
-            self._release_taken(task, worker_id, lease_id)
+            self._release_taken(task, worker_id, lease_id, renewed)
         else:
             self._send_release(worker_id, lease_id)
 
-    def _release_taken(self, take: asyncio.Task[bool], worker_id: str, lease_id: str) -> None:
-        if not take.cancelled() and take.exception() is None and not take.result():
+    def _release_taken(self, take: asyncio.Task[bool], worker_id: str, lease_id: str, renewed: bool) -> None:
+        if not renewed and not self._stood(take):
             self._told(lease_id)  # refused: never written, nothing to remove
             return
         self._send_release(worker_id, lease_id)
+
+    @staticmethod
+    def _stood(take: asyncio.Task[bool] | None) -> bool:
+        """True unless the take is still on its way or was refused."""
+        if take is None:
+            return True
+        return take.done() and (take.cancelled() or take.exception() is not None or take.result())
 
     async def published(self, lease: Lease) -> None:
         done = self._publishing.get(lease.shared_id or "")
@@ -386,6 +400,12 @@ class SharedInflight:
             return
         finally:
             self._during_read = None
+        # A refused take the renewal wrote back (one whose request went on, its answer late,
+        # or one about to be decided again) would otherwise stay in the store until its TTL:
+        # every replica would count a slot nobody holds.
+        self._renewed_unsettled.update(
+            i for ids in held.values() for i in ids if i in self._held and not self._stood(self._pending.get(i))
+        )
         # A lease released while the renewal was on its way may have been written back:
         # remove it again (its release may have reached the store first).
         for worker_id, ids in held.items():

@@ -374,3 +374,25 @@ async def test_a_release_wait_is_bounded_by_the_requests_budget() -> None:
     store.release = stuck_release  # type: ignore[method-assign]
     await within(1.0, lease.release_fleet_wide())  # the store never answers; the wait ends
     await a.view.stop()
+
+
+async def test_a_refused_take_a_heartbeat_wrote_back_is_removed_at_its_release() -> None:
+    """The heartbeat renews every lease held here; one whose take was then refused was left
+    in the store until its TTL, a slot every replica counted and nobody held."""
+    store = FakeInflightStore()
+    a, b = await replica(store), await replica(store)
+    theirs = b.take()
+    assert await theirs.confirm()
+    store.write_unannounced("ll-a", "gone:1")  # a lease a's view has not counted yet
+    store.hold_answers = asyncio.Event()
+    mine = a.take()  # decided on a view without it: refused, its answer on its way
+    await asyncio.sleep(0)
+    await a.view.heartbeat()  # ...while a heartbeat writes every lease held here back
+    assert mine.shared_id in store._live("ll-a")
+    store.hold_answers.set()
+    assert not await mine.confirm()
+    mine.release()
+    await until(lambda: mine.shared_id not in store._live("ll-a"), 1.0, "the written-back lease removed")
+    theirs.release()
+    await a.view.stop()
+    await b.view.stop()
