@@ -376,6 +376,8 @@ def create_app(
         if config.quality.enabled
         else None
     )
+    if quality is not None:
+        fleet.events.on_capacity_change(quality.forget_absent)  # a worker gone for good: its records too
     # Every attempt and stream end is told to the worker's health and the recorder (upstream.events).
     relay = Relay(
         transport, (HealthReports(fleet.health), recorder), admission, config.upstream, clock=clock,

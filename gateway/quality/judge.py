@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import Protocol
 
 from gateway.quality.metrics import QualityMetrics
@@ -106,6 +106,13 @@ class QualityJudge:
         # Workers this judge ejected: the state_since of that ejection and the largest decode
         # batch a failure was seen at (what the half-open re-test runs).
         self.ejected: dict[str, tuple[float, int]] = {}
+
+    def forget_absent(self, present: Set[str]) -> None:
+        """Drop the windows and ejections of workers no longer in the fleet."""
+        for kept in (self._records, self._wer_records, self.ejected):
+            for worker_id in [w for w in kept if w not in present]:
+                del kept[worker_id]
+        self.wer_ejected.intersection_update(present)
 
     def last_scored(self, worker_id: str) -> int:
         record = self._records.get(worker_id)

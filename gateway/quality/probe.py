@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 
 import httpx
 
@@ -66,6 +66,10 @@ class QualityProbe:
                 await self.round()
             except Exception:  # a probe must never end the loop
                 log.exception("quality probe round failed")
+
+    def forget_absent(self, present: Set[str]) -> None:
+        for worker_id in [w for w in self._seen if w not in present]:
+            del self._seen[worker_id]
 
     async def round(self) -> None:
         """Probe each routable worker that had nothing scored since the last round."""

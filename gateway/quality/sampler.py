@@ -23,7 +23,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, replace
 
 from gateway.quality.score import Score, score_pcm
@@ -150,6 +150,13 @@ class QualitySampler:
         heard = self._transcribe is not None and self._take(self._wer_credit, worker_id, self._wer_share)
         sample = Sample(worker_id, pool, load, dispatched_at, len(text), text=text if heard and text else None)
         return PcmTap(self, sample, self._max_bytes)
+
+    def forget_absent(self, present: Set[str]) -> None:
+        """Drop what is kept per worker for workers no longer in the fleet (bounded memory
+        under discovery and scale-down, where every new worker brings a new id)."""
+        for kept in (self._credit, self._wer_credit, self._last_taken):
+            for worker_id in [w for w in kept if w not in present]:
+                del kept[worker_id]
 
     @staticmethod
     def _take(credits: dict[str, float], worker_id: str, share: float) -> bool:

@@ -89,8 +89,17 @@ class QualityService:
         self._probing = config.probe_interval_s > 0
 
         self._health = health
+        self._members = members
         self._retests: dict[str, asyncio.Task[None]] = {}
         health.set_readmission_gate(self._gate)
+
+    def forget_absent(self) -> None:
+        """What sampling, judging and probing keep per worker, for the fleet's workers only
+        (called when membership may have changed)."""
+        present = {worker.worker_id for worker in self._members.workers}
+        self.sampler.forget_absent(present)
+        self.judge.forget_absent(present)
+        self.probe.forget_absent(present)
 
     def _gate(self, worker: Worker) -> bool:
         """A worker ejected for quality answered its half-open probe: it comes back only once

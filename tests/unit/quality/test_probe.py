@@ -106,3 +106,23 @@ async def test_the_half_open_retest_runs_at_the_failing_batch_and_readmits_only_
     worker.set_state(WorkerState.EJECTED, 2.0)  # ejected again later for another reason: the usual half-open rule alone
     assert health.gate(worker) is True
     await quality.stop()
+
+
+async def test_a_worker_gone_from_the_fleet_leaves_nothing_behind_in_sampling_judging_or_probing() -> None:
+    """Under discovery and scale-down every new worker brings a new id: what is kept per
+    worker must follow the fleet, or it grows for as long as the gateway runs."""
+    quality, worker, _, _ = service([False])
+    members = quality._members
+    quality.sampler.start()
+    assert quality.sampler.tap(worker.worker_id, worker.pool, 1, 0.0, "x") is not None  # a worker's first stream
+    assert quality.sampler.tap(worker.worker_id, worker.pool, 1, 0.0, "x") is None  # then 1 in 1/share
+    quality.judge.ejected[worker.worker_id] = (worker.state_since, 12)
+    await quality.probe.round()
+    successor = Worker("low_latency-1", PoolName.LOW_LATENCY, "http://w2", slots=16, state=WorkerState.READY)
+    members.worker = successor  # type: ignore[attr-defined]
+    quality.forget_absent()
+    assert worker.worker_id not in quality.judge.ejected
+    assert quality.probe._seen == {}
+    # Its sampling share starts over: the id, were it to come back, is a new worker's.
+    assert quality.sampler.tap(worker.worker_id, worker.pool, 1, 0.0, "x") is not None
+    await quality.stop()
