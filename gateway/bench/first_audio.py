@@ -36,7 +36,7 @@ from gateway.bench.fleet import HT_PROFILE, LL_PROFILE, Fleet, free_port, wait_s
 from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.scenarios import run_async
 from gateway.bench.stats import percentile
-from gateway.bench.workload import TEXTS
+from gateway.bench.workload import SHORT_TEXTS
 from gateway.help_format import HelpFormatter
 from gateway.types import PREDICTED_TTFP_HEADER
 from gateway.types.codec import FRAME_SECONDS
@@ -44,7 +44,6 @@ from gateway.types.codec import FRAME_SECONDS
 FORMATS = ("pcm", "wav", "opus", "flac", "mp3", "aac")
 SPEEDS = (1.0, 0.8, 1.5)
 WAV_HEADER_BYTES = 44
-SHORT_TEXTS = tuple(text for text in TEXTS if len(text) <= 50)
 # /2: c1 rounds share a text and every stream's decoded length is measured; /1 runs drew a
 # text per request and decoded nothing.
 SCHEMA = "higgs-gateway-bench-first-audio/2"

@@ -35,13 +35,10 @@ from gateway.bench.gateway_config import gateway_document, write_config
 from gateway.bench.routers import floor_command, nginx_binary, nginx_command
 from gateway.bench.scenarios import Progress, run_async, run_closed
 from gateway.bench.summary import summarize_phase
-from gateway.bench.workload import TEXTS, text_order
+from gateway.bench.workload import SHORT_TEXTS, TEXTS, text_order
 from gateway.help_format import HelpFormatter
 
 IDLE_SAMPLE_S = 5.0
-# Clips of a few words: about 2-3 s of audio in three chunks, the shape of the reference
-# relay measurement, so CPU per request can be split into a per-request and a per-byte part.
-SHORT_TEXTS = tuple(text for text in TEXTS if len(text) <= 50)
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,9 @@ TEXTS: tuple[str, ...] = (
     "better brakes followed over the next century, but a rider from eighteen ninety "
     "would recognise a modern bicycle at once and could probably ride it home.",
 )
+# Clips of a few words: about 2-3 s of audio in three chunks (the overhead benchmark's
+# per-request cost, first audio's c1 rounds).
+SHORT_TEXTS = tuple(text for text in TEXTS if len(text) <= 50)
 
 
 def text_order(count: int, seed: int, texts: Sequence[str] = TEXTS) -> list[str]:
