@@ -105,7 +105,12 @@ def add_parser(commands: Any) -> None:
                         help="measure only the named setups; the targets table then reads the references' "
                              "earlier results from --out and marks every target not comparable")
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_LEVELS)))
-    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(32, 4 x level))")
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default max(MINIMUM, ROUNDS x level))")
+    # 4 rounds: the committed reports' length. A share of the better static fleet read at 4
+    # rounds carries each level's closing wave; 12 rounds and 192 requests read the steady
+    # state, as the simulator's seed sweep and its ceiling do (docs/benchmarks/simulator.md).
+    parser.add_argument("--rounds", type=int, default=4, help="sweep: requests per level = ROUNDS x level...")
+    parser.add_argument("--minimum", type=int, default=32, help="...and at least this many")
     parser.add_argument("--trace-duration", type=float, default=120.0, help="bursty trace, modelled seconds (0 = skip)")
     parser.add_argument("--latency-rate", type=float, default=1.0)
     parser.add_argument("--burst-rate", type=float, default=8.0)
@@ -210,7 +215,7 @@ def _measure(setup: Setup, scratch: Path, args: argparse.Namespace, levels: list
         )  # fmt: skip
         # Connections, caches and the policy's state settle before measuring.
         run_async(warm_up(options, max(levels)))
-        document = run_async(sweep(options, levels, args.requests, rounds=4, minimum=32))
+        document = run_async(sweep(options, levels, args.requests, rounds=args.rounds, minimum=args.minimum))
         report.write(document, args.out, f"{setup.name}-sweep")
         documents.append(document)
         for arrivals, params in traces:
@@ -394,7 +399,7 @@ def write_report(documents: list[dict[str, Any]], args: argparse.Namespace, setu
             "## Closed-loop sweep",
             "",
             f"Concurrency {', '.join(map(str, levels))}; requests per level "
-            f"{args.requests or 'max(32, 4 x concurrency)'}; no `x-sla-class` header (class `balanced`).",
+            f"{args.requests or f'max({args.minimum}, {args.rounds} x concurrency)'}; no `x-sla-class` header (class `balanced`).",
             "",
             report.to_markdown(sweeps, by_class=False),
             *[f"![{p.stem}]({p.name})" for p in plots if p.stem != "trace_ttfp"],

@@ -32,3 +32,14 @@ def test_headline_has_one_row_per_configuration() -> None:
     assert cells[0] == "adaptive" and cells[1] == "200"  # c1 TTFP p50 in ms
     assert cells[6] == "250 / 250"  # trace latency TTFP p50 / p99
     assert cells[-1] == "0.5"  # the machine's load while measuring
+
+
+def test_the_sweeps_length_is_chosen_on_the_command_line() -> None:
+    """4 rounds (the committed reports) by default; 12 rounds and 192 requests read the
+    steady state the simulator's ceiling is measured at."""
+    from gateway.bench.cli import build_parser
+
+    default = build_parser().parse_args(["compare"])
+    assert (default.rounds, default.minimum) == (4, 32)
+    steady = build_parser().parse_args(["compare", "--rounds", "12", "--minimum", "192"])
+    assert (steady.rounds, steady.minimum) == (12, 192)
