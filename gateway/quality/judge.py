@@ -21,7 +21,7 @@ from collections.abc import Callable, Set
 from typing import Protocol
 
 from gateway.quality.metrics import QualityMetrics
-from gateway.quality.sampler import Sample
+from gateway.quality.sampler import Sample, drop_absent
 from gateway.quality.score import Floors, Score, Verdict
 from gateway.quality.transcriber import Transcript
 from gateway.types import WorkerState
@@ -109,9 +109,7 @@ class QualityJudge:
 
     def forget_absent(self, present: Set[str]) -> None:
         """Drop the windows and ejections of workers no longer in the fleet."""
-        for kept in (self._records, self._wer_records, self.ejected):
-            for worker_id in [w for w in kept if w not in present]:
-                del kept[worker_id]
+        drop_absent(present, self._records, self._wer_records, self.ejected)
         self.wer_ejected.intersection_update(present)
 
     def last_scored(self, worker_id: str) -> int:

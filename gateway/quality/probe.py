@@ -18,7 +18,7 @@ from gateway.pools.background import BackgroundLoop
 from gateway.pools.worker import Worker
 from gateway.quality.judge import QualityJudge
 from gateway.quality.metrics import QualityMetrics
-from gateway.quality.sampler import QualitySampler, Sample
+from gateway.quality.sampler import QualitySampler, Sample, drop_absent
 from gateway.quality.score import Score, score_pcm
 from gateway.types import SPEECH_PATH
 
@@ -68,8 +68,7 @@ class QualityProbe:
                 log.exception("quality probe round failed")
 
     def forget_absent(self, present: Set[str]) -> None:
-        for worker_id in [w for w in self._seen if w not in present]:
-            del self._seen[worker_id]
+        drop_absent(present, self._seen)
 
     async def round(self) -> None:
         """Probe each routable worker that had nothing scored since the last round."""

@@ -23,8 +23,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Set
+from collections.abc import Callable, MutableMapping, Set
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gateway.quality.score import Score, score_pcm
 from gateway.types import PoolName
@@ -78,6 +79,13 @@ class PcmTap:
             if self._room <= 0:  # cut at max_seconds: the text says more than the clip holds
                 sample = replace(sample, text=None)
             self._sampler.submit(sample, chunks)
+
+
+def drop_absent(present: Set[str], *kept: MutableMapping[str, Any]) -> None:
+    """Remove from each of ``kept`` (keyed by worker id) the workers not in ``present``."""
+    for entries in kept:
+        for worker_id in [w for w in entries if w not in present]:
+            del entries[worker_id]
 
 
 class QualitySampler:
@@ -154,9 +162,7 @@ class QualitySampler:
     def forget_absent(self, present: Set[str]) -> None:
         """Drop what is kept per worker for workers no longer in the fleet (bounded memory
         under discovery and scale-down, where every new worker brings a new id)."""
-        for kept in (self._credit, self._wer_credit, self._last_taken):
-            for worker_id in [w for w in kept if w not in present]:
-                del kept[worker_id]
+        drop_absent(present, self._credit, self._wer_credit, self._last_taken)
 
     @staticmethod
     def _take(credits: dict[str, float], worker_id: str, share: float) -> bool:
