@@ -393,9 +393,9 @@ class Load:
         return [r for r in list(self.results) if r.sent_at >= since]
 
     def _run(self, client: Client) -> None:
-        timeout = httpx.Timeout(60.0, connect=5.0)
-        with httpx.Client(timeout=timeout) as http, openai.OpenAI(
-            base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=timeout
+        # Each client its own Timeout type: openai 3.63 moved to httpx2, which refuses httpx's.
+        with httpx.Client(timeout=httpx.Timeout(60.0, connect=5.0)) as http, openai.OpenAI(
+            base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=openai.Timeout(60.0, connect=5.0)
         ) as sdk:
             for n in itertools.count():
                 if self._stop.is_set():
